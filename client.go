@@ -1,0 +1,215 @@
+package dlm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// Client acquires locks from one store. It is safe for concurrent use.
+type Client struct {
+	drv      driver.Driver
+	store    string
+	log      *slog.Logger
+	metrics  Metrics
+	defaults []Option
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithLogger sets the logger for renewals, losses and failed releases. The
+// default discards everything.
+func WithLogger(l *slog.Logger) ClientOption { return func(c *Client) { c.log = l } }
+
+// WithMetrics sets the metrics sink. The default records nothing.
+func WithMetrics(m Metrics) ClientOption { return func(c *Client) { c.metrics = m } }
+
+// WithDefaults sets options that apply to every call before the call's own.
+func WithDefaults(opts ...Option) ClientOption {
+	return func(c *Client) { c.defaults = append(c.defaults, opts...) }
+}
+
+// WithStoreName sets the store's name used in metrics and logs. The default
+// is the store's own name, or "store".
+func WithStoreName(name string) ClientOption { return func(c *Client) { c.store = name } }
+
+// New returns a client over the store d.
+func New(d driver.Driver, opts ...ClientOption) *Client {
+	c := &Client{drv: d, store: "store", metrics: nopMetrics{}}
+	if n, ok := d.(driver.Namer); ok {
+		c.store = n.Name()
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.metrics == nil {
+		c.metrics = nopMetrics{}
+	}
+	return c
+}
+
+// config builds the settings of one call: defaults, then the client's, then
+// the call's own options.
+func (c *Client) config(resource string, base []Option, opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, list := range [][]Option{base, c.defaults, opts} {
+		for _, o := range list {
+			if o != nil {
+				o(&cfg)
+			}
+		}
+	}
+	return cfg, cfg.validate(resource)
+}
+
+// Acquire takes the lock on resource and returns its lease. While someone
+// else holds the lock it keeps trying for the wait (WithWait), until ctx ends
+// when no wait is given. The caller must Release the lease.
+//
+// Errors: ErrNotAcquired when the lock stayed held (joined with ctx.Err()
+// when the context ended the wait); ErrUnavailable when the store could not
+// be reached, joined likewise; ErrInvalid or ErrUnsupported at once for a
+// call that can never succeed.
+func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (*Lease, error) {
+	return c.acquire(ctx, resource, nil, opts)
+}
+
+func (c *Client) acquire(ctx context.Context, resource string, base, opts []Option) (*Lease, error) {
+	began := time.Now()
+	cfg, err := c.config(resource, base, opts)
+	if err != nil {
+		c.metrics.Acquired(c.store, OutcomeFailed, time.Since(began))
+		return nil, err
+	}
+	req := driver.Request{
+		Resource: resource,
+		Owner:    newOwner(),
+		Mode:     cfg.mode,
+		TTL:      cfg.ttl,
+		Metadata: cfg.metadata,
+	}
+	l, err := c.attempts(ctx, req, &cfg)
+	outcome := OutcomeAcquired
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotAcquired):
+		outcome = OutcomeContended
+	default:
+		outcome = OutcomeFailed
+	}
+	c.metrics.Acquired(c.store, outcome, time.Since(began))
+	return l, err
+}
+
+// attempts runs attempts until one is granted, the wait ends, or an attempt
+// fails in a way that retrying cannot mend.
+func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) (*Lease, error) {
+	waitCtx := ctx
+	if cfg.wait > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, cfg.wait)
+		defer cancel()
+	}
+	waiter, native := c.drv.(driver.Waiter)
+	var last error
+	unsure := false // an attempt failed without a clear answer
+	giveUp := func() error {
+		if unsure {
+			// The grant may have happened with its reply lost. Release is
+			// owner-checked, so this is safe.
+			c.cleanup(ctx, req, driver.Grant{})
+		}
+		return c.giveUp(ctx, req, last)
+	}
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		var g driver.Grant
+		var err error
+		if native && cfg.wait != 0 {
+			g, err = waiter.AcquireWait(waitCtx, req)
+		} else {
+			g, err = c.drv.Acquire(waitCtx, req)
+		}
+		switch {
+		case err == nil:
+			return c.newLease(req, g, cfg, start), nil
+		case errors.Is(err, driver.ErrTaken):
+			last = err
+		case errors.Is(err, driver.ErrInvalid), errors.Is(err, driver.ErrUnsupported):
+			return nil, err
+		case waitCtx.Err() != nil && errors.Is(err, waitCtx.Err()):
+			// The wait ended during the attempt; the last answer stands.
+			// With no answer at all, the store did not answer in time.
+			unsure = true
+			if last == nil {
+				last = fmt.Errorf("%w: no answer before the wait ended: %w", ErrUnavailable, err)
+			}
+		default:
+			unsure = true
+			last = err
+		}
+		if cfg.wait == 0 || waitCtx.Err() != nil {
+			return nil, giveUp()
+		}
+		pause := cfg.retry.Backoff(attempt)
+		if pause < 0 {
+			return nil, giveUp()
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-waitCtx.Done():
+			t.Stop()
+			return nil, giveUp()
+		}
+	}
+}
+
+// giveUp builds the error of a call that ends without the lock: contention
+// as ErrNotAcquired, an unreachable store as its own error, each joined with
+// the context's error when the caller's context ended the call.
+func (c *Client) giveUp(ctx context.Context, req driver.Request, last error) error {
+	var err error
+	switch {
+	case last == nil || errors.Is(last, driver.ErrTaken):
+		err = fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, req.Resource)
+	default:
+		err = last
+	}
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+// cleanup releases a grant whose outcome is unknown, on a context that
+// outlives the caller's.
+func (c *Client) cleanup(ctx context.Context, req driver.Request, g driver.Grant) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := c.drv.Release(ctx, req, g); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		c.log.Debug("dlm: cleanup release failed", "store", c.store, "resource", req.Resource, "err", err)
+	}
+}
+
+// cleanupTimeout bounds releases made on the caller's behalf after its own
+// context has ended.
+const cleanupTimeout = 5 * time.Second
+
+// newOwner returns 128 random bits in hex: the owner value of one
+// acquisition.
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,45 @@
+package dlm
+
+import (
+	"context"
+	"errors"
+)
+
+// Do acquires the lock on resource, runs fn while holding it, and releases
+// it when fn returns or panics. The lease renews itself while fn runs
+// (unless WithAutoRenew(false) is given), and fn's context is cancelled the
+// moment the lock is lost, with the loss as its cause (context.Cause).
+//
+// Do returns Acquire's error if the lock was not acquired. Otherwise it
+// returns fn's error, joined with the loss (ErrLost) if the lock was lost
+// while fn ran, and with the release's error if the release failed.
+func (c *Client) Do(ctx context.Context, resource string, fn func(ctx context.Context, l *Lease) error, opts ...Option) (err error) {
+	l, err := c.acquire(ctx, resource, []Option{WithAutoRenew(true)}, opts)
+	if err != nil {
+		return err
+	}
+	work, cancel := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-l.Lost():
+			cancel(l.Err())
+		case <-work.Done():
+		}
+	}()
+	defer func() {
+		cancel(nil)
+		<-watched
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rerr := l.Release(rctx)
+		rcancel()
+		if r := recover(); r != nil {
+			panic(r)
+		}
+		if rerr != nil && !errors.Is(err, rerr) {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(work, l)
+}

@@ -1,0 +1,223 @@
+package dlm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// Lease is a held lock. It is safe for concurrent use.
+//
+// A lease ends in one of two ways: Release, or loss. When it is lost, Lost()
+// is closed and Err() says why. Its Deadline is the client's conservative
+// view of its validity (request start + TTL - drift), never the store's.
+type Lease struct {
+	c        *Client
+	req      driver.Request
+	grant    driver.Grant
+	acquired time.Time
+	maxHold  time.Duration
+
+	lost        chan struct{}
+	stopRenew   context.CancelFunc // stops the renewer; nil without auto-renew
+	renewerDone chan struct{}      // closed when the renewer has returned
+
+	mu       sync.Mutex
+	deadline time.Time
+	expiry   *time.Timer
+	held     bool  // false once released or lost
+	err      error // why the lease was lost
+	holdOver bool  // renewal stopped at the maximum hold
+}
+
+// drift is the allowance for clock-rate differences between client and
+// store: 1% of the TTL plus 2 ms, as in the Redlock description.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start time.Time) *Lease {
+	l := &Lease{
+		c:           c,
+		req:         req,
+		grant:       g,
+		acquired:    start,
+		maxHold:     cfg.maxHold,
+		lost:        make(chan struct{}),
+		renewerDone: make(chan struct{}),
+		held:        true,
+		deadline:    start.Add(req.TTL - drift(req.TTL)),
+	}
+	l.mu.Lock() // the timer may fire at once
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.mu.Unlock()
+	if cfg.autoRenew {
+		ctx, cancel := context.WithCancel(context.Background())
+		l.stopRenew = cancel
+		go l.renew(ctx)
+	} else {
+		close(l.renewerDone)
+	}
+	c.log.Debug("dlm: acquired", "store", c.store, "resource", req.Resource, "mode", req.Mode, "token", g.Token)
+	return l
+}
+
+// Resource returns the name of the locked resource.
+func (l *Lease) Resource() string { return l.req.Resource }
+
+// Mode returns the lease's lock mode.
+func (l *Lease) Mode() Mode { return l.req.Mode }
+
+// Token returns the fencing token of the grant. Pass it to the protected
+// resource, which should refuse any token lower than one it has seen.
+func (l *Lease) Token() uint64 { return l.grant.Token }
+
+// TTL returns the time to live the lock is held and renewed with.
+func (l *Lease) TTL() time.Duration { return l.req.TTL }
+
+// Metadata returns the owner description given with WithMetadata.
+func (l *Lease) Metadata() string { return l.req.Metadata }
+
+// AcquiredAt returns when the request that was granted was sent.
+func (l *Lease) AcquiredAt() time.Time { return l.acquired }
+
+// Deadline returns the end of the lease's validity as the client sees it:
+// the start of the last successful acquire or extend request, plus the TTL,
+// minus the drift allowance (1% of the TTL + 2 ms). Past it, the lease is
+// lost unless it was renewed.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Lost returns a channel that is closed when the lease is lost. It is never
+// closed for a lease that is released while still held.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err returns why the lease was lost, an error matching ErrLost, or nil
+// while it is held or after a clean release.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Extend resets the lock's time to live to its TTL, if the store still holds
+// it for this lease, and moves the deadline accordingly.
+//
+// It returns an error matching ErrLost when the lease is (or turns out to
+// be) lost, ErrNotHeld after Release, and the store's error, such as
+// ErrUnavailable, when the store could not answer; the lease then stays
+// valid until its deadline.
+func (l *Lease) Extend(ctx context.Context) error {
+	l.mu.Lock()
+	if err := l.usableLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	l.mu.Unlock()
+	start := time.Now()
+	err := l.c.drv.Extend(ctx, l.req, l.grant)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if uerr := l.usableLocked(); uerr != nil {
+		return uerr
+	}
+	switch {
+	case err == nil:
+		if d := start.Add(l.req.TTL - drift(l.req.TTL)); d.After(l.deadline) {
+			l.deadline = d
+			l.expiry.Reset(time.Until(d))
+		}
+		return nil
+	case errors.Is(err, driver.ErrNotHeld):
+		l.loseLocked(fmt.Errorf("%w: the store no longer holds %q for this lease (expired or taken): %w", ErrLost, l.req.Resource, err))
+		return l.err
+	default:
+		return err
+	}
+}
+
+// Release frees the lock. Releasing twice is not an error. Releasing a lost
+// lease returns its loss (matching ErrLost); an owner check that fails in the
+// store also matches ErrNotHeld. When the store cannot be reached, Release
+// returns that error and may be called again; the lock otherwise expires at
+// the end of its TTL.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if !l.held {
+		err := l.err
+		l.mu.Unlock()
+		return err
+	}
+	l.mu.Unlock()
+	if l.stopRenew != nil {
+		l.stopRenew()
+	}
+	<-l.renewerDone
+	err := l.c.drv.Release(ctx, l.req, l.grant)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		l.c.metrics.Released(l.c.store)
+		if l.held {
+			l.held = false
+			l.expiry.Stop()
+		}
+		return l.err
+	case errors.Is(err, driver.ErrNotHeld):
+		l.loseLocked(fmt.Errorf("%w: the store no longer held %q for this lease at release (expired or taken): %w", ErrLost, l.req.Resource, err))
+		return l.err
+	default:
+		return err
+	}
+}
+
+// usableLocked returns why the lease can no longer be extended, if so.
+func (l *Lease) usableLocked() error {
+	switch {
+	case l.err != nil:
+		return l.err
+	case !l.held:
+		return fmt.Errorf("%w: the lease of %q was released", ErrNotHeld, l.req.Resource)
+	}
+	return nil
+}
+
+// expire runs when the deadline timer fires.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held {
+		return
+	}
+	if d := time.Until(l.deadline); d > 0 { // extended meanwhile
+		l.expiry.Reset(d)
+		return
+	}
+	if l.holdOver {
+		l.loseLocked(fmt.Errorf("%w: %q reached its maximum hold of %s", ErrLost, l.req.Resource, l.maxHold))
+		return
+	}
+	l.loseLocked(fmt.Errorf("%w: %q was not renewed before its deadline", ErrLost, l.req.Resource))
+}
+
+// loseLocked ends a held lease as lost with cause.
+func (l *Lease) loseLocked(cause error) {
+	if !l.held {
+		return
+	}
+	l.held = false
+	l.err = cause
+	l.expiry.Stop()
+	close(l.lost)
+	if l.stopRenew != nil {
+		l.stopRenew()
+	}
+	l.c.metrics.Lost(l.c.store)
+	l.c.log.Warn("dlm: lock lost", "store", l.c.store, "resource", l.req.Resource, "token", l.grant.Token, "err", cause)
+}

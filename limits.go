@@ -1,0 +1,47 @@
+package dlm
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on what the client accepts. A value outside them is rejected with
+// ErrInvalid before any store is asked.
+const (
+	// MaxResourceBytes is the longest resource name, in bytes.
+	MaxResourceBytes = 512
+	// MaxMetadataBytes is the longest owner description, in bytes.
+	MaxMetadataBytes = 1024
+	// MinTTL is the shortest time to live of a lock.
+	MinTTL = 10 * time.Millisecond
+	// MaxTTL is the longest time to live of a lock. Longer holds renew.
+	MaxTTL = 24 * time.Hour
+)
+
+// validate checks the resource name and the settings of one call.
+func (c *config) validate(resource string) error {
+	switch {
+	case resource == "":
+		return fmt.Errorf("%w: resource name is empty", ErrInvalid)
+	case len(resource) > MaxResourceBytes:
+		return fmt.Errorf("%w: resource name is %d bytes, the limit is %d", ErrInvalid, len(resource), MaxResourceBytes)
+	case !utf8.ValidString(resource):
+		return fmt.Errorf("%w: resource name is not valid UTF-8", ErrInvalid)
+	case c.ttl < MinTTL || c.ttl > MaxTTL:
+		return fmt.Errorf("%w: TTL %s is outside [%s, %s]", ErrInvalid, c.ttl, MinTTL, MaxTTL)
+	case c.wait < 0 && c.wait != waitForever:
+		return fmt.Errorf("%w: wait %s is negative", ErrInvalid, c.wait)
+	case c.maxHold < 0:
+		return fmt.Errorf("%w: maximum hold %s is negative", ErrInvalid, c.maxHold)
+	case c.maxHold > 0 && c.maxHold < c.ttl:
+		return fmt.Errorf("%w: maximum hold %s is shorter than the TTL %s", ErrInvalid, c.maxHold, c.ttl)
+	case !c.mode.Valid():
+		return fmt.Errorf("%w: unknown lock mode %d", ErrInvalid, uint8(c.mode))
+	case len(c.metadata) > MaxMetadataBytes:
+		return fmt.Errorf("%w: metadata is %d bytes, the limit is %d", ErrInvalid, len(c.metadata), MaxMetadataBytes)
+	case c.retry == nil:
+		return fmt.Errorf("%w: retry strategy is nil", ErrInvalid)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package dlm
+
+import (
+	"time"
+)
+
+// Defaults for the per-call options.
+const (
+	// DefaultTTL is the time to live of a lock when WithTTL is not given.
+	DefaultTTL = 10 * time.Second
+)
+
+// waitForever is the unset wait: keep trying until the context ends.
+const waitForever = time.Duration(-1 << 63)
+
+// config is the settings of one Acquire or Do call. Each call builds its own,
+// so nothing is shared between calls through a reused option value.
+type config struct {
+	ttl       time.Duration
+	wait      time.Duration
+	retry     RetryStrategy
+	autoRenew bool
+	maxHold   time.Duration
+	mode      Mode
+	metadata  string
+}
+
+func defaultConfig() config {
+	return config{
+		ttl:   DefaultTTL,
+		wait:  waitForever,
+		retry: ExponentialBackoff(10*time.Millisecond, time.Second),
+		mode:  EX,
+	}
+}
+
+// Option sets one setting of an Acquire or Do call. Options given to New
+// with WithDefaults apply to every call first.
+type Option func(*config)
+
+// WithTTL sets how long the store keeps the lock without a renewal. It must
+// lie within [MinTTL, MaxTTL]; the default is DefaultTTL.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+
+// WithWait sets how long to keep trying while someone else holds the lock.
+// Zero means one attempt (try-lock). Without WithWait the call keeps trying
+// until its context ends.
+func WithWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
+
+// WithRetry sets the pause between attempts for stores that are polled, and
+// between attempts on an unreachable store. The default is
+// ExponentialBackoff(10ms, 1s) with full jitter.
+func WithRetry(s RetryStrategy) Option { return func(c *config) { c.retry = s } }
+
+// WithAutoRenew turns renewal on or off. A renewing lease extends the lock
+// every TTL/3 until it is released, lost, or held for the maximum hold. Do
+// renews by default; Acquire does not.
+func WithAutoRenew(on bool) Option { return func(c *config) { c.autoRenew = on } }
+
+// WithMaxHold bounds how long auto-renewal keeps a lock: after d the lease
+// stops renewing and expires at the end of its TTL. Zero, the default, means
+// no bound.
+func WithMaxHold(d time.Duration) Option { return func(c *config) { c.maxHold = d } }
+
+// WithMode sets the lock mode; the default is EX. A store that cannot
+// provide the mode fails with ErrUnsupported.
+func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
+
+// WithMetadata attaches a description of the owner (host, process, purpose)
+// that listing tools show. At most MaxMetadataBytes.
+func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }

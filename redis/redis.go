@@ -1,0 +1,239 @@
+// Package redis is the dlm store for a single Redis deployment: one server,
+// Sentinel, or Cluster, through the caller's go-redis v9 client.
+//
+// A lock is one key set with SET NX PX semantics inside a Lua script, its
+// value a 128-bit random owner; extend and release are owner-checked scripts.
+// Waiting is fair: waiters queue in Redis in arrival order, the release
+// hands the turn to the first one, and each waiter blocks on its own wake-up
+// list, so nobody polls and nobody barges.
+//
+// # Fencing tokens
+//
+// Each grant's token is the resource's counter plus one, floored at the
+// Redis server's clock in microseconds. Tokens of one resource therefore
+// strictly increase while the counter key lives (it is kept for the fence
+// retention after the last grant, 7 days by default) and also after it is
+// gone (expired, FLUSHALL, or a restart without persistence), provided the
+// server's clock has not stepped back past the last token issued. They are
+// not comparable across resources. A failover to a replica that missed the
+// last writes can re-grant a held lock, as with any single-Redis lock; use
+// the dlm server where that matters.
+//
+// # Waiting and its bounds
+//
+// A waiting acquisition holds one connection of the client's pool while it
+// blocks, so size the pool (PoolSize) for the number of concurrent waiters.
+// A waiter refreshes its place every queue refresh interval (500 ms by
+// default); one that dies in the queue is dropped after four intervals
+// without a refresh, so it delays those behind it by at most five intervals.
+// When a holder's key expires instead of being released, the first waiter
+// takes the lock within about a millisecond of the expiry.
+//
+// Requires Redis 6.2 or later (scripts read TIME before writing).
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// Defaults of the store's options.
+const (
+	DefaultPrefix         = "dlm:"
+	DefaultQueueRefresh   = 500 * time.Millisecond
+	DefaultFenceRetention = 7 * 24 * time.Hour
+)
+
+// Store is a dlm store over one Redis deployment. It implements
+// driver.Driver and driver.Waiter. It is safe for concurrent use.
+type Store struct {
+	rdb       goredis.UniversalClient
+	prefix    string
+	refresh   time.Duration
+	retention time.Duration
+	bad       error // a configuration error reported by every call
+
+	pumps sync.WaitGroup
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key the store writes; the default is
+// "dlm:". It must not contain '{' or '}'.
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithQueueRefresh sets how often a waiter refreshes its place in the queue
+// (see the package documentation for the bounds it sets). It must be at
+// least 10 ms; the default is 500 ms.
+func WithQueueRefresh(d time.Duration) Option { return func(s *Store) { s.refresh = d } }
+
+// WithFenceRetention sets how long a resource's token counter is kept after
+// its last grant; the default is 7 days. It must be at least one minute.
+func WithFenceRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
+
+// New returns a store over rdb, which may be a *goredis.Client,
+// *goredis.ClusterClient or a Sentinel failover client.
+func New(rdb goredis.UniversalClient, opts ...Option) *Store {
+	s := &Store{rdb: rdb, prefix: DefaultPrefix, refresh: DefaultQueueRefresh, retention: DefaultFenceRetention}
+	for _, o := range opts {
+		o(s)
+	}
+	switch {
+	case strings.ContainsAny(s.prefix, "{}"):
+		s.bad = fmt.Errorf("%w: redis key prefix %q contains a brace", driver.ErrInvalid, s.prefix)
+	case s.refresh < 10*time.Millisecond:
+		s.bad = fmt.Errorf("%w: queue refresh %s is below 10ms", driver.ErrInvalid, s.refresh)
+	case s.retention < time.Minute:
+		s.bad = fmt.Errorf("%w: fence retention %s is below one minute", driver.ErrInvalid, s.retention)
+	}
+	return s
+}
+
+// Name returns "redis".
+func (s *Store) Name() string { return "redis" }
+
+// Close waits for the store's background wake-up listeners to stop, at most
+// about one second after the last waiting call returned. It does not close
+// the Redis client.
+func (s *Store) Close() error {
+	s.pumps.Wait()
+	return nil
+}
+
+// liveness is how long a waiter's place lasts without a refresh.
+func (s *Store) liveness() time.Duration { return 4 * s.refresh }
+
+// keys are the Redis keys of one resource and one owner.
+type keys struct {
+	lock, fence, queue, live, wakeBase, wake string
+}
+
+func (s *Store) keys(resource, owner string) keys {
+	base := s.prefix + "{" + escape(resource) + "}"
+	return keys{
+		lock:     base,
+		fence:    base + ":fence",
+		queue:    base + ":queue",
+		live:     base + ":live",
+		wakeBase: base + ":wake:",
+		wake:     base + ":wake:" + owner,
+	}
+}
+
+// escape makes a resource name safe inside a hash tag: '}' would end the tag
+// early, so it is written %7D (and '%' as %25 to keep the mapping one-to-one).
+func escape(name string) string {
+	if !strings.ContainsAny(name, "%}") {
+		return name
+	}
+	return strings.NewReplacer("%", "%25", "}", "%7D").Replace(name)
+}
+
+func (s *Store) check(req driver.Request) error {
+	if s.bad != nil {
+		return s.bad
+	}
+	if req.Mode != driver.EX {
+		return fmt.Errorf("%w: the redis store has only EX locks, not %s", driver.ErrUnsupported, req.Mode)
+	}
+	return nil
+}
+
+// Acquire makes one attempt, without queueing.
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := s.check(req); err != nil {
+		return driver.Grant{}, err
+	}
+	g, _, _, err := s.attempt(ctx, s.keys(req.Resource, req.Owner), req, false)
+	return g, err
+}
+
+// attempt runs the acquire script once. When not granted it returns
+// ErrTaken, the lock's remaining TTL (negative when free) and whether the
+// caller is first in the queue.
+func (s *Store) attempt(ctx context.Context, k keys, req driver.Request, queue bool) (driver.Grant, time.Duration, bool, error) {
+	q := "0"
+	if queue {
+		q = "1"
+	}
+	res, err := acquireLua.Run(ctx, s.rdb,
+		[]string{k.lock, k.fence, k.queue, k.live, k.wake},
+		req.Owner, req.TTL.Milliseconds(), req.Metadata, q,
+		s.liveness().Milliseconds(), k.wakeBase, s.retention.Milliseconds(),
+	).Slice()
+	if err != nil {
+		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
+	}
+	if len(res) >= 2 && res[0] == int64(1) {
+		str, _ := res[1].(string)
+		tok, perr := strconv.ParseUint(str, 10, 64)
+		if perr != nil {
+			return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %q", driver.ErrUnavailable, str)
+		}
+		return driver.Grant{Token: tok}, 0, false, nil
+	}
+	if len(res) != 3 {
+		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: unexpected reply %v", driver.ErrUnavailable, res)
+	}
+	pttl, _ := res[1].(int64)
+	head, _ := res[2].(int64)
+	return driver.Grant{}, time.Duration(pttl) * time.Millisecond, head == 1,
+		fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
+}
+
+// Extend resets the lock's TTL if req.Owner holds it.
+func (s *Store) Extend(ctx context.Context, req driver.Request, _ driver.Grant) error {
+	if s.bad != nil {
+		return s.bad
+	}
+	k := s.keys(req.Resource, req.Owner)
+	n, err := extendLua.Run(ctx, s.rdb, []string{k.lock}, req.Owner, req.TTL.Milliseconds()).Int64()
+	if err != nil {
+		return s.fail(ctx, "extend", err)
+	}
+	return notHeld(n, req.Resource)
+}
+
+// Release frees the lock if req.Owner holds it and wakes the next waiter.
+func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant) error {
+	if s.bad != nil {
+		return s.bad
+	}
+	k := s.keys(req.Resource, req.Owner)
+	n, err := releaseLua.Run(ctx, s.rdb, []string{k.lock, k.queue, k.live},
+		req.Owner, k.wakeBase, s.liveness().Milliseconds()).Int64()
+	if err != nil {
+		return s.fail(ctx, "release", err)
+	}
+	return notHeld(n, req.Resource)
+}
+
+func notHeld(n int64, resource string) error {
+	switch n {
+	case 1:
+		return nil
+	case 0:
+		return fmt.Errorf("%w: %q is held by another owner", driver.ErrNotHeld, resource)
+	default:
+		return fmt.Errorf("%w: %q is not locked (expired or deleted)", driver.ErrNotHeld, resource)
+	}
+}
+
+// fail classifies an error from go-redis: the context's end as such,
+// anything else as the store being unavailable.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && (errors.Is(err, cerr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return fmt.Errorf("redis %s: %w", op, cerr)
+	}
+	return fmt.Errorf("%w: redis %s: %w", driver.ErrUnavailable, op, err)
+}

@@ -1,0 +1,131 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// Key layout of one resource R, all in one hash slot through the tag {R}:
+//
+//	<prefix>{R}           the lock: owner (32 hex) followed by metadata, PX ttl
+//	<prefix>{R}:fence     the last fencing token issued for R
+//	<prefix>{R}:queue     waiters in arrival order (a list of owner values)
+//	<prefix>{R}:live      waiter -> liveness deadline in ms (a sorted set)
+//	<prefix>{R}:wake:<w>  waiter w's wake-up list, pushed when it is its turn
+//
+// The wake-up keys are built inside the scripts from the base passed in
+// ARGV; they carry the same hash tag, so they live in the same slot.
+
+// handoffLua is shared by the scripts that may free the lock or change the
+// queue's head. first() drops waiters whose liveness deadline has passed and
+// returns the first live one; wake() tells it that it is its turn.
+const handoffLua = `
+local function now()
+  local t = redis.call('TIME')
+  return t, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function first(queue, live, nowms)
+  while true do
+    local w = redis.call('LINDEX', queue, 0)
+    if not w then return nil end
+    local dl = redis.call('ZSCORE', live, w)
+    if dl and tonumber(dl) > nowms then return w end
+    redis.call('LPOP', queue)
+    redis.call('ZREM', live, w)
+  end
+end
+local function wake(wakebase, w, livems)
+  local k = wakebase .. w
+  redis.call('RPUSH', k, '1')
+  redis.call('PEXPIRE', k, livems)
+end
+`
+
+// acquireLua makes one attempt. KEYS: lock, fence, queue, live, the caller's
+// wake key. ARGV: owner, ttl ms, metadata, "1" to queue if not granted,
+// liveness ms, wake base, fence retention ms.
+//
+// It grants when the lock is free and nobody live is queued ahead of the
+// caller (no barging). The token is the resource's counter plus one, floored
+// at the server clock in microseconds, so that tokens keep growing when the
+// counter is lost (expiry, restart without persistence).
+//
+// Returns {1, token} when granted, {0, pttl, isHead} when not.
+var acquireLua = goredis.NewScript(handoffLua + `
+local owner, meta = ARGV[1], ARGV[3]
+local queueing, livems, wakebase = ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6]
+local t, nowms = now()
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, 32) == owner then
+  return {1, redis.call('GET', KEYS[2]) or '0'}
+end
+local head = first(KEYS[3], KEYS[4], nowms)
+if not cur and (not head or head == owner) then
+  if head then
+    redis.call('LPOP', KEYS[3])
+    redis.call('ZREM', KEYS[4], owner)
+  end
+  redis.call('DEL', KEYS[5])
+  redis.call('SET', KEYS[1], owner .. meta, 'PX', ARGV[2])
+  local c = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if us > c then c = us end
+  local token = string.format('%.0f', c)
+  redis.call('SET', KEYS[2], token, 'PX', ARGV[7])
+  return {1, token}
+end
+if not cur and head then
+  wake(wakebase, head, livems)
+end
+local isHead = 0
+if queueing then
+  if not redis.call('ZSCORE', KEYS[4], owner) then
+    redis.call('RPUSH', KEYS[3], owner)
+  end
+  redis.call('ZADD', KEYS[4], nowms + livems, owner)
+  redis.call('PEXPIRE', KEYS[3], 2 * livems)
+  redis.call('PEXPIRE', KEYS[4], 2 * livems)
+  if redis.call('LINDEX', KEYS[3], 0) == owner then isHead = 1 end
+end
+return {0, redis.call('PTTL', KEYS[1]), isHead}
+`)
+
+// releaseLua frees the lock if the owner holds it and hands the turn to the
+// first live waiter. KEYS: lock, queue, live. ARGV: owner, wake base,
+// liveness ms. Returns 1 released, 0 held by another owner, -1 not held by
+// anyone.
+var releaseLua = goredis.NewScript(handoffLua + `
+local cur = redis.call('GET', KEYS[1])
+local res = -1
+if cur then
+  if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
+  redis.call('DEL', KEYS[1])
+  res = 1
+end
+local _, nowms = now()
+local head = first(KEYS[2], KEYS[3], nowms)
+if head then wake(ARGV[2], head, tonumber(ARGV[3])) end
+return res
+`)
+
+// leaveLua takes a waiter out of the queue, and if the lock is free hands the
+// turn on (the waiter may have been woken for it). KEYS: lock, queue, live,
+// the waiter's wake key. ARGV: owner, wake base, liveness ms.
+var leaveLua = goredis.NewScript(handoffLua + `
+redis.call('LREM', KEYS[2], 1, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('DEL', KEYS[4])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local _, nowms = now()
+  local head = first(KEYS[2], KEYS[3], nowms)
+  if head then wake(ARGV[2], head, tonumber(ARGV[3])) end
+end
+return 1
+`)
+
+// extendLua resets the lock's TTL if the owner holds it. KEYS: lock. ARGV:
+// owner, ttl ms. Returns 1 extended, 0 held by another owner, -1 not held.
+var extendLua = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)

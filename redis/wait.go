@@ -1,0 +1,100 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// AcquireWait queues for the lock and blocks until it is granted or ctx
+// ends. The release of the lock (or the departure of the waiter ahead)
+// pushes a wake-up to the first waiter's own list; waiters also refresh their
+// place every queue refresh interval, and the first one retries the moment a
+// held key is due to expire.
+func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := s.check(req); err != nil {
+		return driver.Grant{}, err
+	}
+	k := s.keys(req.Resource, req.Owner)
+	var wakeups <-chan struct{}
+	stop := func() {}
+	defer func() { stop() }()
+	for {
+		g, pttl, head, err := s.attempt(ctx, k, req, true)
+		if err == nil {
+			return g, nil
+		}
+		if !errors.Is(err, driver.ErrTaken) {
+			s.leave(ctx, k, req.Owner)
+			return driver.Grant{}, err
+		}
+		if wakeups == nil {
+			wakeups, stop = s.listen(k.wake)
+		}
+		pause := s.refresh
+		if head && pttl > 0 && pttl+time.Millisecond < pause {
+			pause = pttl + time.Millisecond
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-wakeups:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			s.leave(ctx, k, req.Owner)
+			return driver.Grant{}, fmt.Errorf("%w: %q: %w", driver.ErrTaken, req.Resource, ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
+// leave takes the waiter out of the queue, on a context that outlives the
+// caller's. If Redis cannot be reached the place lapses by itself.
+func (s *Store) leave(ctx context.Context, k keys, owner string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = leaveLua.Run(ctx, s.rdb, []string{k.lock, k.queue, k.live, k.wake},
+		owner, k.wakeBase, s.liveness().Milliseconds()).Err()
+}
+
+// listen blocks on the waiter's wake-up list in a goroutine and signals each
+// wake-up on the returned channel until stop is called. The goroutine ends
+// within one second of stop (the blocking pop's timeout); Close waits for it.
+func (s *Store) listen(key string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.pumps.Add(1)
+	go func() {
+		defer s.pumps.Done()
+		for ctx.Err() == nil {
+			_, err := s.rdb.BLPop(ctx, time.Second, key).Result()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil:
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			case errors.Is(err, goredis.Nil):
+				// Timed out; block again.
+			default:
+				// Redis is in trouble: the waiter's refresh timer carries
+				// on; do not spin.
+				t := time.NewTimer(s.refresh)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+		}
+	}()
+	return ch, cancel
+}

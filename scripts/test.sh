@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing (as root, through apt-get),
+# then vets and runs every test with the race detector.
+#
+#   bash scripts/test.sh            # everything
+#   bash scripts/test.sh ./redis/   # one package
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+	export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || { echo "test.sh: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
+
+# Debian packages of the servers the tests start.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if ((${#missing[@]})); then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test.sh: installing ${missing[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	else
+		echo "test.sh: missing ${missing[*]}; install with: sudo apt-get install ${missing[*]}" >&2
+		exit 1
+	fi
+fi
+
+pkgs=("$@")
+((${#pkgs[@]})) || pkgs=(./...)
+go vet "${pkgs[@]}"
+go test -race -count=1 -timeout 20m "${pkgs[@]}"
