@@ -44,6 +44,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/redislua"
 )
 
 // Defaults of the store's options.
@@ -113,30 +114,8 @@ func (s *Store) Close() error {
 // liveness is how long a waiter's place lasts without a refresh.
 func (s *Store) liveness() time.Duration { return 4 * s.refresh }
 
-// keys are the Redis keys of one resource and one owner.
-type keys struct {
-	lock, fence, queue, live, wakeBase, wake string
-}
-
-func (s *Store) keys(resource, owner string) keys {
-	base := s.prefix + "{" + escape(resource) + "}"
-	return keys{
-		lock:     base,
-		fence:    base + ":fence",
-		queue:    base + ":queue",
-		live:     base + ":live",
-		wakeBase: base + ":wake:",
-		wake:     base + ":wake:" + owner,
-	}
-}
-
-// escape makes a resource name safe inside a hash tag: '}' would end the tag
-// early, so it is written %7D (and '%' as %25 to keep the mapping one-to-one).
-func escape(name string) string {
-	if !strings.ContainsAny(name, "%}") {
-		return name
-	}
-	return strings.NewReplacer("%", "%25", "}", "%7D").Replace(name)
+func (s *Store) keys(resource, owner string) redislua.Keys {
+	return redislua.KeysFor(s.prefix, resource, owner)
 }
 
 func (s *Store) check(req driver.Request) error {
@@ -161,15 +140,15 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 // attempt runs the acquire script once. When not granted it returns
 // ErrTaken, the lock's remaining TTL (negative when free) and whether the
 // caller is first in the queue.
-func (s *Store) attempt(ctx context.Context, k keys, req driver.Request, queue bool) (driver.Grant, time.Duration, bool, error) {
+func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request, queue bool) (driver.Grant, time.Duration, bool, error) {
 	q := "0"
 	if queue {
 		q = "1"
 	}
-	res, err := acquireLua.Run(ctx, s.rdb,
-		[]string{k.lock, k.fence, k.queue, k.live, k.wake},
+	res, err := redislua.Acquire.Run(ctx, s.rdb,
+		[]string{k.Lock, k.Fence, k.Queue, k.Live, k.Wake},
 		req.Owner, req.TTL.Milliseconds(), req.Metadata, q,
-		s.liveness().Milliseconds(), k.wakeBase, s.retention.Milliseconds(),
+		s.liveness().Milliseconds(), k.WakeBase, s.retention.Milliseconds(),
 	).Slice()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
@@ -197,7 +176,7 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, _ driver.Grant) 
 		return s.bad
 	}
 	k := s.keys(req.Resource, req.Owner)
-	n, err := extendLua.Run(ctx, s.rdb, []string{k.lock}, req.Owner, req.TTL.Milliseconds()).Int64()
+	n, err := redislua.Extend.Run(ctx, s.rdb, []string{k.Lock}, req.Owner, req.TTL.Milliseconds()).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
 	}
@@ -210,8 +189,8 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 		return s.bad
 	}
 	k := s.keys(req.Resource, req.Owner)
-	n, err := releaseLua.Run(ctx, s.rdb, []string{k.lock, k.queue, k.live},
-		req.Owner, k.wakeBase, s.liveness().Milliseconds()).Int64()
+	n, err := redislua.Release.Run(ctx, s.rdb, []string{k.Lock, k.Queue, k.Live},
+		req.Owner, k.WakeBase, s.liveness().Milliseconds()).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/redislua"
 )
 
 // AcquireWait queues for the lock and blocks until it is granted or ctx
@@ -34,7 +35,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 			return driver.Grant{}, err
 		}
 		if wakeups == nil {
-			wakeups, stop = s.listen(k.wake)
+			wakeups, stop = s.listen(k.Wake)
 		}
 		pause := s.refresh
 		if head && pttl > 0 && pttl+time.Millisecond < pause {
@@ -55,11 +56,11 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 
 // leave takes the waiter out of the queue, on a context that outlives the
 // caller's. If Redis cannot be reached the place lapses by itself.
-func (s *Store) leave(ctx context.Context, k keys, owner string) {
+func (s *Store) leave(ctx context.Context, k redislua.Keys, owner string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = leaveLua.Run(ctx, s.rdb, []string{k.lock, k.queue, k.live, k.wake},
-		owner, k.wakeBase, s.liveness().Milliseconds()).Err()
+	_ = redislua.Leave.Run(ctx, s.rdb, []string{k.Lock, k.Queue, k.Live, k.Wake},
+		owner, k.WakeBase, s.liveness().Milliseconds()).Err()
 }
 
 // listen blocks on the waiter's wake-up list in a goroutine and signals each

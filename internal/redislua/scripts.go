@@ -1,6 +1,12 @@
-package redis
+// Package redislua holds the Lua scripts and key layout shared by the redis
+// and redlock stores, so that both speak the same protocol to a Redis node.
+package redislua
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
 
 // Key layout of one resource R, all in one hash slot through the tag {R}:
 //
@@ -38,7 +44,7 @@ local function wake(wakebase, w, livems)
 end
 `
 
-// acquireLua makes one attempt. KEYS: lock, fence, queue, live, the caller's
+// Acquire makes one attempt. KEYS: lock, fence, queue, live, the caller's
 // wake key. ARGV: owner, ttl ms, metadata, "1" to queue if not granted,
 // liveness ms, wake base, fence retention ms.
 //
@@ -48,7 +54,7 @@ end
 // counter is lost (expiry, restart without persistence).
 //
 // Returns {1, token} when granted, {0, pttl, isHead} when not.
-var acquireLua = goredis.NewScript(handoffLua + `
+var Acquire = goredis.NewScript(handoffLua + `
 local owner, meta = ARGV[1], ARGV[3]
 local queueing, livems, wakebase = ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6]
 local t, nowms = now()
@@ -87,11 +93,11 @@ end
 return {0, redis.call('PTTL', KEYS[1]), isHead}
 `)
 
-// releaseLua frees the lock if the owner holds it and hands the turn to the
+// Release frees the lock if the owner holds it and hands the turn to the
 // first live waiter. KEYS: lock, queue, live. ARGV: owner, wake base,
 // liveness ms. Returns 1 released, 0 held by another owner, -1 not held by
 // anyone.
-var releaseLua = goredis.NewScript(handoffLua + `
+var Release = goredis.NewScript(handoffLua + `
 local cur = redis.call('GET', KEYS[1])
 local res = -1
 if cur then
@@ -105,10 +111,10 @@ if head then wake(ARGV[2], head, tonumber(ARGV[3])) end
 return res
 `)
 
-// leaveLua takes a waiter out of the queue, and if the lock is free hands the
+// Leave takes a waiter out of the queue, and if the lock is free hands the
 // turn on (the waiter may have been woken for it). KEYS: lock, queue, live,
 // the waiter's wake key. ARGV: owner, wake base, liveness ms.
-var leaveLua = goredis.NewScript(handoffLua + `
+var Leave = goredis.NewScript(handoffLua + `
 redis.call('LREM', KEYS[2], 1, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[4])
@@ -120,12 +126,39 @@ end
 return 1
 `)
 
-// extendLua resets the lock's TTL if the owner holds it. KEYS: lock. ARGV:
+// Extend resets the lock's TTL if the owner holds it. KEYS: lock. ARGV:
 // owner, ttl ms. Returns 1 extended, 0 held by another owner, -1 not held.
-var extendLua = goredis.NewScript(`
+var Extend = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
+
+// Keys are the Redis keys of one resource and one owner.
+type Keys struct {
+	Lock, Fence, Queue, Live, WakeBase, Wake string
+}
+
+// KeysFor returns the keys of resource for owner under prefix.
+func KeysFor(prefix, resource, owner string) Keys {
+	base := prefix + "{" + Escape(resource) + "}"
+	return Keys{
+		Lock:     base,
+		Fence:    base + ":fence",
+		Queue:    base + ":queue",
+		Live:     base + ":live",
+		WakeBase: base + ":wake:",
+		Wake:     base + ":wake:" + owner,
+	}
+}
+
+// Escape makes a resource name safe inside a hash tag: '}' would end the tag
+// early, so it is written %7D (and '%' as %25 to keep the mapping one-to-one).
+func Escape(name string) string {
+	if !strings.ContainsAny(name, "%}") {
+		return name
+	}
+	return strings.NewReplacer("%", "%25", "}", "%7D").Replace(name)
+}
