@@ -133,22 +133,19 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	g, _, _, err := s.attempt(ctx, s.keys(req.Resource, req.Owner), req, false)
+	g, _, _, err := s.attempt(ctx, s.keys(req.Resource, req.Owner), req, false, false)
 	return g, err
 }
 
 // attempt runs the acquire script once. When not granted it returns
 // ErrTaken, the lock's remaining TTL (negative when free) and whether the
-// caller is first in the queue.
-func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request, queue bool) (driver.Grant, time.Duration, bool, error) {
-	q := "0"
-	if queue {
-		q = "1"
-	}
+// caller is first in the queue. queue asks to join the queue when not
+// granted; listening says the caller blocks on its wake key.
+func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request, queue, listening bool) (driver.Grant, time.Duration, bool, error) {
 	res, err := redislua.Acquire.Run(ctx, s.rdb,
 		[]string{k.Lock, k.Fence, k.Queue, k.Live, k.Wake},
-		req.Owner, req.TTL.Milliseconds(), req.Metadata, q,
-		s.liveness().Milliseconds(), k.WakeBase, s.retention.Milliseconds(),
+		req.Owner, req.TTL.Milliseconds(), req.Metadata, flag(queue),
+		s.liveness().Milliseconds(), k.WakeBase, s.retention.Milliseconds(), flag(listening),
 	).Slice()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
@@ -215,4 +212,11 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("redis %s: %w", op, cerr)
 	}
 	return fmt.Errorf("%w: redis %s: %w", driver.ErrUnavailable, op, err)
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

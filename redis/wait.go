@@ -26,7 +26,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	stop := func() {}
 	defer func() { stop() }()
 	for {
-		g, pttl, head, err := s.attempt(ctx, k, req, true)
+		g, pttl, head, err := s.attempt(ctx, k, req, true, wakeups != nil)
 		if err == nil {
 			return g, nil
 		}
@@ -64,8 +64,10 @@ func (s *Store) leave(ctx context.Context, k redislua.Keys, owner string) {
 }
 
 // listen blocks on the waiter's wake-up list in a goroutine and signals each
-// wake-up on the returned channel until stop is called. The goroutine ends
-// within one second of stop (the blocking pop's timeout); Close waits for it.
+// wake-up on the returned channel. It ends when it pops "stop", which the
+// grant and the leave scripts push, or when stop is called and its current
+// pop times out (one second at most, when Redis could not be told); Close
+// waits for it.
 func (s *Store) listen(key string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -73,9 +75,9 @@ func (s *Store) listen(key string) (<-chan struct{}, func()) {
 	go func() {
 		defer s.pumps.Done()
 		for ctx.Err() == nil {
-			_, err := s.rdb.BLPop(ctx, time.Second, key).Result()
+			v, err := s.rdb.BLPop(ctx, time.Second, key).Result()
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil, err == nil && len(v) == 2 && v[1] == "stop":
 				return
 			case err == nil:
 				select {

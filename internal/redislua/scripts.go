@@ -46,7 +46,8 @@ end
 
 // Acquire makes one attempt. KEYS: lock, fence, queue, live, the caller's
 // wake key. ARGV: owner, ttl ms, metadata, "1" to queue if not granted,
-// liveness ms, wake base, fence retention ms.
+// liveness ms, wake base, fence retention ms, "1" if the caller listens on
+// its wake key (it is then sent "stop" on a grant, ending its blocking pop).
 //
 // It grants when the lock is free and nobody live is queued ahead of the
 // caller (no barging). The token is the resource's counter plus one, floored
@@ -69,6 +70,10 @@ if not cur and (not head or head == owner) then
     redis.call('ZREM', KEYS[4], owner)
   end
   redis.call('DEL', KEYS[5])
+  if ARGV[8] == '1' then
+    redis.call('RPUSH', KEYS[5], 'stop')
+    redis.call('PEXPIRE', KEYS[5], livems)
+  end
   redis.call('SET', KEYS[1], owner .. meta, 'PX', ARGV[2])
   local c = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -112,12 +117,15 @@ return res
 `)
 
 // Leave takes a waiter out of the queue, and if the lock is free hands the
-// turn on (the waiter may have been woken for it). KEYS: lock, queue, live,
+// turn on (the waiter may have been woken for it). It sends "stop" to the
+// waiter's own wake key to end its blocking pop. KEYS: lock, queue, live,
 // the waiter's wake key. ARGV: owner, wake base, liveness ms.
 var Leave = goredis.NewScript(handoffLua + `
 redis.call('LREM', KEYS[2], 1, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('DEL', KEYS[4])
+redis.call('RPUSH', KEYS[4], 'stop')
+redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[3]))
 if redis.call('EXISTS', KEYS[1]) == 0 then
   local _, nowms = now()
   local head = first(KEYS[2], KEYS[3], nowms)
