@@ -15,6 +15,10 @@ command -v go >/dev/null 2>&1 || { echo "test.sh: Go is not installed (https://g
 # Debian packages of the servers the tests start.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+	missing+=(postgresql)
+fi
 if ((${#missing[@]})); then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		echo "test.sh: installing ${missing[*]}"

@@ -20,12 +20,20 @@ import (
 // started on it may still lose a race for it; callers retry on a new port.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return port
+}
+
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("testenv: no free port: %v", err)
+		return 0, fmt.Errorf("no free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // need returns the path of a server binary or fails the test with the

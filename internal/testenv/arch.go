@@ -1,0 +1,5 @@
+package testenv
+
+import "runtime"
+
+const runtimeArch = runtime.GOARCH
