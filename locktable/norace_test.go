@@ -1,0 +1,5 @@
+//go:build !race
+
+package locktable
+
+const raceEnabled = false

@@ -1,0 +1,146 @@
+package locktable
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestSessions(t *testing.T) {
+	h := newHarness(t, Limits{})
+	wantErr(t, res{err: h.open(0)}, ErrInvalidArgument)
+	if err := h.open(7); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, res{err: h.open(7)}, ErrSessionExists)
+	wantErr(t, h.close(8), ErrUnknownSession)
+	wantErr(t, h.lk(8, "x", EX), ErrUnknownSession)
+	wantEvents(t, h.close(7), "SessionClosed s7")
+	wantErr(t, h.close(7), ErrUnknownSession)
+	wantEvents(t, h.expire(7, 9)) // unknown ids are ignored
+}
+
+func TestCloseSession(t *testing.T) {
+	h := newTest(t, 3, Limits{})
+	h.grantedLock(1, "x", PR)      // 1
+	b := h.grantedLock(2, "x", PR) // 2
+	h.queuedLock(3, "x", EX)       // 3
+	h.grantedLock(1, "y", EX)      // 4
+	h.queuedLock(2, "y", PR)       // 5
+	wantStatus(t, h.cv(2, b, PW), StatusQueued)
+	// Session 2 closes: its held lock (with its conversion) is released,
+	// its request cancelled; nothing is granted since session 1 still
+	// holds PR on x and EX on y.
+	r := h.close(2)
+	wantEvents(t, r, "Released#2", "Cancelled#5", "SessionClosed s2")
+	for _, e := range r.Events[:2] {
+		if e.Reason != ReasonSessionClosed {
+			t.Fatalf("reason %v", e.Reason)
+		}
+	}
+	wantEvents(t, h.close(1), "Released#1", "Released#4", "SessionClosed s1", "Granted#3 EX")
+	if st := h.t.Stats(); st.Sessions != 1 || st.Resources != 1 || st.Locks != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestExpireSessions: every lock of every expired session goes before
+// anything is granted, and the events say why.
+func TestExpireSessions(t *testing.T) {
+	h := newTest(t, 4, Limits{})
+	h.grantedLock(1, "x", EX) // 1
+	h.grantedLock(2, "y", EX) // 2
+	h.queuedLock(3, "x", EX)  // 3
+	h.queuedLock(4, "y", EX)  // 4
+	h.queuedLock(2, "x", EX)  // 5, cancelled with session 2
+	r := h.expire(2, 1, 2)
+	wantEvents(t, r, "Released#1", "SessionExpired s1", "Released#2", "Cancelled#5", "SessionExpired s2",
+		"Granted#3 EX", "Granted#4 EX")
+	if r.Events[0].Reason != ReasonSessionExpired || r.Events[3].Reason != ReasonSessionExpired {
+		t.Fatalf("reasons: %v", r.Events)
+	}
+	if _, ok := h.t.Session(1); ok {
+		t.Fatal("expired session still open")
+	}
+}
+
+func TestOwnerChecks(t *testing.T) {
+	h := newTest(t, 2, Limits{})
+	a := h.grantedLock(1, "x", PR)
+	q := h.queuedLock(2, "x", EX)
+	for _, r := range []res{
+		h.release(2, a),
+		h.cv(2, a, EX),
+		h.cancel(1, q),
+	} {
+		wantErr(t, r, ErrNotOwner)
+	}
+	wantErr(t, h.release(1, 99), ErrUnknownLock)
+	wantErr(t, h.release(9, a), ErrUnknownSession)
+	wantErr(t, h.cv(2, q, PR), ErrNotGranted)
+	wantErr(t, h.cv(1, a, 0), ErrInvalidMode)
+	wantErr(t, h.cv(1, a, 7), ErrInvalidMode)
+	wantErr(t, h.convert(ConvertRequest{Session: 1, Lock: a, Mode: EX, Flags: 0x80}), ErrInvalidArgument)
+	wantErr(t, h.lock(LockRequest{Session: 1, Resource: "x", Mode: EX, Flags: QueueConvert}), ErrInvalidArgument)
+	wantErr(t, h.lk(1, "", EX), ErrInvalidArgument)
+	wantErr(t, h.lk(1, "x", 0), ErrInvalidMode)
+	h.release(2, q)
+	b := h.grantedLock(2, "x", PR)
+	wantStatus(t, h.cv(1, a, EX), StatusQueued)
+	wantErr(t, h.cv(1, a, PW), ErrConversionPending)
+	// The error says which lock and which session.
+	if err := h.release(2, a).err; err == nil || err.Error() != "locktable: lock belongs to another session: lock 1 is not held by session 2" {
+		t.Fatalf("message: %v", err)
+	}
+	_ = b
+}
+
+func TestLimits(t *testing.T) {
+	if got := New(Limits{}).Limits(); got != (Limits{
+		MaxNameLen: 256, MaxLocksPerSession: 10_000, MaxWaitersPerResource: 10_000,
+		MaxResources: 1_000_000, MaxSessions: 100_000, MaxDeadlockSearch: 100_000,
+	}) {
+		t.Fatalf("defaults: %+v", got)
+	}
+	check := func(r res, want error) {
+		t.Helper()
+		wantErr(t, r, want)
+		if !errors.Is(r.err, ErrLimit) {
+			t.Fatalf("%v does not match ErrLimit", r.err)
+		}
+	}
+
+	h := newTest(t, 2, Limits{MaxNameLen: 4})
+	h.grantedLock(1, "abcd", EX)
+	check(h.lk(1, "abcde", EX), ErrNameTooLong)
+	check(res{err: h.t.OpenSession(Stamp{}, 3, "label")}, ErrNameTooLong)
+
+	h = newTest(t, 2, Limits{MaxLocksPerSession: 2})
+	h.grantedLock(1, "a", EX)
+	wantStatus(t, h.lock(LockRequest{Session: 1, Owner: 1, Resource: "a", Mode: EX}), StatusQueued) // queued requests count
+	check(h.lk(1, "b", EX), ErrTooManyLocks)
+	h.grantedLock(2, "c", EX) // per session
+
+	h = newTest(t, 4, Limits{MaxWaitersPerResource: 2})
+	a := h.grantedLock(1, "x", PR)
+	h.grantedLock(2, "x", PR)
+	h.queuedLock(3, "x", EX)
+	wantStatus(t, h.cv(1, a, EX), StatusQueued) // conversions count as waiters
+	check(h.lk(4, "x", EX), ErrTooManyWaiters)
+	h.grantedLock(4, "y", EX)
+
+	h = newTest(t, 1, Limits{MaxResources: 2})
+	h.grantedLock(1, "a", EX)
+	id := h.grantedLock(1, "b", EX)
+	check(h.lk(1, "c", EX), ErrTooManyResources)
+	check(h.acquire(SemaphoreRequest{Session: 1, Resource: "c", Capacity: 1, Permits: 1}), ErrTooManyResources)
+	h.grantedLock(1, "a", NL) // an existing resource is fine
+	h.release(1, id)          // b is deleted, which makes room
+	h.grantedLock(1, "c", EX)
+
+	h = newTest(t, 2, Limits{MaxSessions: 2})
+	check(res{err: h.open(3)}, ErrTooManySessions)
+	h.close(2)
+	if err := h.open(3); err != nil {
+		t.Fatal(err)
+	}
+}

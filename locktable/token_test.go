@@ -1,0 +1,76 @@
+package locktable
+
+import "testing"
+
+func TestTokens(t *testing.T) {
+	tb := New(Limits{})
+	tb.OpenSession(Stamp{}, 1, "")
+	tb.OpenSession(Stamp{}, 2, "")
+	lock := func(st Stamp, s SessionID, name string, m Mode) Result {
+		t.Helper()
+		r, err := tb.Lock(st, LockRequest{Session: s, Owner: OwnerID(len(name)), Resource: name, Mode: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// The token is the caller's index when it is ahead...
+	if r := lock(Stamp{Index: 1000}, 1, "a", EX); r.Token != 1000 {
+		t.Fatalf("token %d, want 1000", r.Token)
+	}
+	// ...and last+1 otherwise: a repeated or smaller index never collides.
+	if r := lock(Stamp{Index: 1000}, 1, "b", EX); r.Token != 1001 {
+		t.Fatalf("token %d, want 1001", r.Token)
+	}
+	if r := lock(Stamp{Index: 5}, 1, "c", EX); r.Token != 1002 {
+		t.Fatalf("token %d, want 1002", r.Token)
+	}
+	// A queued conversion gets the token of the operation that grants it.
+	lock(Stamp{Index: 1003}, 2, "d", PR)
+	x := lock(Stamp{Index: 1004}, 1, "d", PR)
+	if r, err := tb.Convert(Stamp{Index: 1006}, ConvertRequest{Session: 1, Lock: x.Lock, Mode: EX}); err != nil || r.Status != StatusQueued {
+		t.Fatal(r, err)
+	}
+	lock(Stamp{Index: 1007}, 2, "dd", PR)
+	r, _ := tb.CloseSession(Stamp{Index: 1008}, 2)
+	var tokens []uint64
+	for _, e := range r.Events {
+		if e.Kind == EventGranted {
+			tokens = append(tokens, e.Token)
+		}
+	}
+	if len(tokens) != 1 || tokens[0] != 1008 {
+		t.Fatalf("tokens %v", tokens)
+	}
+	if tb.LastToken() != 1008 {
+		t.Fatalf("last token %d", tb.LastToken())
+	}
+	// Tokens survive a snapshot.
+	n := New(Limits{})
+	if err := n.Restore(tb.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	n.OpenSession(Stamp{}, 3, "")
+	if r, _ := n.Lock(Stamp{Index: 1}, LockRequest{Session: 3, Resource: "e", Mode: EX}); r.Token != 1009 {
+		t.Fatalf("token after restore %d", r.Token)
+	}
+}
+
+// TestTokensWithinOneOperation: a release that wakes three PR waiters.
+func TestTokensWithinOneOperation(t *testing.T) {
+	h := newTest(t, 4, Limits{})
+	a := h.grantedLock(1, "x", EX)
+	for s := SessionID(2); s <= 4; s++ {
+		h.queuedLock(s, "x", PR)
+	}
+	r := h.release(1, a)
+	wantEvents(t, r, "Released#1", "Granted#2 PR", "Granted#3 PR", "Granted#4 PR")
+	idx := h.idx
+	if r.Events[1].Token != idx || r.Events[2].Token != idx+1 || r.Events[3].Token != idx+2 {
+		t.Fatalf("tokens %d %d %d at index %d", r.Events[1].Token, r.Events[2].Token, r.Events[3].Token, idx)
+	}
+	// The next operation's index was already used: its token goes past.
+	if r := h.lk(1, "y", EX); r.Token != idx+3 {
+		t.Fatalf("next token %d", r.Token)
+	}
+}
