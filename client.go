@@ -91,12 +91,18 @@ func (c *Client) acquire(ctx context.Context, resource string, base, opts []Opti
 		c.metrics.Acquired(c.store, OutcomeFailed, time.Since(began))
 		return nil, err
 	}
+	if cfg.capacity > 0 && !driver.Has(c.drv, driver.FeatureSemaphores) {
+		c.metrics.Acquired(c.store, OutcomeFailed, time.Since(began))
+		return nil, fmt.Errorf("%w: the %s store has no semaphores", ErrUnsupported, c.store)
+	}
 	req := driver.Request{
 		Resource: resource,
 		Owner:    newOwner(),
 		Mode:     cfg.mode,
 		TTL:      cfg.ttl,
 		Metadata: cfg.metadata,
+		Capacity: cfg.capacity,
+		Permits:  cfg.permits,
 	}
 	l, err := c.attempts(ctx, req, &cfg)
 	outcome := OutcomeAcquired

@@ -23,6 +23,10 @@ var (
 	// ErrUnavailable means the store could not be reached or could not
 	// decide. It is never used for contention.
 	ErrUnavailable = driver.ErrUnavailable
+	// ErrDeadlock means the request (a lock or a conversion) would close a
+	// cycle of owners waiting for each other and was refused; a refused
+	// conversion leaves the lock held in its old mode.
+	ErrDeadlock = driver.ErrDeadlock
 	// ErrInvalid means an argument was rejected; the message says which one
 	// and why.
 	ErrInvalid = driver.ErrInvalid

@@ -17,8 +17,6 @@ import (
 // view of its validity (request start + TTL - drift), never the store's.
 type Lease struct {
 	c        *Client
-	req      driver.Request
-	grant    driver.Grant
 	acquired time.Time
 	maxHold  time.Duration
 
@@ -27,6 +25,8 @@ type Lease struct {
 	renewerDone chan struct{}      // closed when the renewer has returned
 
 	mu       sync.Mutex
+	req      driver.Request // Mode changes by Convert
+	grant    driver.Grant   // changes by Convert
 	deadline time.Time
 	expiry   *time.Timer
 	held     bool  // false once released or lost
@@ -35,10 +35,19 @@ type Lease struct {
 }
 
 // drift is the allowance for clock-rate differences between client and
-// store: 1% of the TTL plus 2 ms, as in the Redlock description.
-func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+// store: 1% of the TTL plus 2 ms, as in the Redlock description, unless the
+// store says otherwise.
+func (c *Client) drift(ttl time.Duration) time.Duration {
+	if d, ok := c.drv.(driver.Drifter); ok {
+		return d.Drift(ttl)
+	}
+	return ttl/100 + 2*time.Millisecond
+}
 
 func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start time.Time) *Lease {
+	if !g.Start.IsZero() {
+		start = g.Start
+	}
 	l := &Lease{
 		c:           c,
 		req:         req,
@@ -48,7 +57,7 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 		lost:        make(chan struct{}),
 		renewerDone: make(chan struct{}),
 		held:        true,
-		deadline:    start.Add(req.TTL - drift(req.TTL)),
+		deadline:    start.Add(req.TTL - c.drift(req.TTL)),
 	}
 	l.mu.Lock() // the timer may fire at once
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
@@ -68,17 +77,36 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 func (l *Lease) Resource() string { return l.req.Resource }
 
 // Mode returns the lease's lock mode.
-func (l *Lease) Mode() Mode { return l.req.Mode }
+func (l *Lease) Mode() Mode {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.req.Mode
+}
 
-// Token returns the fencing token of the grant. Pass it to the protected
-// resource, which should refuse any token lower than one it has seen.
-func (l *Lease) Token() uint64 { return l.grant.Token }
+// Token returns the fencing token of the grant (of the last up-conversion,
+// after Convert). Pass it to the protected resource, which should refuse any
+// token lower than one it has seen.
+func (l *Lease) Token() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.grant.Token
+}
+
+// Permits returns the number of semaphore permits held, or 0 for a lock.
+func (l *Lease) Permits() int { return l.req.Permits }
 
 // TTL returns the time to live the lock is held and renewed with.
 func (l *Lease) TTL() time.Duration { return l.req.TTL }
 
 // Metadata returns the owner description given with WithMetadata.
 func (l *Lease) Metadata() string { return l.req.Metadata }
+
+// current returns the request and grant as they stand.
+func (l *Lease) current() (driver.Request, driver.Grant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.req, l.grant
+}
 
 // AcquiredAt returns when the request that was granted was sent.
 func (l *Lease) AcquiredAt() time.Time { return l.acquired }
@@ -118,9 +146,10 @@ func (l *Lease) Extend(ctx context.Context) error {
 		l.mu.Unlock()
 		return err
 	}
+	req, g := l.req, l.grant
 	l.mu.Unlock()
 	start := time.Now()
-	err := l.c.drv.Extend(ctx, l.req, l.grant)
+	err := l.c.drv.Extend(ctx, req, g)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if uerr := l.usableLocked(); uerr != nil {
@@ -128,7 +157,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 	}
 	switch {
 	case err == nil:
-		if d := start.Add(l.req.TTL - drift(l.req.TTL)); d.After(l.deadline) {
+		if d := start.Add(l.req.TTL - l.c.drift(l.req.TTL)); d.After(l.deadline) {
 			l.deadline = d
 			l.expiry.Reset(time.Until(d))
 		}
@@ -158,7 +187,8 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.stopRenew()
 	}
 	<-l.renewerDone
-	err := l.c.drv.Release(ctx, l.req, l.grant)
+	req, g := l.current()
+	err := l.c.drv.Release(ctx, req, g)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -188,22 +218,30 @@ func (l *Lease) usableLocked() error {
 	return nil
 }
 
-// expire runs when the deadline timer fires.
+// expire runs when the deadline timer fires. A lease that reaches its
+// deadline is lost; the store is then asked, best effort, to release the
+// lock, so that stores without a TTL of their own (PostgreSQL) and stores
+// whose TTL runs a little longer do not keep it.
 func (l *Lease) expire() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if !l.held {
+		l.mu.Unlock()
 		return
 	}
 	if d := time.Until(l.deadline); d > 0 { // extended meanwhile
 		l.expiry.Reset(d)
+		l.mu.Unlock()
 		return
 	}
 	if l.holdOver {
 		l.loseLocked(fmt.Errorf("%w: %q reached its maximum hold of %s", ErrLost, l.req.Resource, l.maxHold))
-		return
+	} else {
+		l.loseLocked(fmt.Errorf("%w: %q was not renewed before its deadline", ErrLost, l.req.Resource))
 	}
-	l.loseLocked(fmt.Errorf("%w: %q was not renewed before its deadline", ErrLost, l.req.Resource))
+	req, g := l.req, l.grant
+	l.mu.Unlock()
+	<-l.renewerDone
+	l.c.cleanup(context.Background(), req, g)
 }
 
 // loseLocked ends a held lease as lost with cause.

@@ -17,6 +17,8 @@ const (
 	MinTTL = 10 * time.Millisecond
 	// MaxTTL is the longest time to live of a lock. Longer holds renew.
 	MaxTTL = 24 * time.Hour
+	// MaxCapacity is the largest number of permits of a semaphore.
+	MaxCapacity = 1 << 20
 )
 
 // validate checks the resource name and the settings of one call.
@@ -40,6 +42,10 @@ func (c *config) validate(resource string) error {
 		return fmt.Errorf("%w: unknown lock mode %d", ErrInvalid, uint8(c.mode))
 	case len(c.metadata) > MaxMetadataBytes:
 		return fmt.Errorf("%w: metadata is %d bytes, the limit is %d", ErrInvalid, len(c.metadata), MaxMetadataBytes)
+	case c.capacity != 0 && (c.capacity < 1 || c.capacity > MaxCapacity):
+		return fmt.Errorf("%w: semaphore capacity %d is outside [1, %d]", ErrInvalid, c.capacity, MaxCapacity)
+	case c.capacity != 0 && (c.permits < 1 || c.permits > c.capacity):
+		return fmt.Errorf("%w: %d permits of a semaphore of %d", ErrInvalid, c.permits, c.capacity)
 	case c.retry == nil:
 		return fmt.Errorf("%w: retry strategy is nil", ErrInvalid)
 	}

@@ -23,6 +23,8 @@ type config struct {
 	maxHold   time.Duration
 	mode      Mode
 	metadata  string
+	capacity  int
+	permits   int
 }
 
 func defaultConfig() config {
@@ -69,3 +71,11 @@ func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
 // WithMetadata attaches a description of the owner (host, process, purpose)
 // that listing tools show. At most MaxMetadataBytes.
 func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
+
+// WithSemaphore makes the resource a counting semaphore of capacity permits
+// and takes permits of them; the default is a plain lock. Every user of one
+// resource must agree on its capacity. Stores without semaphores fail with
+// ErrUnsupported.
+func WithSemaphore(capacity, permits int) Option {
+	return func(c *config) { c.capacity, c.permits = capacity, permits }
+}

@@ -28,6 +28,13 @@ type Request struct {
 	// Metadata is a free-form description of the owner that listing tools
 	// show. It may be empty.
 	Metadata string
+	// Capacity, when non-zero, makes the resource a counting semaphore of
+	// Capacity permits, of which the request takes Permits; Mode is then
+	// ignored. Package dlm sends it only to stores whose Features include
+	// FeatureSemaphores.
+	Capacity int
+	// Permits is the number of permits a semaphore request takes.
+	Permits int
 }
 
 // Grant is what a store returns for a granted request.
@@ -38,6 +45,12 @@ type Grant struct {
 	// Handle is the store's own state for the grant. Package dlm passes it
 	// back unchanged to Extend and Release.
 	Handle any
+	// Start is a moment no later than the one from which the store counts
+	// the lock's TTL. Zero means the start of the call that returned the
+	// grant, which is right for a single attempt; a store that waits
+	// natively sets it to the start of the request that was granted, or of
+	// the last renewal it made while waiting.
+	Start time.Time
 }
 
 // Driver is a lock store. Its methods are called concurrently.
@@ -66,6 +79,46 @@ type Waiter interface {
 	// ends first it returns an error that wraps both ErrTaken and ctx.Err(),
 	// and leaves nothing of the request behind in the store.
 	AcquireWait(ctx context.Context, req Request) (Grant, error)
+}
+
+// Converter is implemented by stores that can change the mode of a held
+// lock.
+type Converter interface {
+	// Convert changes the mode of the lock granted as g to mode, waiting
+	// until the new mode can be granted or ctx ends. It returns the grant in
+	// the new mode; an up-conversion has a new, larger token. A conversion
+	// that would deadlock fails with ErrDeadlock; one whose ctx ends fails
+	// with an error wrapping ErrTaken and ctx.Err(). In both cases the lock
+	// stays held in its old mode.
+	Convert(ctx context.Context, req Request, g Grant, mode Mode) (Grant, error)
+}
+
+// Feature is something a store offers beyond exclusive locks.
+type Feature uint
+
+// Features a store may declare.
+const (
+	// FeatureSemaphores: the store honours Request.Capacity and Permits.
+	FeatureSemaphores Feature = 1 << iota
+)
+
+// Featurer is implemented by stores that declare features.
+type Featurer interface {
+	// Features returns the features the store offers.
+	Features() Feature
+}
+
+// Has reports whether d declares feature f.
+func Has(d Driver, f Feature) bool {
+	fd, ok := d.(Featurer)
+	return ok && fd.Features()&f != 0
+}
+
+// Drifter is implemented by stores that allow for clock drift differently
+// from package dlm's default of 1% of the TTL plus 2 ms.
+type Drifter interface {
+	// Drift returns the allowance subtracted from a lock's validity.
+	Drift(ttl time.Duration) time.Duration
 }
 
 // Namer is implemented by stores that have a short name for metrics and

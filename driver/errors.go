@@ -17,6 +17,9 @@ var (
 	// ErrUnsupported means the store cannot do what was asked, such as a lock
 	// mode it has no equivalent for.
 	ErrUnsupported = errors.New("dlm: not supported by this store")
+	// ErrDeadlock means the request would close a cycle of owners waiting
+	// for each other, and was refused.
+	ErrDeadlock = errors.New("dlm: deadlock")
 	// ErrInvalid means an argument was rejected; the wrapping message says
 	// which one and why.
 	ErrInvalid = errors.New("dlm: invalid argument")

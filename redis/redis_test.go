@@ -596,3 +596,41 @@ func countOurs() int {
 	}
 	return count
 }
+
+func TestLongWaitGivesAFullLease(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	holder, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 200 * time.Millisecond
+	got := make(chan *dlm.Lease, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	await(t, 5*time.Second, "waiter queued", func() bool {
+		return e.rdb.LLen(ctx, "dlm:{"+name+"}:queue").Val() == 1
+	})
+	time.Sleep(3 * ttl) // the waiter waits well past its own TTL
+	holder.Release(ctx)
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if left := time.Until(l.Deadline()); left < ttl/2 {
+		t.Fatalf("a lease granted after a long wait has %s left of its %s TTL", left, ttl)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost at once: %v", l.Err())
+	default:
+	}
+	l.Release(ctx)
+}

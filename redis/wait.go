@@ -26,8 +26,10 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	stop := func() {}
 	defer func() { stop() }()
 	for {
+		start := time.Now()
 		g, pttl, head, err := s.attempt(ctx, k, req, true, wakeups != nil)
 		if err == nil {
+			g.Start = start // the TTL runs from this attempt's grant
 			return g, nil
 		}
 		if !errors.Is(err, driver.ErrTaken) {

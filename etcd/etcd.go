@@ -1,0 +1,154 @@
+// Package etcd is the dlm store for an etcd cluster (v3 API), through the
+// caller's go.etcd.io/etcd/client/v3 client.
+//
+// # Keys, leases and tokens
+//
+// Each request is one key, prefix + resource + "/" + owner, written with its
+// own etcd lease in one transaction guarded by CreateRevision(key) == 0. In
+// the resource part, '%' and '/' are escaped as "%25" and "%2F", so that the
+// keys of "a" and of "a/b" never share a directory. The value is the mode's
+// name, a newline, and the request's metadata. Requests are ordered by the
+// keys' create revisions: a request is granted when no key created before
+// its own holds or waits for a mode that conflicts with it
+// (driver.Mode.Compatible). All six modes work. For EX and PR this is plain
+// FIFO: a reader behind a waiting writer waits. A request never waits for
+// earlier compatible ones, though, so a CR passes a queued PW, with which it
+// is compatible. The fencing token is the key's create revision: it
+// is cluster-wide, strictly increasing, and kept across restarts and leader
+// changes; tokens of different resources are comparable.
+//
+// The lease of a request is revoked on release, so a released lock is gone
+// at once; a holder that dies leaves it to the lease's expiry. Every lease
+// belongs to one request and has one key, so revoking it deletes exactly
+// that key; releases and extensions check the key's create revision, never
+// its name alone.
+//
+// # Time to live
+//
+// etcd leases count whole seconds: the lease of a request lasts the TTL
+// rounded up to whole seconds, and at least the server's minimum (1.5 ×
+// the election timeout rounded up, 2 s with etcd's default timing). The
+// client's view of the lease stays the TTL asked for, so a short TTL only
+// makes a lock whose holder died stay taken longer in etcd (up to that
+// rounded time), never shorter. Extend is one KeepAliveOnce on the lease,
+// which must report a positive TTL, then a read that the key is still the
+// one granted; anything else is driver.ErrNotHeld.
+//
+// # Waiting
+//
+// AcquireWait keeps its key and watches only its predecessor: the last key
+// created before its own whose mode conflicts with its own. When the
+// predecessor is deleted, the waiter reads the queue again and either holds
+// the lock or watches the next predecessor. Nobody polls, and a release
+// wakes only the waiter (or the readers) right behind it.
+//
+// The watch starts at etcd's current revision, not at the revision after
+// the read that found the predecessor: etcd serves a watch that starts in
+// the past from a catch-up loop that runs every 100 ms, so such a watch
+// hears of the deletion up to 100 ms late whenever any write happened
+// between the read and the watch, which is common under contention
+// (measured: 97 ms median then, against 1 ms for a watch at the current
+// revision). When the revision at which etcd created the watch is past the
+// read's, one read of the predecessor's key tells whether it was deleted in
+// between; otherwise nothing can have been missed.
+//
+// A waiter also watches its own key the same way and keeps its lease alive
+// (every third of the lease's TTL); when its own key or lease vanishes
+// (revoked, expired) it returns driver.ErrUnavailable at once. Before a
+// wait reports success, the read of the queue checks that the waiter's own
+// key, with its create revision and lease, is still there.
+//
+// # Errors
+//
+// Each call to etcd is bounded by the request timeout (WithRequestTimeout,
+// 5 s by default): etcd's client otherwise waits for a connection as long as
+// the context allows. A call that fails or times out while the caller's
+// context is alive is driver.ErrUnavailable wrapped around the cause;
+// contention is driver.ErrTaken.
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// Defaults of the store's options.
+const (
+	// DefaultPrefix is the prefix of every key the store writes.
+	DefaultPrefix = "dlm/"
+	// DefaultRequestTimeout bounds each call to etcd.
+	DefaultRequestTimeout = 5 * time.Second
+)
+
+// Store is a dlm store over an etcd cluster. It implements driver.Driver and
+// driver.Waiter. It is safe for concurrent use and starts no goroutine that
+// outlives a call.
+type Store struct {
+	cli     *clientv3.Client
+	prefix  string
+	timeout time.Duration
+	bad     error // a configuration error reported by every call
+}
+
+var (
+	_ driver.Driver = (*Store)(nil)
+	_ driver.Waiter = (*Store)(nil)
+	_ driver.Namer  = (*Store)(nil)
+)
+
+// New returns a store over cli. The store does not close cli.
+func New(cli *clientv3.Client, opts ...Option) *Store {
+	s := &Store{cli: cli, prefix: DefaultPrefix, timeout: DefaultRequestTimeout}
+	for _, o := range opts {
+		o(s)
+	}
+	switch {
+	case cli == nil:
+		s.bad = fmt.Errorf("%w: etcd client is nil", driver.ErrInvalid)
+	case s.timeout <= 0:
+		s.bad = fmt.Errorf("%w: etcd request timeout %s is not positive", driver.ErrInvalid, s.timeout)
+	}
+	return s
+}
+
+// Name returns "etcd".
+func (s *Store) Name() string { return "etcd" }
+
+// check rejects a request that the store cannot serve.
+func (s *Store) check(req driver.Request) error {
+	switch {
+	case s.bad != nil:
+		return s.bad
+	case req.Resource == "":
+		return fmt.Errorf("%w: resource name is empty", driver.ErrInvalid)
+	case req.Owner == "" || strings.Contains(req.Owner, "/"):
+		return fmt.Errorf("%w: owner %q is empty or contains '/'", driver.ErrInvalid, req.Owner)
+	case req.TTL <= 0:
+		return fmt.Errorf("%w: TTL %s is not positive", driver.ErrInvalid, req.TTL)
+	case !req.Mode.Valid():
+		return fmt.Errorf("%w: unknown lock mode %d", driver.ErrInvalid, uint8(req.Mode))
+	}
+	return nil
+}
+
+// call returns a context for one call to etcd, bounded by the request
+// timeout.
+func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// fail classifies an error from etcd's client: the end of the caller's
+// context as such, anything else (including the request timeout) as the
+// store being unavailable.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("etcd %s: %w", op, cerr)
+	}
+	return fmt.Errorf("%w: etcd %s: %w", driver.ErrUnavailable, op, err)
+}

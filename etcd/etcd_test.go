@@ -1,0 +1,287 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+)
+
+func TestMutualExclusion(t *testing.T) {
+	e := newEnv(t)
+	c1, _ := e.client()
+	c2, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+
+	const workers, iterations = 16, 10
+	var counter, inside, maxInside atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := range workers {
+		c := c1
+		if i%2 == 1 {
+			c = c2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range iterations {
+				err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
+					n := inside.Add(1)
+					defer inside.Add(-1)
+					for {
+						m := maxInside.Load()
+						if n <= m || maxInside.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					// An unprotected read-modify-write: two holders at
+					// once would lose an update.
+					v := counter.Load()
+					runtime.Gosched()
+					counter.Store(v + 1)
+					return nil
+				}, dlm.WithTTL(5*time.Second))
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, want := counter.Load(), int64(workers*iterations); got != want {
+		t.Fatalf("counter = %d, want %d: lost updates, two holders at once", got, want)
+	}
+	if m := maxInside.Load(); m != 1 {
+		t.Fatalf("%d holders inside the critical section at once", m)
+	}
+	if keys := e.keys(name); len(keys) != 0 {
+		t.Fatalf("keys left behind: %q", keys)
+	}
+}
+
+func TestFIFOOrder(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	holder, err := c.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 8
+	order := make(chan int, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.Do(ctx, name, func(context.Context, *dlm.Lease) error {
+				order <- i
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == i+2 })
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Fatalf("waiter %d was granted in turn %d: not FIFO", got, want)
+		}
+		want++
+	}
+}
+
+func TestReadersAndWriterInRevisionOrder(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	pr := dlm.WithMode(dlm.PR)
+
+	r1, err := c.Acquire(ctx, name, pr, dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.Acquire(ctx, name, pr, dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("a second reader: %v", err)
+	}
+	granted := make(chan *dlm.Lease, 2)
+	acquire := func(opts ...dlm.Option) {
+		go func() {
+			l, err := c.Acquire(ctx, name, opts...)
+			if err != nil {
+				t.Error(err)
+			}
+			granted <- l
+		}()
+	}
+	acquire() // the writer, behind two readers
+	await(t, 5*time.Second, "writer queued", func() bool { return len(e.keys(name)) == 3 })
+	if _, err := c.Acquire(ctx, name, pr, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("a reader behind a waiting writer: err = %v, want ErrNotAcquired", err)
+	}
+	acquire(pr) // a reader behind the writer
+	await(t, 5*time.Second, "reader queued", func() bool { return len(e.keys(name)) == 4 })
+
+	if err := r1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-granted:
+		t.Fatalf("%s granted while a reader still holds", l.Mode())
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := r2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-granted
+	if w == nil || w.Mode() != dlm.EX {
+		t.Fatalf("first grant after the readers: %v, want the writer", w)
+	}
+	select {
+	case <-granted:
+		t.Fatal("the later reader was granted while the writer holds")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r3 := <-granted
+	if r3 == nil || r3.Mode() != dlm.PR || r3.Token() <= w.Token() {
+		t.Fatalf("after the writer: %v, want the later reader with a higher token", r3)
+	}
+	r3.Release(ctx)
+}
+
+func TestModeCompatibility(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	modes := []dlm.Mode{dlm.NL, dlm.CR, dlm.CW, dlm.PR, dlm.PW, dlm.EX}
+	for _, held := range modes {
+		for _, asked := range modes {
+			t.Run(fmt.Sprintf("%s-%s", held, asked), func(t *testing.T) {
+				name := resource(t)
+				h, err := c.Acquire(ctx, name, dlm.WithMode(held), dlm.WithWait(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h.Release(ctx)
+				l, err := c.Acquire(ctx, name, dlm.WithMode(asked), dlm.WithWait(0))
+				switch want := asked.Compatible(held); {
+				case want && err != nil:
+					t.Fatalf("%s while %s is held: %v, want granted", asked, held, err)
+				case !want && !errors.Is(err, dlm.ErrNotAcquired):
+					t.Fatalf("%s while %s is held: %v, want ErrNotAcquired", asked, held, err)
+				case want:
+					l.Release(ctx)
+				}
+			})
+		}
+	}
+	// The general rule: a request waits for the last earlier request it
+	// conflicts with, granted or not. CR is compatible with a held PW but
+	// not with a queued EX.
+	name := resource(t)
+	pw, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PW))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := c.Acquire(ctx, name, dlm.WithMode(dlm.CR), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("CR beside PW: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ex, err := c.Acquire(ctx, name, dlm.WithWait(5*time.Second))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ex.Release(ctx)
+	}()
+	await(t, 5*time.Second, "EX queued", func() bool { return len(e.keys(name)) == 3 })
+	if _, err := c.Acquire(ctx, name, dlm.WithMode(dlm.CR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("CR behind a queued EX: %v, want ErrNotAcquired", err)
+	}
+	pw.Release(ctx)
+	cr.Release(ctx)
+	within(t, done, 5*time.Second, "EX after PW and CR")
+}
+
+func TestWaiterAheadLeaves(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	holder, err := c.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan int, 3)
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	leave, cancel := context.WithCancel(ctx)
+	for i, wctx := range []context.Context{ctx, leave, ctx} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Acquire(wctx, name)
+			if err != nil {
+				if i != 1 {
+					t.Error(err)
+				}
+				return
+			}
+			if inside.Add(1) != 1 {
+				t.Errorf("waiter %d granted while another holds", i)
+			}
+			granted <- i
+			time.Sleep(20 * time.Millisecond)
+			inside.Add(-1)
+			l.Release(ctx)
+		}()
+		await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == i+2 })
+	}
+	// The last waiter's predecessor leaves: it must now wait for the first.
+	cancel()
+	await(t, 5*time.Second, "waiter gone", func() bool { return len(e.keys(name)) == 3 })
+	select {
+	case i := <-granted:
+		t.Fatalf("waiter %d granted while the lock is held", i)
+	case <-time.After(50 * time.Millisecond):
+	}
+	holder.Release(ctx)
+	wg.Wait()
+	close(granted)
+	var order []int
+	for i := range granted {
+		order = append(order, i)
+	}
+	if len(order) != 2 || order[0] != 0 || order[1] != 2 {
+		t.Fatalf("grant order %v, want [0 2]", order)
+	}
+}

@@ -1,0 +1,83 @@
+package etcd
+
+import (
+	"context"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// ticket is a request's place in the queue of its resource: its key, as
+// created. It is the Handle of a grant.
+type ticket struct {
+	key   string
+	rev   int64 // the key's create revision, the grant's token
+	lease clientv3.LeaseID
+	ttl   time.Duration // the lease's TTL as etcd granted it
+	// renewed is when the request that last granted or renewed the lease
+	// was sent: etcd counts the TTL from a later moment.
+	renewed time.Time
+	every   time.Duration // how often a waiting ticket renews its lease
+}
+
+// grant returns the grant of a ticket whose turn has come.
+func (t *ticket) grant() driver.Grant {
+	return driver.Grant{Token: uint64(t.rev), Handle: t, Start: t.renewed}
+}
+
+// kv returns the ticket's key as created.
+func (t *ticket) kv() *mvccpb.KeyValue {
+	return &mvccpb.KeyValue{Key: []byte(t.key), CreateRevision: t.rev, Lease: int64(t.lease)}
+}
+
+// present reports whether kv is the ticket's key as it was created, under
+// its lease.
+func (t *ticket) present(kv *mvccpb.KeyValue) bool {
+	return kv != nil && string(kv.Key) == t.key && kv.CreateRevision == t.rev && kv.Lease == int64(t.lease)
+}
+
+// queued reports whether the ticket's key is among kvs.
+func (t *ticket) queued(kvs []*mvccpb.KeyValue) bool {
+	for _, kv := range kvs {
+		if t.present(kv) {
+			return true
+		}
+	}
+	return false
+}
+
+// blocker returns the last of kvs (sorted by create revision) that was
+// created before rev and whose mode conflicts with m, or nil if none does:
+// the predecessor that a request in mode m created at rev waits for.
+func blocker(kvs []*mvccpb.KeyValue, rev int64, m driver.Mode) *mvccpb.KeyValue {
+	for i := len(kvs) - 1; i >= 0; i-- {
+		if kv := kvs[i]; kv.CreateRevision < rev && !m.Compatible(modeOf(kv)) {
+			return kv
+		}
+	}
+	return nil
+}
+
+// queueOps are the options of a read of a resource's queue: every key under
+// its directory, in create revision order.
+func queueOps(opts ...clientv3.OpOption) []clientv3.OpOption {
+	return append([]clientv3.OpOption{
+		clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
+	}, opts...)
+}
+
+// queue reads the keys of resource created up to rev, in create revision
+// order, and returns them with the revision of the read.
+func (s *Store) queue(ctx context.Context, resource string, rev int64) ([]*mvccpb.KeyValue, int64, error) {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	resp, err := s.cli.Get(cctx, s.dir(resource), queueOps(clientv3.WithMaxCreateRev(rev))...)
+	if err != nil {
+		return nil, 0, s.fail(ctx, "read queue", err)
+	}
+	return resp.Kvs, resp.Header.Revision, nil
+}

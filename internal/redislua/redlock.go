@@ -1,0 +1,57 @@
+package redislua
+
+import goredis "github.com/redis/go-redis/v9"
+
+// Scripts of the redlock store only. It acquires with the shared Acquire
+// script (without queueing); extend, release and the restart guard need
+// the variants below.
+
+// RedlockExtend resets the lock's TTL if the owner holds it, and sets the
+// lock again for the owner when it is missing: a node that restarted without
+// persistence, or was flushed, forgets locks that the other nodes still
+// hold. The caller counts only the nodes that answer 1. KEYS: lock. ARGV:
+// owner, ttl ms, metadata. Returns 1 extended, 2 set again, 0 held by
+// another owner.
+var RedlockExtend = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'PX', ARGV[2])
+  return 2
+end
+if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
+// RedlockRelease frees the lock if the owner holds it, and raises the
+// resource's token counter to the holder's token (whoever holds the lock:
+// raising a counter never hurts), so that the next grant on this node gets a
+// larger token than the holder's whatever the nodes' clocks say. KEYS:
+// lock, fence. ARGV: owner, token ("0" for none), fence retention ms.
+// Returns 1 released, 0 held by another owner, -1 not held by anyone.
+var RedlockRelease = goredis.NewScript(`
+local tok = tonumber(ARGV[2])
+if tok > 0 and tok > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+end
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`)
+
+// RedlockAge returns the age in ms, by the node's clock, of the node's
+// birth marker, a key without expiry, and writes the marker (age 0) when
+// it is missing: the node is new, restarted without persistence, or was
+// flushed, and may have forgotten locks. KEYS: marker.
+var RedlockAge = goredis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local born = tonumber(redis.call('GET', KEYS[1]) or '')
+if not born then
+  redis.call('SET', KEYS[1], string.format('%.0f', now))
+  return 0
+end
+return now - born
+`)

@@ -1,0 +1,296 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/memory"
+)
+
+func newClient(t *testing.T) (*dlm.Client, *memory.Store) {
+	t.Helper()
+	s := memory.New()
+	t.Cleanup(func() { s.Close() })
+	return dlm.New(s), s
+}
+
+func TestMutualExclusion(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := t.Context()
+	var counter, inside atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				err := c.Do(ctx, "r", func(context.Context, *dlm.Lease) error {
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					v := counter.Load()
+					runtime.Gosched()
+					counter.Store(v + 1)
+					inside.Add(-1)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if counter.Load() != 32*50 {
+		t.Fatalf("counter = %d, want %d", counter.Load(), 32*50)
+	}
+}
+
+func TestSharedReadersExclusiveWriter(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := t.Context()
+	r1, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("second reader: %v", err)
+	}
+	if _, err := c.Acquire(ctx, "doc", dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("writer beside readers: %v", err)
+	}
+	got := make(chan *dlm.Lease)
+	go func() {
+		w, err := c.Acquire(ctx, "doc")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	r1.Release(ctx)
+	select {
+	case <-got:
+		t.Fatal("writer granted while a reader holds")
+	case <-time.After(50 * time.Millisecond):
+	}
+	// A new reader queues behind the waiting writer: no barging.
+	if _, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("reader barged past a queued writer: %v", err)
+	}
+	r2.Release(ctx)
+	w := <-got
+	if w.Token() <= r2.Token() {
+		t.Fatalf("writer token %d not above reader's %d", w.Token(), r2.Token())
+	}
+	w.Release(ctx)
+}
+
+func TestConversion(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := t.Context()
+	l, err := c.Acquire(ctx, "r", dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := l.Token()
+	if err := l.Convert(ctx, dlm.EX); err != nil {
+		t.Fatal(err)
+	}
+	if l.Mode() != dlm.EX || l.Token() <= before {
+		t.Fatalf("after up-conversion: mode %s token %d (was %d)", l.Mode(), l.Token(), before)
+	}
+	if _, err := c.Acquire(ctx, "r", dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("reader beside EX: %v", err)
+	}
+	if err := l.Convert(ctx, dlm.PR); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Acquire(ctx, "r", dlm.WithMode(dlm.PR), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("reader after down-conversion: %v", err)
+	}
+	// Conversion deadlock: two readers both converting to EX.
+	done := make(chan error, 1)
+	go func() { done <- l.Convert(ctx, dlm.EX) }()
+	waitQueued(t, c, func() bool { return len(done) == 0 })
+	if err := r.Convert(ctx, dlm.EX); !errors.Is(err, dlm.ErrDeadlock) {
+		t.Fatalf("second conversion = %v, want ErrDeadlock", err)
+	}
+	if r.Mode() != dlm.PR {
+		t.Fatalf("refused conversion changed the mode to %s", r.Mode())
+	}
+	r.Release(ctx)
+	if err := <-done; err != nil {
+		t.Fatalf("first conversion after the other reader left: %v", err)
+	}
+	// A conversion whose context ends is withdrawn; the lock stays.
+	other, err := c.Acquire(ctx, "q", dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, _ := c.Acquire(ctx, "q", dlm.WithMode(dlm.PR))
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if err := mine.Convert(cctx, dlm.EX); !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timed-out conversion = %v", err)
+	}
+	if mine.Mode() != dlm.PR {
+		t.Fatal("mode changed by a withdrawn conversion")
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := mine.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitQueued yields until cond stops holding or the pending request has had
+// time to queue; the memory store queues synchronously, so one scheduling
+// round is enough, and cond reports a failure early.
+func waitQueued(t *testing.T, _ *dlm.Client, cond func() bool) {
+	t.Helper()
+	for range 100 {
+		runtime.Gosched()
+	}
+	if !cond() {
+		t.Fatal("the pending request ended early")
+	}
+}
+
+func TestSemaphore(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := t.Context()
+	var held []*dlm.Lease
+	for range 3 {
+		l, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 1), dlm.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	if _, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("fourth permit: %v", err)
+	}
+	if _, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(5, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrInvalid) {
+		t.Fatalf("capacity mismatch: %v", err)
+	}
+	if _, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 4)); !errors.Is(err, dlm.ErrInvalid) {
+		t.Fatalf("more permits than capacity: %v", err)
+	}
+	held[0].Release(ctx)
+	l, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 1), dlm.WithWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Convert(ctx, dlm.EX); !errors.Is(err, dlm.ErrUnsupported) {
+		t.Fatalf("Convert on a semaphore: %v", err)
+	}
+}
+
+func TestExpiryGrantsTheNextWaiter(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := t.Context()
+	// A holder that never renews: its permits die with its TTL.
+	a, err := c.Acquire(ctx, "r", dlm.WithTTL(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	b, err := c.Acquire(ctx, "r", dlm.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("granted %s after the holder's expiry was due", d)
+	}
+	<-a.Lost()
+	if err := a.Release(ctx); !errors.Is(err, dlm.ErrLost) {
+		t.Fatalf("stale release = %v, want ErrLost", err)
+	}
+	if err := b.Extend(ctx); err != nil {
+		t.Fatalf("new holder lost its lock to a stale release: %v", err)
+	}
+}
+
+func TestFIFO(t *testing.T) {
+	c, s := newClient(t)
+	ctx := t.Context()
+	h, _ := c.Acquire(ctx, "r")
+	order := make(chan int, 10)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Acquire(ctx, "r")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- i
+			l.Release(ctx)
+		}()
+		for s.Waiting("r") != i+1 {
+			runtime.Gosched()
+		}
+	}
+	h.Release(ctx)
+	wg.Wait()
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Fatalf("waiter %d granted in turn %d", got, want)
+		}
+		want++
+	}
+}
+
+func TestWaitTimeoutAndCancel(t *testing.T) {
+	c, s := newClient(t)
+	ctx := t.Context()
+	h, _ := c.Acquire(ctx, "r")
+	defer h.Release(ctx)
+	_, err := c.Acquire(ctx, "r", dlm.WithWait(30*time.Millisecond))
+	if !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("wait timeout: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() {
+		_, err := c.Acquire(cctx, "r")
+		done <- err
+	}()
+	for s.Waiting("r") != 1 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancel: %v", err)
+	}
+	if n := s.Waiting("r"); n != 0 {
+		t.Fatalf("%d waiters left after cancel", n)
+	}
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	c, s := newClient(t)
+	ctx := t.Context()
+	l, _ := c.Acquire(ctx, "r")
+	s.Close()
+	if _, err := c.Acquire(ctx, "r", dlm.WithWait(0)); !errors.Is(err, dlm.ErrUnavailable) {
+		t.Fatalf("acquire after Close: %v", err)
+	}
+	if err := l.Extend(ctx); !errors.Is(err, dlm.ErrUnavailable) {
+		t.Fatalf("extend after Close: %v", err)
+	}
+}

@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// Acquire makes one attempt with pg_try_advisory_lock, without waiting or
+// queueing. A granted lock keeps its connection until Release.
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	key, q, err := s.prepare(req)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	c, err := s.conn(ctx)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	r, err := s.grant(ctx, c, q.try, key)
+	switch {
+	case err != nil:
+		s.settle(c, key, q)
+		return driver.Grant{}, fail(ctx, "acquire", err)
+	case r.pooler:
+		err := errPooler(r.pid, c)
+		c.Release() // nothing was taken
+		return driver.Grant{}, err
+	case !r.granted:
+		c.Release() // nothing was taken: the connection is clean
+		return driver.Grant{}, fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
+	}
+	return s.newGrant(req, key, c, r), nil
+}
+
+// result is the answer of a grant statement.
+type result struct {
+	pid     int32 // the backend that ran it
+	granted bool
+	pooler  bool // the pooler check failed; nothing was taken
+	token   uint64
+}
+
+// grant runs a grant statement on c.
+func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, stmt string, key int64) (result, error) {
+	var r result
+	var granted *bool
+	var token *int64
+	pid := int32(c.Conn().PgConn().PID())
+	if err := c.QueryRow(ctx, stmt, key, pid, s.poolerCheck).Scan(&r.pid, &granted, &token); err != nil {
+		return r, err
+	}
+	switch {
+	case granted == nil:
+		r.pooler = true
+	case *granted && (token == nil || *token <= 0):
+		return r, fmt.Errorf("granted without a valid token (%v)", token)
+	case *granted:
+		r.granted, r.token = true, uint64(*token)
+	}
+	return r, nil
+}
+
+// newGrant returns the grant of a lock held by the session of c.
+func (s *Store) newGrant(req driver.Request, key int64, c *pgxpool.Conn, r result) driver.Grant {
+	l := &lock{
+		store: s, owner: req.Owner, resource: req.Resource, key: key,
+		sql: s.sql[req.Mode], pid: r.pid, conn: c,
+	}
+	start := time.Now() // the store's own TTL timer starts after this
+	l.hold(req.TTL)
+	return driver.Grant{Token: r.token, Handle: l, Start: start}
+}
+
+// settle runs after a grant statement failed or was abandoned: it makes sure
+// the session holds nothing of key (a statement that fails after the grant
+// leaves a session lock held) and gives the connection back to the pool, or
+// closes it when that cannot be made sure.
+func (s *Store) settle(c *pgxpool.Conn, key int64, q *modeSQL) {
+	if c.Conn().IsClosed() {
+		c.Release() // the session, and its locks, ended with the connection
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	classid, objid := lockID(key)
+	var unlocked bool
+	if err := c.QueryRow(ctx, q.reset, key, classid, objid, q.lockMode).Scan(&unlocked); err != nil {
+		discard(c)
+		return
+	}
+	c.Release()
+}
+
+// discard closes c, ending its session and any lock it holds, and lets the
+// pool replace it.
+func discard(c *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = c.Conn().Close(ctx)
+	c.Release() // the pool destroys a closed connection
+}
+
+func errPooler(pid int32, c *pgxpool.Conn) error {
+	return fmt.Errorf("%w: the session's backend pid %d is not the pid %d the connection started with: "+
+		"a connection pooler is in between, and session advisory locks need a direct connection "+
+		"(behind a pooler in session mode, use WithPoolerCheck(false); in transaction mode, LockTx)",
+		driver.ErrUnsupported, pid, c.Conn().PgConn().PID())
+}

@@ -1,0 +1,111 @@
+// Package postgres is the dlm store for PostgreSQL: session-level advisory
+// locks through the caller's pgx v5 pool, exclusive (EX) and shared (PR),
+// with fencing tokens from a database sequence.
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://locks@db/app")
+//	locks := dlm.New(postgres.New(pool))
+//
+// # Connections
+//
+// An advisory lock belongs to the database session that took it, so the lock
+// and its unlock must run on the same connection. The store pins one
+// connection of the pool for each granted lock, from the grant to the
+// release, and for each waiting acquisition while it waits (the waiting
+// connection becomes the holder). Extend and Release run on the holding
+// connection; after a clean unlock the connection goes back to the pool, and
+// after any doubt (an error, a cancelled statement) it is closed instead, so
+// that no connection ever returns to the pool with a lock on it.
+//
+// The alternative, one shared connection multiplexing every lock of the
+// process, would serialise every statement behind one socket, lose every lock
+// at once when that connection drops, still need a connection per blocking
+// wait, and, since advisory locks are re-entrant per session, let two owners
+// in one process both "take" the same lock. One connection per lock costs
+// connections instead: size the pool's MaxConns for the locks held and
+// waited for at once, plus the application's own use, or better, give the
+// store a pool of its own. While the pool is exhausted an acquisition waits
+// for a connection, bounded by its context. Release every lease before
+// closing the pool: pgxpool.Pool.Close waits for pinned connections.
+//
+// # Waiting
+//
+// A waiting acquisition (driver.Waiter) runs pg_advisory_lock on its
+// connection: the server queues it, grants locks in queue order (a new
+// request, even a try-lock, does not pass a queued conflicting one, so
+// writers are not starved by readers), and answers the moment it is granted.
+// Nobody polls. When the context ends first, the store sends PostgreSQL a
+// cancel request for the waiting statement, so the waiter leaves the queue at
+// once and the connection stays usable; if the lock was granted just as the
+// cancel arrived, it is unlocked. If the server cannot be told, the
+// connection is closed. A lock_timeout or statement_timeout configured for
+// the role also ends a wait, reported as contention.
+//
+// # Keys
+//
+// Advisory locks are named by a bigint. A resource name maps to the first 8
+// bytes of SHA-256 of "dlm\x00" + name, the same in every process, build and
+// version (see KeyOf). Two distinct names share a key with probability 2^-64;
+// among n names locked at the same time in one database, by dlm or any other
+// user of 64-bit advisory keys, the chance of any collision is about
+// n²/2^65 (3·10^-8 for a million). A collision only makes two unrelated
+// names exclude each other; it never lets two owners hold one name. To lock
+// a key chosen by other code, such as pg_advisory_lock(42) elsewhere, use the
+// resource name Key(42).
+//
+// # Fencing tokens
+//
+// Each grant takes its token from one sequence (dlm_fence by default, see
+// WithSequence) in the same statement that takes the lock, after the lock is
+// granted. Tokens therefore strictly increase for every resource, in fact
+// across all resources of the database, with gaps. The statement commits
+// with synchronous_commit on whatever the server's setting, so tokens keep
+// growing across server crashes and restarts; they do not survive restoring
+// an older backup or failing over to an asynchronous replica that missed the
+// last commits. The store creates the sequence on first use unless
+// WithSetup(false) is given; the schema, for migrations, is:
+//
+//	CREATE SEQUENCE IF NOT EXISTS dlm_fence AS bigint;
+//	GRANT USAGE ON SEQUENCE dlm_fence TO locking_role;
+//
+// # TTL, Extend and loss
+//
+// PostgreSQL has no TTL for advisory locks: it keeps one as long as the
+// session that took it lives. The TTL is kept by the store, in the process:
+// a lock not extended within its TTL is unlocked (package dlm counts the
+// lease as lost slightly before that). Extend checks that the holding
+// session is alive and still holds the lock (pg_locks, on the holding
+// connection) before it moves that expiry. A session that ended (the
+// backend was terminated, the server restarted, the connection broke, or it
+// was closed because a statement on it was cancelled) took its lock with
+// it: Extend then returns driver.ErrNotHeld, so the lease's renewal at TTL/3
+// reports the loss. Extend returns driver.ErrUnavailable only when the
+// server answered with an error and the session survived.
+//
+// A client that crashes or is cut off leaves its lock held, whatever the
+// TTL, until PostgreSQL notices the dead session: at once for a closed
+// socket, otherwise when TCP keepalive gives up. (A cut-off client's own
+// lease is lost at its deadline, as no Extend succeeds: the lock outlives
+// its holder's claim, never the reverse.) Set the server's tcp_keepalives_idle,
+// tcp_keepalives_interval and tcp_keepalives_count (for example 10 s, 5 s,
+// 3), and client_connection_check_interval (PostgreSQL 14+) so that a dead
+// client's waits leave the queue too. Keep idle_session_timeout off, or above
+// the TTL/3 renewal interval, for the locking role: it ends idle sessions,
+// and their locks with them.
+//
+// # Connection poolers
+//
+// Session locks need a session: through PgBouncer (or any pooler) in
+// transaction or statement mode, consecutive statements of one client
+// connection run on different server sessions, so a lock would be taken on
+// one and "released" on another. The store detects a pooler in the grant
+// statement itself, before taking the lock: the backend's pg_backend_pid()
+// differs from the process id the connection reported at start-up (a pooler
+// reports its own), and the acquisition fails with driver.ErrUnsupported.
+// Behind a pooler in session mode, where session locks work, turn the check
+// off with WithPoolerCheck(false); Extend and Release still verify that the
+// backend is the one that granted the lock. For transaction pooling use the
+// transaction-scoped LockTx and TryLockTx, whose locks end with the
+// transaction.
+//
+// The store must talk to the primary: a standby cannot run nextval.
+package postgres

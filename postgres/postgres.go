@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// DefaultSequence is the name of the fence sequence when WithSequence is not
+// given.
+const DefaultSequence = "dlm_fence"
+
+// cleanupTimeout bounds the statements and closes the store runs on its own
+// behalf after a caller's context has ended.
+const cleanupTimeout = 2 * time.Second
+
+// Store is a dlm store over a PostgreSQL database. It implements
+// driver.Driver and driver.Waiter. It is safe for concurrent use.
+type Store struct {
+	pool        *pgxpool.Pool
+	sequence    string // as given
+	setup       bool
+	poolerCheck bool
+	sql         map[driver.Mode]*modeSQL
+	createSQL   string
+	bad         error // a configuration error reported by every call
+
+	setupDone atomic.Bool
+	setupSem  chan struct{} // one setup at a time, bounded by contexts
+}
+
+var (
+	_ driver.Driver = (*Store)(nil)
+	_ driver.Waiter = (*Store)(nil)
+	_ driver.Namer  = (*Store)(nil)
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithSequence sets the name of the fence sequence, optionally
+// schema-qualified ("locks.fence"); the default is "dlm_fence" in the
+// session's search path.
+func WithSequence(name string) Option { return func(s *Store) { s.sequence = name } }
+
+// WithSetup sets whether the store creates the fence sequence (CREATE
+// SEQUENCE IF NOT EXISTS) before its first lock; the default is true. Turn
+// it off when migrations create it or the role may not create objects.
+func WithSetup(on bool) Option { return func(s *Store) { s.setup = on } }
+
+// WithPoolerCheck sets whether a grant first checks that the connection
+// reaches PostgreSQL directly (see the package documentation); the default
+// is true. Turn it off only behind a pooler in session mode.
+func WithPoolerCheck(on bool) Option { return func(s *Store) { s.poolerCheck = on } }
+
+// New returns a store that takes its connections from pool.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{
+		pool:        pool,
+		sequence:    DefaultSequence,
+		setup:       true,
+		poolerCheck: true,
+		setupSem:    make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	seq, err := sequenceIdent(s.sequence)
+	switch {
+	case pool == nil:
+		s.bad = fmt.Errorf("%w: postgres: nil pool", driver.ErrInvalid)
+	case err != nil:
+		s.bad = err
+	default:
+		s.sql = statements(seq)
+		s.createSQL = "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint"
+	}
+	return s
+}
+
+// Name returns "postgres".
+func (s *Store) Name() string { return "postgres" }
+
+// prepare checks a request and returns its key and the SQL of its mode.
+func (s *Store) prepare(req driver.Request) (int64, *modeSQL, error) {
+	if s.bad != nil {
+		return 0, nil, s.bad
+	}
+	if req.Capacity != 0 {
+		return 0, nil, fmt.Errorf("%w: the postgres store has no semaphores", driver.ErrUnsupported)
+	}
+	if !req.Mode.Valid() {
+		return 0, nil, fmt.Errorf("%w: unknown lock mode %d", driver.ErrInvalid, uint8(req.Mode))
+	}
+	q, ok := s.sql[req.Mode]
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: the postgres store has only EX and PR locks, not %s", driver.ErrUnsupported, req.Mode)
+	}
+	return KeyOf(req.Resource), q, nil
+}
+
+// conn sets the store up if needed and takes a connection from the pool.
+func (s *Store) conn(ctx context.Context) (*pgxpool.Conn, error) {
+	if s.setup {
+		if err := s.Setup(ctx); err != nil {
+			return nil, err
+		}
+	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fail(ctx, "connect", err)
+	}
+	return c, nil
+}
+
+// handle returns the lock of a grant made by this store for req.Owner.
+func (s *Store) handle(req driver.Request, g driver.Grant) (*lock, error) {
+	if s.bad != nil {
+		return nil, s.bad
+	}
+	l, ok := g.Handle.(*lock)
+	if !ok || l == nil || l.store != s || l.owner != req.Owner || l.resource != req.Resource {
+		return nil, fmt.Errorf("%w: %q: no lock of this owner in this store", driver.ErrNotHeld, req.Resource)
+	}
+	return l, nil
+}
+
+// fail classifies an error from pgx: the context's end as such, anything
+// else as the store being unavailable.
+func fail(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && (errors.Is(err, cerr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return fmt.Errorf("postgres %s: %w", op, cerr)
+	}
+	return fmt.Errorf("%w: postgres %s: %w", driver.ErrUnavailable, op, err)
+}

@@ -1,0 +1,538 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/postgres"
+)
+
+func TestMutualExclusion(t *testing.T) {
+	e := newEnv(t)
+	c1, _ := e.client()
+	c2, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+
+	const workers, iterations = 16, 12
+	var counter, inside, maxInside atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := range workers {
+		c := c1
+		if i%2 == 1 {
+			c = c2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range iterations {
+				opts := []dlm.Option{dlm.WithTTL(5 * time.Second)}
+				if j%3 == 0 {
+					// Mix try-locks with retries into the waits.
+					opts = append(opts, dlm.WithWait(30*time.Second), dlm.WithRetry(dlm.LinearBackoff(time.Millisecond)))
+				}
+				err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
+					n := inside.Add(1)
+					defer inside.Add(-1)
+					for {
+						m := maxInside.Load()
+						if n <= m || maxInside.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					// An unprotected read-modify-write: two holders at
+					// once would lose an update.
+					v := counter.Load()
+					runtime.Gosched()
+					counter.Store(v + 1)
+					return nil
+				}, opts...)
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, want := counter.Load(), int64(workers*iterations); got != want {
+		t.Fatalf("counter = %d, want %d: lost updates, two holders at once", got, want)
+	}
+	if m := maxInside.Load(); m != 1 {
+		t.Fatalf("%d holders inside the critical section at once", m)
+	}
+}
+
+func TestSharedReadersAndWriter(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	read := func() *dlm.Lease {
+		t.Helper()
+		l, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
+		if err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+		return l
+	}
+	r1, r2 := read(), read()
+	if e.locks(name, true) != 2 {
+		t.Fatal("two readers do not hold the lock together")
+	}
+	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("writer try-lock under readers = %v, want ErrNotAcquired", err)
+	}
+
+	// A queued writer waits for every reader, and readers that come after
+	// it wait for it: no barging, so writers are not starved.
+	type got struct {
+		l   *dlm.Lease
+		err error
+	}
+	writer, reader := make(chan got, 1), make(chan got, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name)
+		writer <- got{l, err}
+	}()
+	await(t, 5*time.Second, "writer queued", func() bool { return e.locks(name, false) == 1 })
+	if _, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("reader try-lock past a queued writer = %v, want ErrNotAcquired", err)
+	}
+	go func() {
+		l, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+		reader <- got{l, err}
+	}()
+	await(t, 5*time.Second, "late reader queued", func() bool { return e.locks(name, false) == 2 })
+
+	if err := r1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-writer:
+		t.Fatalf("writer granted while a reader holds the lock (%v)", g.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := r2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-writer
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	select {
+	case g := <-reader:
+		t.Fatalf("reader granted while the writer holds the lock (%v)", g.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if w.l.Token() <= max(r1.Token(), r2.Token()) {
+		t.Fatalf("writer token %d is not above the readers' %d, %d", w.l.Token(), r1.Token(), r2.Token())
+	}
+	if err := w.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-reader
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.l.Token() <= w.l.Token() {
+		t.Fatalf("reader token %d is not above the writer's %d", r.l.Token(), w.l.Token())
+	}
+	if err := r.l.Extend(ctx); err != nil {
+		t.Fatalf("Extend of a shared lock: %v", err)
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLostWhenBackendTerminated(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	const ttl = 600 * time.Millisecond
+	bound := ttl/3 + 300*time.Millisecond // the renewal interval + one round trip; slack for -race
+	var cause error
+	var took time.Duration
+	err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
+		if n := e.terminate(name); n != 1 {
+			t.Errorf("terminated %d backends, want 1", n)
+		}
+		took = within(t, ctx.Done(), bound, "Do's context cancellation")
+		cause = context.Cause(ctx)
+		return ctx.Err()
+	}, dlm.WithTTL(ttl))
+	if !errors.Is(cause, dlm.ErrLost) || !errors.Is(err, dlm.ErrLost) {
+		t.Fatalf("cause = %v, Do = %v, want ErrLost", cause, err)
+	}
+	t.Logf("loss noticed %s after the backend was terminated", took)
+	// The server freed the lock with the session.
+	l, err := c.Acquire(ctx, name, dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("lock still held after its session ended: %v", err)
+	}
+	l.Release(ctx)
+}
+
+func TestTokensStrictlyIncrease(t *testing.T) {
+	e := newEnv(t)
+	c1, _ := e.client()
+	c2, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	var last uint64
+	for i := range 30 {
+		c, mode := c1, dlm.EX
+		if i%2 == 1 {
+			c = c2
+		}
+		if i%3 == 0 {
+			mode = dlm.PR
+		}
+		l, err := c.Acquire(ctx, name, dlm.WithMode(mode), dlm.WithWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("grant %d: token %d is not above the previous %d", i, l.Token(), last)
+		}
+		last = l.Token()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestServerDownAndRestart(t *testing.T) {
+	e := ownEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	const ttl = 600 * time.Millisecond
+	var last uint64
+	next := func(what string) *dlm.Lease {
+		t.Helper()
+		l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithWait(5*time.Second))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("%s: token %d is not above the previous %d", what, l.Token(), last)
+		}
+		last = l.Token()
+		return l
+	}
+	for range 5 {
+		next("before the crash").Release(ctx)
+	}
+
+	// A held, renewing lease is lost when the server dies: the session
+	// is gone, and the lock with it.
+	held, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithAutoRenew(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last = held.Token()
+	e.srv.Kill()
+	within(t, held.Lost(), ttl, "Lost after the server died")
+	if !errors.Is(held.Err(), dlm.ErrLost) {
+		t.Fatalf("Err = %v, want ErrLost", held.Err())
+	}
+
+	// A dead server is an outage, never contention.
+	for _, wait := range []time.Duration{0, 200 * time.Millisecond} {
+		_, err := c.Acquire(ctx, resource(t), dlm.WithWait(wait))
+		if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
+			t.Fatalf("wait %s on a dead server: %v, want ErrUnavailable only", wait, err)
+		}
+	}
+
+	if err := e.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// The last grant's sequence advance was made durable before its token
+	// was returned, so a crash right after it cannot hand it out again.
+	crashed := next("after the restart")
+	e.srv.Kill()
+	if err := e.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	next("after a crash right after a grant").Release(ctx)
+	if err := crashed.Release(ctx); !errors.Is(err, dlm.ErrLost) {
+		t.Fatalf("Release of a lease whose server crashed = %v, want ErrLost", err)
+	}
+}
+
+func TestReleaseAndExtend(t *testing.T) {
+	e := newEnv(t)
+	c, pool := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	l, err := c.Acquire(ctx, name, dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx); err != nil {
+		t.Fatalf("Extend of a held lock: %v", err)
+	}
+	if n := e.locks(name, true); n != 1 {
+		t.Fatalf("%d granted locks in pg_locks, want 1", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("second Release = %v, want nil", err)
+	}
+	if err := l.Extend(ctx); !errors.Is(err, dlm.ErrNotHeld) {
+		t.Fatalf("Extend after Release = %v, want ErrNotHeld", err)
+	}
+	if n := e.locks(name, true); n != 0 {
+		t.Fatalf("%d locks left after Release", n)
+	}
+	// Released connections go back to the pool and are reused.
+	made := pool.Stat().NewConnsCount()
+	for range 10 {
+		l, err := c.Acquire(ctx, name, dlm.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release(ctx)
+	}
+	if n := pool.Stat().NewConnsCount(); n != made {
+		t.Fatalf("sequential locks made %d new connections", n-made)
+	}
+	if n := pool.Stat().AcquiredConns(); n != 0 {
+		t.Fatalf("%d connections still out of the pool", n)
+	}
+}
+
+func TestExplicitKey(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	const k = 4200 + 17
+	l, err := c.Acquire(ctx, postgres.Key(k), dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bool
+	if err := e.admin.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(k)).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got {
+		t.Fatal("pg_try_advisory_lock(k) succeeded while postgres.Key(k) is held")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKeyOf(t *testing.T) {
+	// The mapping must never change: other processes, builds and versions
+	// lock the same names.
+	golden := map[string]int64{
+		"orders/42": 337057424109631821, // SHA-256("dlm\x00orders/42")[:8]
+		"pgkey:-7":  -7,
+		"pgkey:0":   0,
+	}
+	for name, want := range golden {
+		if got := postgres.KeyOf(name); got != want {
+			t.Errorf("KeyOf(%q) = %d, want %d", name, got, want)
+		}
+	}
+	for _, name := range []string{"pgkey:042", "pgkey:+1", "pgkey:", "pgkey:9223372036854775808", "pgkey:1 "} {
+		if k := postgres.KeyOf(name); k >= -1000 && k <= 1000 {
+			t.Errorf("KeyOf(%q) = %d: a non-canonical key name must hash", name, k)
+		}
+	}
+	if postgres.Key(-9223372036854775808) != "pgkey:-9223372036854775808" || postgres.KeyOf(postgres.Key(-9223372036854775808)) != -9223372036854775808 {
+		t.Error("Key does not round-trip the smallest int64")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t)
+	c, pool := e.client()
+	ctx := ctxT(t)
+	for _, m := range []dlm.Mode{dlm.NL, dlm.CR, dlm.CW, dlm.PW} {
+		_, err := c.Acquire(ctx, "r", dlm.WithMode(m))
+		if !errors.Is(err, dlm.ErrUnsupported) || errors.Is(err, dlm.ErrNotAcquired) || errors.Is(err, dlm.ErrUnavailable) {
+			t.Fatalf("mode %s: err = %v, want ErrUnsupported only", m, err)
+		}
+	}
+	if _, err := c.Acquire(ctx, "r", dlm.WithSemaphore(3, 1)); !errors.Is(err, dlm.ErrUnsupported) {
+		t.Fatalf("semaphore: err = %v, want ErrUnsupported", err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    *postgres.Store
+	}{
+		{"nil pool", postgres.New(nil)},
+		{"empty sequence", postgres.New(pool, postgres.WithSequence(""))},
+		{"three-part sequence", postgres.New(pool, postgres.WithSequence("a.b.c"))},
+		{"empty schema", postgres.New(pool, postgres.WithSequence(".fence"))},
+		{"long sequence", postgres.New(pool, postgres.WithSequence(strings.Repeat("s", 64)))},
+	} {
+		if _, err := dlm.New(tc.s).Acquire(ctx, "r", dlm.WithWait(0)); !errors.Is(err, dlm.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", tc.name, err)
+		}
+	}
+	// Odd names are fine: they are hashed.
+	for _, name := range []string{"'; DROP TABLE x; --", "\x00", "pgkey:x", strings.Repeat("é", 256)} {
+		l, err := c.Acquire(ctx, name, dlm.WithWait(0))
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		l.Release(ctx)
+	}
+}
+
+func TestSetupAndSequence(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	name := resource(t)
+
+	// Without setup and without the sequence, a grant fails as a whole
+	// and leaves no lock behind on the pooled connection.
+	p := e.pool(2)
+	seq := fmt.Sprintf("missing_fence_%d", resourceSeq.Add(1))
+	bare := postgres.New(p, postgres.WithSetup(false), postgres.WithSequence(seq))
+	_, err := dlm.New(bare).Acquire(ctx, name, dlm.WithWait(0))
+	if !errors.Is(err, dlm.ErrUnavailable) || !strings.Contains(err.Error(), seq) {
+		t.Fatalf("err = %v, want ErrUnavailable naming the sequence", err)
+	}
+	if n := e.locks(name, true); n != 0 {
+		t.Fatalf("%d locks left by a failed grant", n)
+	}
+	if err := bare.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := dlm.New(bare).Acquire(ctx, name, dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("after Setup: %v", err)
+	}
+	if l.Token() != 1 {
+		t.Fatalf("first token of a new sequence = %d, want 1", l.Token())
+	}
+	l.Release(ctx)
+
+	// A schema-qualified sequence, set up concurrently by several stores.
+	if _, err := e.admin.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS "lock space"`); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := postgres.New(p, postgres.WithSequence(`lock space.Fence "q"`))
+			if err := s.Setup(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	c := dlm.New(postgres.New(p, postgres.WithSequence(`lock space.Fence "q"`)))
+	l, err = c.Acquire(ctx, name, dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(ctx)
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	e := newEnv(t)
+	func() {
+		c, _ := e.client()
+		ctx := ctxT(t)
+		name := resource(t)
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = c.Do(ctx, name, func(context.Context, *dlm.Lease) error { return nil }, dlm.WithTTL(time.Second))
+			}()
+		}
+		wg.Wait()
+		l, _ := c.Acquire(ctx, name)
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, _ = c.Acquire(wctx, name)
+		cancel()
+		l.Release(ctx)
+	}()
+	await(t, 3*time.Second, "goroutines to settle", func() bool { return countOurs() == 0 })
+}
+
+func countOurs() int {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	count := 0
+	for _, s := range strings.Split(string(buf[:n]), "\n\n") {
+		if strings.Contains(s, "github.com/dlmhq/dlm.") && !strings.Contains(s, "_test.") ||
+			strings.Contains(s, "github.com/dlmhq/dlm/postgres.") && !strings.Contains(s, "_test.") {
+			count++
+		}
+	}
+	return count
+}
+
+func TestStoreEnforcesTTL(t *testing.T) {
+	e := newEnv(t)
+	c, pool := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	const ttl = 100 * time.Millisecond
+	// Acquire does not renew: the lease expires, and the store must not let
+	// the session hold the lock on (dlm does not release a lost lease).
+	l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, l.Lost(), 2*ttl, "the lease's expiry")
+	next, err := c.Acquire(ctx, name, dlm.WithWait(time.Second))
+	if err != nil {
+		t.Fatalf("lock not freed after its TTL: %v", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, dlm.ErrLost) {
+		t.Fatalf("Release of the expired lease = %v, want ErrLost", err)
+	}
+	if err := next.Extend(ctx); err != nil {
+		t.Fatalf("the new holder's Extend = %v", err)
+	}
+	next.Release(ctx)
+	if n := pool.Stat().AcquiredConns(); n != 0 {
+		t.Fatalf("%d connections still out of the pool", n)
+	}
+
+	// A renewing lease keeps the lock well past its TTL.
+	err = c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * ttl):
+		}
+		if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+			t.Errorf("second Acquire after 5x TTL = %v, want ErrNotAcquired", err)
+		}
+		return nil
+	}, dlm.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+}

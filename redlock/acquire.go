@@ -1,0 +1,98 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/redislua"
+)
+
+// wakeLiveness is passed to the shared acquire script, which uses it only
+// for queued waiters; redlock never queues.
+const wakeLiveness = time.Second
+
+// Acquire makes one attempt on every node at once and returns as soon as a
+// quorum has granted (with validity left) or can no longer grant. A failed
+// attempt is released on every node before Acquire returns. The token is
+// the largest counter of the granting quorum.
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := s.check(req); err != nil {
+		return driver.Grant{}, err
+	}
+	k := s.keys(req)
+	start := time.Now()
+	r := s.fanout(ctx, s.nodeTimeout(req.TTL),
+		func(ctx context.Context, n *node) (answer, uint64, error) { return s.acquireOn(ctx, n, k, req) },
+		func(ctx context.Context, n *node) { _, _, _ = s.releaseOn(ctx, n, k, req.Owner, 0) },
+	)
+	h := &lease{}
+	h.track(r.allIn)
+	t := tally{nodes: len(s.nodes)}
+	var late time.Duration // when a quorum granted with no validity left
+	for t.votes < t.nodes {
+		t.add(<-r.votes)
+		if t.yes >= s.quorum {
+			elapsed := time.Since(start)
+			if req.TTL-elapsed-s.drift(req.TTL) > 0 {
+				r.keep()
+				r.decide(false)
+				return driver.Grant{Token: t.token, Handle: h}, nil
+			}
+			late = elapsed
+			break
+		}
+		if t.yes+t.pending() < s.quorum {
+			break
+		}
+	}
+	r.decide(true)
+	t.collect(r)
+	switch {
+	case late > 0:
+		return driver.Grant{}, fmt.Errorf("%w: redlock acquire %q: a quorum granted after %s, leaving no validity of the TTL %s",
+			driver.ErrUnavailable, req.Resource, late.Round(time.Microsecond), req.TTL)
+	case t.no >= s.quorum:
+		return driver.Grant{}, s.taken(req.Resource, &t)
+	case ctx.Err() != nil:
+		return driver.Grant{}, fmt.Errorf("redlock acquire: %w", ctx.Err())
+	case len(t.errs) > t.nodes-s.quorum:
+		return driver.Grant{}, s.unavailable("acquire", req.Resource, &t)
+	default:
+		// Enough nodes answered to decide, and some said taken: a split
+		// vote, or contention with a tolerable number of nodes down.
+		return driver.Grant{}, s.taken(req.Resource, &t)
+	}
+}
+
+func (s *Store) taken(resource string, t *tally) error {
+	return fmt.Errorf("%w: %q is held by another owner on %d of %d nodes, granted on %d%s",
+		driver.ErrTaken, resource, t.no, t.nodes, t.yes, t.silence())
+}
+
+// acquireOn runs the shared acquire script, without queueing, on one node.
+func (s *Store) acquireOn(ctx context.Context, n *node, k redislua.Keys, req driver.Request) (answer, uint64, error) {
+	res, err := s.eval(ctx, n, true, redislua.Acquire,
+		[]string{k.Lock, k.Fence, k.Queue, k.Live, k.Wake},
+		req.Owner, req.TTL.Milliseconds(), req.Metadata, "0",
+		wakeLiveness.Milliseconds(), k.WakeBase, s.retention.Milliseconds(),
+	)
+	if err != nil {
+		return silent, 0, err
+	}
+	reply, _ := res.([]any)
+	switch {
+	case len(reply) >= 2 && reply[0] == int64(1):
+		str, _ := reply[1].(string)
+		tok, err := strconv.ParseUint(str, 10, 64)
+		if err != nil {
+			return silent, 0, fmt.Errorf("bad token %q", str)
+		}
+		return yes, tok, nil
+	case len(reply) == 3:
+		return no, 0, nil
+	}
+	return silent, 0, fmt.Errorf("unexpected reply %v", res)
+}

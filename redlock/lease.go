@@ -1,0 +1,53 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+)
+
+// lease is the store's state for one grant (driver.Grant.Handle): the calls
+// of its acquire and extends that may still be on their way to slow nodes
+// after the call returned with a quorum. A release waits for them, at most
+// the per-node timeout, so that it reaches each node after them and no late
+// acquire or extend sets the lock again behind it.
+type lease struct {
+	mu      sync.Mutex
+	pending []<-chan struct{} // each closed when a round's last node has answered
+}
+
+// track adds a round whose nodes may still answer.
+func (l *lease) track(allIn <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	live := l.pending[:0]
+	for _, c := range l.pending {
+		select {
+		case <-c:
+		default:
+			live = append(live, c)
+		}
+	}
+	l.pending = append(live, allIn)
+}
+
+// settle waits until every tracked round has all its answers, or ctx ends.
+func (l *lease) settle(ctx context.Context) {
+	l.mu.Lock()
+	pending := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	for _, c := range pending {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// leaseOf returns the state of a grant made by this store, or nil (for the
+// empty grant of a cleanup).
+func leaseOf(g any) *lease {
+	l, _ := g.(*lease)
+	return l
+}

@@ -1,0 +1,237 @@
+// Package redlock is the dlm store for N independent Redis masters: the
+// Redlock algorithm, with fencing tokens.
+//
+// # Nodes and quorum
+//
+// Each client given to New addresses one master; the masters know nothing of
+// each other (no replication, no cluster between them). A lock is granted
+// when a quorum of N/2+1 nodes grant it, so the store tolerates (N-1)/2
+// failed nodes. Use an odd N of at least 3, usually 3 or 5: an even N
+// tolerates no more failures than N-1 nodes do, and N < 3 tolerates none.
+//
+// Every client must be built with ContextTimeoutEnabled, so that a call gives
+// up at the per-node timeout instead of the client's read timeout; New
+// reports a client without it (among go-redis's own client types) as
+// ErrInvalid on every call. MaxRetries: -1 and DialerRetries: 1 are
+// advised: package dlm retries whole attempts with jittered backoff, and a
+// dead node then costs one refused dial instead of the per-node timeout.
+//
+// # One attempt
+//
+// Acquire sends the acquire script to every node at once, each call bounded
+// by the per-node timeout (by default a tenth of the TTL, at most 50 ms;
+// see WithNodeTimeout). It counts the answers as they arrive and succeeds
+// as soon as a quorum has granted, if the validity left, TTL - elapsed -
+// drift (drift = TTL × 0.01 + 2 ms by default, see WithDriftFactor), is
+// positive. It never waits for the other nodes: their calls go on, even if
+// the caller's context ends, and finish within the per-node timeout.
+//
+// It fails as soon as a quorum can no longer be reached, and then releases
+// the lock on every node, each right after that node's own answer or
+// timeout, before returning: nothing of a failed attempt is left on a node
+// that could be reached. (A call that timed out may still reach its node
+// later and set the lock there; that stray lock, on a minority, expires
+// with its TTL.) When the caller's context ends during an attempt, Acquire
+// fails with an error wrapping the context's, after the same cleanup.
+//
+// The store does not wait for locks (it is not a driver.Waiter): package
+// dlm polls it with jittered backoff, which also resolves split votes
+// between contenders.
+//
+// Extend resets the TTL on every node where the owner holds the lock and
+// succeeds when a quorum did so within the validity. It also sets the lock
+// again on a node that has lost it (restarted without persistence, flushed,
+// or expired there after a missed extend); such a node does not count
+// towards the quorum of that call, only of later ones. Release goes to every
+// node and waits for all of them; it is sent to each node only after the
+// grant's earlier calls to it have answered or timed out, so that a late
+// acquire or extend cannot set the lock again behind it. It takes at most
+// twice the per-node timeout.
+//
+// # Errors
+//
+// A failed attempt is contention (driver.ErrTaken) unless fewer than a
+// quorum of nodes gave an answer, which is driver.ErrUnavailable: a node
+// that is down, timed out or inside the restart guard gives no answer. So a
+// split vote, or contention with a tolerable number of nodes down, is
+// ErrTaken; too many nodes down is ErrUnavailable whatever the others said.
+// A quorum that granted too late (no validity left) is ErrUnavailable too.
+// The ErrUnavailable errors join one *NodeError per silent node, naming
+// its index and address.
+//
+// Extend returns driver.ErrNotHeld when more than N - quorum nodes answered
+// that the owner does not hold the lock there (another owner, or missing),
+// after releasing the owner's keys everywhere; and ErrUnavailable when the
+// answers cannot decide. Release returns nil when a quorum released the
+// lock, driver.ErrNotHeld when more than N - quorum nodes answered that it
+// was not the owner's (expired or taken), and ErrUnavailable otherwise.
+//
+// # Fencing tokens
+//
+// Each node keeps a token counter per resource, raised by one at each
+// grant and floored at the node's clock in microseconds (the shared acquire
+// script of package redis). A grant's token is the largest counter among
+// the quorum that granted it, and a release raises every node's counter to
+// the holder's token. Two successive holders' quorums share a node, so the
+// next holder's token is larger than the previous one's provided that, on
+// that shared node:
+//
+//   - the previous lock was released there (the release raised the
+//     counter), or it expired there and no node's clock ran ahead of that
+//     node's by the TTL or more;
+//   - the counter survived in between, or the node's clock has passed the
+//     previous token: a node restarted without persistence or flushed
+//     counts again only after the restart guard, by which time its clock
+//     has; without the guard such a node breaks Redlock's mutual exclusion
+//     itself;
+//   - the node's clock did not step back, and the counter key did not
+//     expire (see WithFenceRetention).
+//
+// Outside these conditions a later holder may get a smaller token. Tokens
+// of different resources are not comparable. A repeated Acquire by an owner
+// that holds the lock returns the largest counter of its new quorum, which
+// may differ from its first token. Where fencing must hold whatever the
+// clocks and restarts, use the dlm server, whose tokens come from its Raft
+// log.
+//
+// # Restart guard
+//
+// A node restarted without persistence forgets its locks; if it voted at
+// once, a second owner could win a quorum with it. The Redlock description
+// asks such a node to stay out for the longest TTL in use. WithRestartGuard
+// does so: each node keeps a birth marker (a key without expiry, written
+// when missing), read in the same round trip as every acquire and extend;
+// a node whose marker is younger than the guard, by its own clock, does not
+// vote. The marker is written on the first call after a restart, a flush or
+// the node's first use, so the guard also covers a flush, and a new node
+// waits one guard before it votes. Without the guard (the default), run the
+// nodes with persistence (appendonly, fsync always) or restart them only
+// after the longest TTL in use.
+//
+// Requires Redis 6.2 or later. Only exclusive (EX) locks are provided.
+package redlock
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/redislua"
+)
+
+// Store is a dlm store over N independent Redis masters. It implements
+// driver.Driver. It is safe for concurrent use.
+type Store struct {
+	nodes       []*node
+	quorum      int
+	timeout     time.Duration // per-node timeout; 0 picks it from the TTL
+	driftFactor float64
+	prefix      string
+	retention   time.Duration
+	guard       time.Duration // restart guard; 0 is off
+	sequential  bool          // ask the nodes one by one (benchmarks only)
+	bad         error         // a configuration error reported by every call
+}
+
+// New returns a store over clients, one per Redis master, in a fixed order:
+// errors name a node by its index in clients. Configuration errors
+// (no clients, a nil or duplicated client, a client without
+// ContextTimeoutEnabled, a bad option) are returned by every call as
+// driver.ErrInvalid.
+func New(clients []goredis.UniversalClient, opts ...Option) *Store {
+	s := &Store{
+		driftFactor: DefaultDriftFactor,
+		prefix:      DefaultPrefix,
+		retention:   DefaultFenceRetention,
+		quorum:      len(clients)/2 + 1,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.bad = s.validate()
+	seen := make(map[string]int, len(clients))
+	for i, c := range clients {
+		if c == nil {
+			s.fault(fmt.Errorf("%w: redlock client %d is nil", driver.ErrInvalid, i))
+			continue
+		}
+		n := newNode(i, c)
+		if j, dup := seen[n.addr]; dup {
+			s.fault(fmt.Errorf("%w: redlock clients %d and %d address the same server %s", driver.ErrInvalid, j, i, n.addr))
+		}
+		seen[n.addr] = i
+		if !n.ctxTimeouts {
+			s.fault(fmt.Errorf("%w: redlock client %d (%s) must set ContextTimeoutEnabled for per-node timeouts", driver.ErrInvalid, i, n.addr))
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	if len(clients) == 0 {
+		s.fault(fmt.Errorf("%w: redlock needs at least one Redis client (3 or 5 advised)", driver.ErrInvalid))
+	}
+	return s
+}
+
+func (s *Store) validate() error {
+	switch {
+	case strings.ContainsAny(s.prefix, "{}"):
+		return fmt.Errorf("%w: redlock key prefix %q contains a brace", driver.ErrInvalid, s.prefix)
+	case s.timeout < 0:
+		return fmt.Errorf("%w: redlock node timeout %s is negative", driver.ErrInvalid, s.timeout)
+	case !(s.driftFactor >= 0 && s.driftFactor < 0.5):
+		return fmt.Errorf("%w: redlock drift factor %v is outside [0, 0.5)", driver.ErrInvalid, s.driftFactor)
+	case s.retention < time.Minute:
+		return fmt.Errorf("%w: redlock fence retention %s is below one minute", driver.ErrInvalid, s.retention)
+	case s.guard < 0:
+		return fmt.Errorf("%w: redlock restart guard %s is negative", driver.ErrInvalid, s.guard)
+	}
+	return nil
+}
+
+// fault records the first configuration error.
+func (s *Store) fault(err error) {
+	if s.bad == nil {
+		s.bad = err
+	}
+}
+
+// Name returns "redlock".
+func (s *Store) Name() string { return "redlock" }
+
+// check rejects calls on a misconfigured store and modes other than EX.
+func (s *Store) check(req driver.Request) error {
+	if s.bad != nil {
+		return s.bad
+	}
+	if req.Mode != driver.EX {
+		return fmt.Errorf("%w: the redlock store has only EX locks, not %s", driver.ErrUnsupported, req.Mode)
+	}
+	return nil
+}
+
+func (s *Store) keys(req driver.Request) redislua.Keys {
+	return redislua.KeysFor(s.prefix, req.Resource, req.Owner)
+}
+
+// nodeTimeout is the bound on each node's call for a lock of the given TTL.
+func (s *Store) nodeTimeout(ttl time.Duration) time.Duration {
+	if s.timeout > 0 {
+		return s.timeout
+	}
+	return min(DefaultNodeTimeout, max(ttl/10, time.Millisecond))
+}
+
+// drift is the allowance for clock drift between the client and the nodes.
+// Drift returns the store's allowance for clock drift, TTL × the drift
+// factor + 2 ms; package dlm subtracts it from every lease's validity.
+func (s *Store) Drift(ttl time.Duration) time.Duration { return s.drift(ttl) }
+
+func (s *Store) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*s.driftFactor) + minDrift
+}
+
+// bornKey is the node's birth marker, read by the restart guard. Lock keys
+// always hold a brace, so it cannot collide with one.
+func (s *Store) bornKey() string { return s.prefix + "redlock:born" }

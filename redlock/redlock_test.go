@@ -1,0 +1,587 @@
+package redlock_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/redlock"
+)
+
+// request returns a store-level request for resource with a fresh owner.
+func request(resource string, ttl time.Duration) driver.Request {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return driver.Request{Resource: resource, Owner: hex.EncodeToString(b[:]), Mode: driver.EX, TTL: ttl}
+}
+
+func TestMutualExclusion(t *testing.T) {
+	e := newEnv(t)
+	var clients []*dlm.Client
+	for range 3 {
+		c, _ := e.client()
+		clients = append(clients, c)
+	}
+	ctx := ctxT(t)
+	name := resource(t)
+
+	const workers, iterations = 24, 10
+	var counter, inside, maxInside atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := range workers {
+		c := clients[i%len(clients)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range iterations {
+				err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
+					n := inside.Add(1)
+					defer inside.Add(-1)
+					for {
+						m := maxInside.Load()
+						if n <= m || maxInside.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					// An unprotected read-modify-write: two holders at
+					// once would lose an update.
+					v := counter.Load()
+					runtime.Gosched()
+					counter.Store(v + 1)
+					return nil
+				}, dlm.WithTTL(5*time.Second))
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, want := counter.Load(), int64(workers*iterations); got != want {
+		t.Fatalf("counter = %d, want %d: lost updates, two holders at once", got, want)
+	}
+	if m := maxInside.Load(); m != 1 {
+		t.Fatalf("%d holders inside the critical section at once", m)
+	}
+	if n := e.count(name, ""); n != nodes {
+		t.Fatalf("lock left on %d nodes after every holder released it", nodes-n)
+	}
+}
+
+func TestMinorityDown(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	e.srvs[1].Kill()
+	e.srvs[3].Kill()
+
+	l, err := c.Acquire(ctx, name, dlm.WithWait(10*time.Second))
+	if err != nil {
+		t.Fatalf("acquire with 2 of 5 nodes down: %v", err)
+	}
+	if err := l.Extend(ctx); err != nil {
+		t.Fatalf("extend with 2 of 5 nodes down: %v", err)
+	}
+	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) || errors.Is(err, dlm.ErrUnavailable) {
+		t.Fatalf("second acquire = %v, want ErrNotAcquired only", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release with 2 of 5 nodes down: %v", err)
+	}
+	if n := e.count(name, ""); n != nodes {
+		t.Fatalf("lock left on %d live nodes after release", nodes-n)
+	}
+}
+
+func TestMajorityDownIsUnavailable(t *testing.T) {
+	e := newEnv(t)
+	const timeout = 50 * time.Millisecond
+	c, _ := e.client(redlock.WithNodeTimeout(timeout))
+	patient, s := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	held, err := patient.Acquire(ctx, name, dlm.WithWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2, 4} {
+		e.srvs[i].Kill()
+	}
+
+	start := time.Now()
+	_, err = c.Acquire(ctx, resource(t), dlm.WithWait(0))
+	took := time.Since(start)
+	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) || errors.Is(err, driver.ErrTaken) {
+		t.Fatalf("acquire with 3 of 5 nodes down = %v, want ErrUnavailable only", err)
+	}
+	// One attempt, its cleanup and dlm's cleanup release: each bounded by
+	// the node timeout (and much faster here, the dead nodes refuse). The
+	// bound is generous for -race on a shared machine.
+	t.Logf("acquire with 3 of 5 nodes down took %s", took)
+	if took > 20*timeout {
+		t.Fatalf("acquire with 3 of 5 nodes down took %s, want about the node timeout %s", took, timeout)
+	}
+	for _, i := range []int{0, 2, 4} {
+		if !strings.Contains(err.Error(), "redlock node "+strconv.Itoa(i)+" ("+e.srvs[i].Addr()+")") {
+			t.Errorf("the error does not name node %d (%s): %v", i, e.srvs[i].Addr(), err)
+		}
+	}
+	var ne *redlock.NodeError
+	if !errors.As(err, &ne) {
+		t.Fatalf("no *NodeError in %v", err)
+	}
+
+	// A held lock on the two live nodes does not make it contention.
+	_, err = s.Acquire(ctx, request(name, 10*time.Second))
+	if !errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrTaken) {
+		t.Fatalf("store acquire of a held lock with 3 of 5 nodes down = %v, want ErrUnavailable only", err)
+	}
+	_, err = c.Acquire(ctx, name, dlm.WithWait(200*time.Millisecond))
+	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("waiting with 3 of 5 nodes down = %v, want ErrUnavailable only", err)
+	}
+
+	// The holder can neither extend nor release, and is not told it lost
+	// the lock: that is for its deadline to say.
+	if err := held.Extend(ctx); !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrLost) {
+		t.Fatalf("extend with 3 of 5 nodes down = %v, want ErrUnavailable", err)
+	}
+	if err := held.Release(ctx); !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrLost) {
+		t.Fatalf("release with 3 of 5 nodes down = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestSlowNode(t *testing.T) {
+	e := newEnv(t)
+	const timeout, pause = time.Second, 5 * time.Second
+	c, _ := e.client(redlock.WithNodeTimeout(timeout))
+	ctx := ctxT(t)
+	name := resource(t)
+	const ttl = 10 * time.Second
+	// Warm the connections, so that the pause is all that differs.
+	_ = c.Do(ctx, resource(t), func(context.Context, *dlm.Lease) error { return nil })
+
+	e.pause(2, pause)
+	start := time.Now()
+	l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithWait(0))
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("acquire with one paused node: %v", err)
+	}
+	t.Logf("acquire with one node paused took %s", took)
+	if took > timeout/2 {
+		t.Fatalf("acquire took %s with one node paused for %s (node timeout %s): it waited for the slow node", took, pause, timeout)
+	}
+	if d := l.Deadline(); d.After(start.Add(ttl)) {
+		t.Fatalf("deadline %s is past the request start + TTL", d.Sub(start))
+	}
+	start = time.Now()
+	if err := l.Extend(ctx); err != nil {
+		t.Fatalf("extend with one paused node: %v", err)
+	}
+	if took := time.Since(start); took > timeout/2 {
+		t.Fatalf("extend took %s: it waited for the slow node", took)
+	}
+	// Release follows the calls still waiting on the paused node, then
+	// gives up on it at the node timeout.
+	start = time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release with one paused node: %v", err)
+	}
+	if took := time.Since(start); took > pause/2 {
+		t.Fatalf("release took %s: more than twice the node timeout %s", took, timeout)
+	}
+	for i, h := range e.holders(name, 0, 1, 3, 4) {
+		if h != "" {
+			t.Fatalf("lock left on node %d after release", i)
+		}
+	}
+	// Every call to the paused node gave up at the node timeout: none of
+	// the store's goroutines is left.
+	await(t, pause/2, "the store's goroutines to end", func() bool { return ours() == 0 })
+}
+
+func TestCallsOutliveTheCallersContext(t *testing.T) {
+	e := newEnv(t)
+	s := e.store()
+	name := resource(t)
+	req := request(name, 10*time.Second)
+	// dlm cancels the context of a wait as soon as Acquire returns: the
+	// nodes that had not answered yet must still get the lock.
+	ctx, cancel := context.WithCancel(context.Background())
+	g, err := s.Acquire(ctx, req)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, 2*time.Second, "lock granted on every node", func() bool {
+		return e.count(name, req.Owner) == nodes
+	})
+	if err := s.Release(ctxT(t), req, g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestContextEndsAttempt(t *testing.T) {
+	e := newEnv(t)
+	const timeout = 300 * time.Millisecond
+	s := e.store(redlock.WithNodeTimeout(timeout))
+	_ = s.Release(ctxT(t), request(resource(t), time.Second), driver.Grant{}) // warm up
+	for _, i := range []int{0, 1, 2} {
+		e.pause(i, 2*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := s.Acquire(ctx, request(resource(t), 10*time.Second))
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrTaken) || errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("acquire whose context ended = %v, want the context's error only", err)
+	}
+	// The attempt still cleans up, each node within the node timeout.
+	if took > 2*timeout+time.Second {
+		t.Fatalf("acquire took %s after its context ended", took)
+	}
+}
+
+func TestValidityCountsElapsedTime(t *testing.T) {
+	e := newEnv(t)
+	s := e.store()
+	ctx := ctxT(t)
+	name := resource(t)
+	// Warm the connections.
+	_ = s.Release(ctx, request(name, 10*time.Second), driver.Grant{})
+	// A quorum answers only after the TTL: the grant is worthless.
+	const ttl, pause = 150 * time.Millisecond, 300 * time.Millisecond
+	for _, i := range []int{0, 1, 2} {
+		e.pause(i, pause)
+	}
+	_, err := s.Acquire(ctx, request(name, ttl))
+	if !errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrTaken) || !strings.Contains(err.Error(), "no validity") {
+		t.Fatalf("acquire granted after the TTL = %v, want ErrUnavailable for no validity", err)
+	}
+	if n := e.count(name, ""); n != nodes {
+		t.Fatalf("the late attempt left its lock on %d nodes", nodes-n)
+	}
+}
+
+func TestFailedAttemptLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	c, s := e.client()
+	ctx := ctxT(t)
+	other := strings.Repeat("b", 32)
+
+	t.Run("quorum taken", func(t *testing.T) {
+		name := resource(t)
+		for _, i := range []int{0, 1, 2} {
+			e.raw[i].Set(ctx, lockKey(name), other, time.Minute)
+		}
+		_, err := s.Acquire(ctx, request(name, 10*time.Second))
+		if !errors.Is(err, driver.ErrTaken) || errors.Is(err, driver.ErrUnavailable) {
+			t.Fatalf("acquire = %v, want ErrTaken only", err)
+		}
+		if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+			t.Fatalf("dlm acquire = %v, want ErrNotAcquired", err)
+		}
+		if got := e.holders(name); got[0] != other || got[1] != other || got[2] != other || got[3] != "" || got[4] != "" {
+			t.Fatalf("locks after failed attempts: %v", got)
+		}
+	})
+	t.Run("split vote with a node down", func(t *testing.T) {
+		name := resource(t)
+		for _, i := range []int{0, 1} {
+			e.raw[i].Set(ctx, lockKey(name), other, time.Minute)
+		}
+		e.srvs[2].Kill()
+		defer e.srvs[2].Restart()
+		_, err := s.Acquire(ctx, request(name, 10*time.Second))
+		if !errors.Is(err, driver.ErrTaken) || errors.Is(err, driver.ErrUnavailable) {
+			t.Fatalf("acquire = %v, want ErrTaken only (4 of 5 nodes answered)", err)
+		}
+		if !strings.Contains(err.Error(), "redlock node 2") {
+			t.Errorf("the error does not mention the silent node: %v", err)
+		}
+		if got := e.holders(name); got[0] != other || got[1] != other || got[3] != "" || got[4] != "" {
+			t.Fatalf("locks after the failed attempt: %v", got)
+		}
+	})
+}
+
+func TestTokensIncrease(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	var last uint64
+	next := func(what string, opts ...dlm.Option) *dlm.Lease {
+		t.Helper()
+		l, err := c.Acquire(ctx, name, append([]dlm.Option{dlm.WithWait(10 * time.Second)}, opts...)...)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("%s: token %d is not above the previous %d", what, l.Token(), last)
+		}
+		last = l.Token()
+		return l
+	}
+	for range 10 {
+		if err := next("sequential").Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := next("before expiry", dlm.WithTTL(50*time.Millisecond))
+	<-l.Lost()
+	await(t, 2*time.Second, "key expiry", func() bool { return e.count(name, "") == nodes })
+	next("after expiry").Release(ctx)
+
+	e.srvs[0].Kill()
+	e.srvs[0].Restart()
+	next("after a node restarted without persistence").Release(ctx)
+
+	// A node whose counter is far ahead (as if its clock were): the
+	// token of a grant through it is large, and the release raises the
+	// other nodes' counters to it, so that the next holder's token is
+	// larger even when its quorum does not include that node.
+	ahead := strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10)
+	e.raw[0].Set(ctx, lockKey(name)+":fence", ahead, time.Hour)
+	e.srvs[3].Kill()
+	e.srvs[4].Kill()
+	if l := next("through the node ahead"); l.Token() <= mustUint(t, ahead) {
+		t.Fatalf("token %d is not above the counter %s of a granting node", l.Token(), ahead)
+	} else {
+		l.Release(ctx)
+	}
+	e.srvs[3].Restart()
+	e.srvs[4].Restart()
+	e.srvs[0].Kill()
+	next("without the node ahead").Release(ctx)
+}
+
+func mustUint(t *testing.T, s string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestExtendSetsLockAgainOnRestartedNode(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	name := resource(t)
+	l, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second), dlm.WithWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Acquire returned with a quorum; the other nodes' grants may still be
+	// on their way.
+	var value string
+	await(t, 2*time.Second, "lock granted on every node", func() bool {
+		value = e.holders(name)[0]
+		return value != "" && e.count(name, value) == nodes
+	})
+	e.srvs[0].Kill()
+	e.srvs[0].Restart()
+	if got := e.holders(name)[0]; got != "" {
+		t.Fatalf("restarted node still holds %q", got)
+	}
+	if err := l.Extend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Extend returned with a quorum; the restarted node's answer may
+	// still be on its way.
+	await(t, 2*time.Second, "lock set again on the restarted node", func() bool {
+		return e.holders(name)[0] == value
+	})
+	if pttl := e.raw[0].PTTL(ctx, lockKey(name)).Val(); pttl <= 0 || pttl > 5*time.Second {
+		t.Fatalf("PTTL on the restarted node = %s, want the lease's TTL", pttl)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(name, ""); n != nodes {
+		t.Fatalf("lock left on %d nodes after release", nodes-n)
+	}
+}
+
+func TestLostLockIsNotHeld(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := ctxT(t)
+	other := strings.Repeat("b", 32)
+	takeOver := func(name string) {
+		for _, i := range []int{0, 1, 2} {
+			e.raw[i].Set(ctx, lockKey(name), other, time.Minute)
+		}
+	}
+
+	t.Run("extend", func(t *testing.T) {
+		name := resource(t)
+		l, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second), dlm.WithWait(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		takeOver(name)
+		err = l.Extend(ctx)
+		if !errors.Is(err, dlm.ErrLost) || !errors.Is(err, dlm.ErrNotHeld) {
+			t.Fatalf("extend = %v, want ErrLost and ErrNotHeld", err)
+		}
+		// Nothing of the lost lease is left on the other nodes.
+		if got := e.holders(name); got[0] != other || got[1] != other || got[2] != other || got[3] != "" || got[4] != "" {
+			t.Fatalf("locks after the lost extend: %v", got)
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		name := resource(t)
+		l, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second), dlm.WithWait(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		takeOver(name)
+		err = l.Release(ctx)
+		if !errors.Is(err, dlm.ErrLost) || !errors.Is(err, dlm.ErrNotHeld) {
+			t.Fatalf("release = %v, want ErrLost and ErrNotHeld", err)
+		}
+		if got := e.holders(name); got[0] != other || got[1] != other || got[2] != other || got[3] != "" || got[4] != "" {
+			t.Fatalf("locks after the release: %v", got)
+		}
+	})
+}
+
+func TestRestartGuard(t *testing.T) {
+	e := newEnv(t)
+	const guard = 400 * time.Millisecond
+	s := e.store(redlock.WithRestartGuard(guard))
+	ctx := ctxT(t)
+	name := resource(t)
+
+	// New nodes wait one guard before they vote.
+	_, err := s.Acquire(ctx, request(name, 10*time.Second))
+	if !errors.Is(err, driver.ErrUnavailable) || !strings.Contains(err.Error(), "restart guard") {
+		t.Fatalf("acquire on new nodes = %v, want ErrUnavailable for the restart guard", err)
+	}
+	if n := e.count(name, ""); n != nodes {
+		t.Fatalf("the refused attempt left its lock on %d nodes", nodes-n)
+	}
+	holder := request(name, 5*time.Second)
+	var g driver.Grant
+	await(t, 5*guard, "the guard to pass", func() bool {
+		g, err = s.Acquire(ctx, holder)
+		return err == nil
+	})
+
+	// A minority restarts: contention is still seen, and the holder's
+	// extend sets the lock again on the restarted node.
+	e.srvs[0].Kill()
+	e.srvs[0].Restart()
+	if _, err := s.Acquire(ctx, request(name, 10*time.Second)); !errors.Is(err, driver.ErrTaken) {
+		t.Fatalf("acquire after a minority restarted = %v, want ErrTaken", err)
+	}
+	if err := s.Extend(ctx, holder, g); err != nil {
+		t.Fatalf("extend after a minority restarted: %v", err)
+	}
+	await(t, 2*time.Second, "lock set again on the restarted node", func() bool {
+		return e.holders(name)[0] == holder.Owner
+	})
+
+	// A majority restarts and forgets the lock. Without the guard a
+	// second owner would win it at once; with it those nodes stay out.
+	for _, i := range []int{0, 1, 2} {
+		e.srvs[i].Kill()
+		e.srvs[i].Restart()
+	}
+	_, err = s.Acquire(ctx, request(name, 10*time.Second))
+	if !errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrTaken) {
+		t.Fatalf("acquire after a majority restarted = %v, want ErrUnavailable", err)
+	}
+	unguarded := e.store()
+	second := request(name, 10*time.Second)
+	if _, err := unguarded.Acquire(ctx, second); err != nil {
+		t.Fatalf("without the guard the forgotten lock should be granted again (the danger the guard averts), got %v", err)
+	}
+	if err := unguarded.Release(ctx, second, driver.Grant{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	plain := goredis.NewClient(&goredis.Options{Addr: e.srvs[0].Addr()})
+	t.Cleanup(func() { plain.Close() })
+	cs := e.clients()
+	cases := []struct {
+		name    string
+		clients []goredis.UniversalClient
+		opts    []redlock.Option
+	}{
+		{"no clients", nil, nil},
+		{"nil client", []goredis.UniversalClient{cs[0], nil, cs[2]}, nil},
+		{"same server twice", []goredis.UniversalClient{cs[0], cs[1], cs[0]}, nil},
+		{"no context timeouts", []goredis.UniversalClient{plain, cs[1], cs[2]}, nil},
+		{"brace in prefix", cs, []redlock.Option{redlock.WithPrefix("a{b")}},
+		{"negative node timeout", cs, []redlock.Option{redlock.WithNodeTimeout(-time.Second)}},
+		{"drift factor", cs, []redlock.Option{redlock.WithDriftFactor(0.7)}},
+		{"fence retention", cs, []redlock.Option{redlock.WithFenceRetention(time.Second)}},
+		{"negative guard", cs, []redlock.Option{redlock.WithRestartGuard(-time.Second)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redlock.New(tc.clients, tc.opts...)
+			req := request("r", time.Second)
+			_, err := s.Acquire(ctx, req)
+			if !errors.Is(err, driver.ErrInvalid) {
+				t.Fatalf("Acquire = %v, want ErrInvalid", err)
+			}
+			if err := s.Extend(ctx, req, driver.Grant{}); !errors.Is(err, driver.ErrInvalid) {
+				t.Fatalf("Extend = %v, want ErrInvalid", err)
+			}
+			if err := s.Release(ctx, req, driver.Grant{}); !errors.Is(err, driver.ErrInvalid) {
+				t.Fatalf("Release = %v, want ErrInvalid", err)
+			}
+			if _, err := dlm.New(s).Acquire(ctx, "r"); !errors.Is(err, dlm.ErrInvalid) || errors.Is(err, dlm.ErrUnavailable) {
+				t.Fatalf("dlm Acquire = %v, want ErrInvalid only", err)
+			}
+		})
+	}
+
+	c, s := e.client()
+	if s.Name() != "redlock" {
+		t.Fatalf("Name = %q", s.Name())
+	}
+	for _, m := range []dlm.Mode{dlm.NL, dlm.CR, dlm.CW, dlm.PR, dlm.PW} {
+		if _, err := c.Acquire(ctx, "r", dlm.WithMode(m)); !errors.Is(err, dlm.ErrUnsupported) {
+			t.Fatalf("mode %s: err = %v, want ErrUnsupported", m, err)
+		}
+	}
+	// Names with braces and percent signs are fine.
+	for _, name := range []string{"}a", "a}b{c", "100%", "{x}"} {
+		l, err := c.Acquire(ctx, name, dlm.WithWait(10*time.Second))
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		l.Release(ctx)
+	}
+}

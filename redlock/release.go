@@ -1,0 +1,69 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/redislua"
+)
+
+// Release frees the lock on every node where req.Owner holds it, and raises
+// each node's token counter to the grant's token. It first waits for the
+// grant's calls still on their way to slow nodes, then for every node's
+// answer: at most twice the per-node timeout. It returns nil when a quorum released the
+// lock; ErrNotHeld when more than N - quorum nodes answered that the owner
+// did not hold it there (it expired, or another owner holds it); otherwise,
+// when too few nodes answered to tell, ErrUnavailable.
+func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant) error {
+	if s.bad != nil {
+		return s.bad
+	}
+	t := s.releaseAll(ctx, s.keys(req), req.Owner, g, s.nodeTimeout(req.TTL))
+	switch {
+	case t.yes >= s.quorum:
+		return nil
+	case t.no+t.absent > t.nodes-s.quorum:
+		return fmt.Errorf("%w: %q was not held on a quorum: released on %d of %d nodes, held by another owner on %d, not locked on %d%s",
+			driver.ErrNotHeld, req.Resource, t.yes, t.nodes, t.no, t.absent, t.silence())
+	case ctx.Err() != nil:
+		return fmt.Errorf("redlock release: %w", ctx.Err())
+	default:
+		return s.unavailable("release", req.Resource, t)
+	}
+}
+
+// releaseAll releases owner's lock on every node, after the grant's calls
+// still on their way, and waits for the nodes' answers.
+func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g driver.Grant, timeout time.Duration) *tally {
+	if h := leaseOf(g.Handle); h != nil {
+		h.settle(ctx)
+	}
+	r := s.fanout(ctx, timeout, func(ctx context.Context, n *node) (answer, uint64, error) {
+		return s.releaseOn(ctx, n, k, owner, g.Token)
+	}, nil)
+	t := &tally{nodes: len(s.nodes)}
+	t.collect(r)
+	return t
+}
+
+// releaseOn runs the release script on one node. A zero token raises no
+// counter.
+func (s *Store) releaseOn(ctx context.Context, n *node, k redislua.Keys, owner string, token uint64) (answer, uint64, error) {
+	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, []string{k.Lock, k.Fence},
+		owner, strconv.FormatUint(token, 10), s.retention.Milliseconds())
+	if err != nil {
+		return silent, 0, err
+	}
+	switch res {
+	case int64(1):
+		return yes, 0, nil
+	case int64(0):
+		return no, 0, nil
+	case int64(-1):
+		return absent, 0, nil
+	}
+	return silent, 0, fmt.Errorf("unexpected reply %v", res)
+}
