@@ -155,9 +155,11 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 			return nil, err
 		case waitCtx.Err() != nil && errors.Is(err, waitCtx.Err()):
 			// The wait ended during the attempt; the last answer stands.
-			// With no answer at all, the store did not answer in time.
+			// With no answer at all: if the caller's context ended, the
+			// call is simply not acquired; if only the wait ran out, the
+			// store did not answer within it.
 			unsure = true
-			if last == nil {
+			if last == nil && ctx.Err() == nil {
 				last = fmt.Errorf("%w: no answer before the wait ended: %w", ErrUnavailable, err)
 			}
 		default:

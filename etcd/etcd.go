@@ -53,7 +53,8 @@
 // between; otherwise nothing can have been missed.
 //
 // A waiter also watches its own key the same way and keeps its lease alive
-// (every third of the lease's TTL); when its own key or lease vanishes
+// (every third of the shorter of the lease's TTL and the requested TTL, which
+// package dlm counts from the last renewal); when its own key or lease vanishes
 // (revoked, expired) it returns driver.ErrUnavailable at once. Before a
 // wait reports success, the read of the queue checks that the waiter's own
 // key, with its create revision and lease, is still there.
