@@ -4,69 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 )
 
 func TestMutualExclusion(t *testing.T) {
 	e := newEnv(t)
 	c1, _ := e.client()
 	c2, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-
-	const workers, iterations = 16, 10
-	var counter, inside, maxInside atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for i := range workers {
-		c := c1
-		if i%2 == 1 {
-			c = c2
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range iterations {
-				err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
-					n := inside.Add(1)
-					defer inside.Add(-1)
-					for {
-						m := maxInside.Load()
-						if n <= m || maxInside.CompareAndSwap(m, n) {
-							break
-						}
-					}
-					// An unprotected read-modify-write: two holders at
-					// once would lose an update.
-					v := counter.Load()
-					runtime.Gosched()
-					counter.Store(v + 1)
-					return nil
-				}, dlm.WithTTL(5*time.Second))
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if got, want := counter.Load(), int64(workers*iterations); got != want {
-		t.Fatalf("counter = %d, want %d: lost updates, two holders at once", got, want)
-	}
-	if m := maxInside.Load(); m != 1 {
-		t.Fatalf("%d holders inside the critical section at once", m)
-	}
+	name := storetest.MutualExclusion(t, []*dlm.Client{c1, c2}, 16, 10, dlm.WithTTL(5*time.Second))
 	if keys := e.keys(name); len(keys) != 0 {
 		t.Fatalf("keys left behind: %q", keys)
 	}
@@ -75,48 +26,14 @@ func TestMutualExclusion(t *testing.T) {
 func TestFIFOOrder(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-	holder, err := c.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const waiters = 8
-	order := make(chan int, waiters)
-	var wg sync.WaitGroup
-	for i := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := c.Do(ctx, name, func(context.Context, *dlm.Lease) error {
-				order <- i
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		}()
-		await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == i+2 })
-	}
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	close(order)
-	want := 0
-	for got := range order {
-		if got != want {
-			t.Fatalf("waiter %d was granted in turn %d: not FIFO", got, want)
-		}
-		want++
-	}
+	storetest.FIFOHandoff(t, c, 8, e.waiting)
 }
 
 func TestReadersAndWriterInRevisionOrder(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	pr := dlm.WithMode(dlm.PR)
 
 	r1, err := c.Acquire(ctx, name, pr, dlm.WithWait(0))
@@ -138,12 +55,12 @@ func TestReadersAndWriterInRevisionOrder(t *testing.T) {
 		}()
 	}
 	acquire() // the writer, behind two readers
-	await(t, 5*time.Second, "writer queued", func() bool { return len(e.keys(name)) == 3 })
+	storetest.Await(t, 5*time.Second, "writer queued", func() bool { return len(e.keys(name)) == 3 })
 	if _, err := c.Acquire(ctx, name, pr, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
 		t.Fatalf("a reader behind a waiting writer: err = %v, want ErrNotAcquired", err)
 	}
 	acquire(pr) // a reader behind the writer
-	await(t, 5*time.Second, "reader queued", func() bool { return len(e.keys(name)) == 4 })
+	storetest.Await(t, 5*time.Second, "reader queued", func() bool { return len(e.keys(name)) == 4 })
 
 	if err := r1.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -178,12 +95,12 @@ func TestReadersAndWriterInRevisionOrder(t *testing.T) {
 func TestModeCompatibility(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
 	modes := []dlm.Mode{dlm.NL, dlm.CR, dlm.CW, dlm.PR, dlm.PW, dlm.EX}
 	for _, held := range modes {
 		for _, asked := range modes {
 			t.Run(fmt.Sprintf("%s-%s", held, asked), func(t *testing.T) {
-				name := resource(t)
+				name := storetest.Resource(t)
 				h, err := c.Acquire(ctx, name, dlm.WithMode(held), dlm.WithWait(0))
 				if err != nil {
 					t.Fatal(err)
@@ -204,7 +121,7 @@ func TestModeCompatibility(t *testing.T) {
 	// The general rule: a request waits for the last earlier request it
 	// conflicts with, granted or not. CR is compatible with a held PW but
 	// not with a queued EX.
-	name := resource(t)
+	name := storetest.Resource(t)
 	pw, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PW))
 	if err != nil {
 		t.Fatal(err)
@@ -223,20 +140,20 @@ func TestModeCompatibility(t *testing.T) {
 		}
 		ex.Release(ctx)
 	}()
-	await(t, 5*time.Second, "EX queued", func() bool { return len(e.keys(name)) == 3 })
+	storetest.Await(t, 5*time.Second, "EX queued", func() bool { return len(e.keys(name)) == 3 })
 	if _, err := c.Acquire(ctx, name, dlm.WithMode(dlm.CR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
 		t.Fatalf("CR behind a queued EX: %v, want ErrNotAcquired", err)
 	}
 	pw.Release(ctx)
 	cr.Release(ctx)
-	within(t, done, 5*time.Second, "EX after PW and CR")
+	storetest.Within(t, done, 5*time.Second, "EX after PW and CR")
 }
 
 func TestWaiterAheadLeaves(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	holder, err := c.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -264,11 +181,11 @@ func TestWaiterAheadLeaves(t *testing.T) {
 			inside.Add(-1)
 			l.Release(ctx)
 		}()
-		await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == i+2 })
+		storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == i+2 })
 	}
 	// The last waiter's predecessor leaves: it must now wait for the first.
 	cancel()
-	await(t, 5*time.Second, "waiter gone", func() bool { return len(e.keys(name)) == 3 })
+	storetest.Await(t, 5*time.Second, "waiter gone", func() bool { return len(e.keys(name)) == 3 })
 	select {
 	case i := <-granted:
 		t.Fatalf("waiter %d granted while the lock is held", i)

@@ -2,11 +2,7 @@ package etcd_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,23 +11,14 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/etcd"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
 )
 
 // shared is the etcd server of the tests that do not stop it.
 var shared *testenv.Etcd
 
-func TestMain(m *testing.M) {
-	srv, err := testenv.NewEtcd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	shared = srv
-	code := m.Run()
-	srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m, &shared, testenv.NewEtcd) }
 
 // env is one test's etcd server and the clients over it.
 type env struct {
@@ -94,15 +81,28 @@ func (e *env) keys(resource string) []string {
 	return keys
 }
 
-// leaseOf returns the etcd lease of l's key.
-func (e *env) leaseOf(l *dlm.Lease) clientv3.LeaseID {
+// waiting returns how many requests wait for resource behind its one
+// holder.
+func (e *env) waiting(resource string) int { return len(e.keys(resource)) - 1 }
+
+// onlyHolder fails the test unless resource has just its holder's key: no
+// waiter that gave up is left behind.
+func (e *env) onlyHolder(resource string) {
+	e.t.Helper()
+	if keys := e.keys(resource); len(keys) != 1 {
+		e.t.Fatalf("keys = %q, want the holder's only", keys)
+	}
+}
+
+// leaseOf returns the etcd lease of the key of the grant with token.
+func (e *env) leaseOf(token uint64) clientv3.LeaseID {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := e.raw.Get(ctx, etcd.DefaultPrefix, clientv3.WithPrefix(),
-		clientv3.WithMinCreateRev(int64(l.Token())), clientv3.WithMaxCreateRev(int64(l.Token())))
+		clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token)))
 	if err != nil || len(resp.Kvs) != 1 {
-		e.t.Fatalf("the key of token %d: %v", l.Token(), err)
+		e.t.Fatalf("the key of token %d: %v", token, err)
 	}
 	return clientv3.LeaseID(resp.Kvs[0].Lease)
 }
@@ -112,65 +112,10 @@ func (e *env) revoke(l *dlm.Lease) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := e.raw.Revoke(ctx, e.leaseOf(l)); err != nil {
+	if _, err := e.raw.Revoke(ctx, e.leaseOf(l.Token())); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
 // escaper escapes a resource name as the store does in its keys.
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
-
-var resourceSeq atomic.Int64
-
-// resource returns a name unique to this test run, with a '/' in it.
-func resource(t testing.TB) string {
-	return fmt.Sprintf("%s/%d", t.Name(), resourceSeq.Add(1))
-}
-
-// within fails the test if ch is not closed within d.
-func within(t testing.TB, ch <-chan struct{}, d time.Duration, what string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	select {
-	case <-ch:
-		return time.Since(start)
-	case <-time.After(d):
-		t.Fatalf("%s did not happen within %s", what, d)
-		return 0
-	}
-}
-
-// await polls cond every few milliseconds until it holds or d passes. It is
-// used only for state inside etcd that the test has no event for.
-func await(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, d)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// goroutines counts the goroutines of package dlm, of this store, and of
-// etcd's watch streams (which end when their last watch is cancelled).
-func goroutines() int {
-	buf := make([]byte, 1<<20)
-	n := runtime.Stack(buf, true)
-	count := 0
-	for _, s := range strings.Split(string(buf[:n]), "\n\n") {
-		if strings.Contains(s, "github.com/dlmhq/dlm.") && !strings.Contains(s, "_test.") ||
-			strings.Contains(s, "github.com/dlmhq/dlm/etcd.") && !strings.Contains(s, "etcd_test.") ||
-			strings.Contains(s, "watchGRPCStream") {
-			count++
-		}
-	}
-	return count
-}

@@ -1,10 +1,8 @@
 package etcd_test
 
 import (
-	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,79 +11,19 @@ import (
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/etcd"
+	"github.com/dlmhq/dlm/internal/storetest"
 )
 
 func TestWaitTimeoutIsNotAcquired(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-	holder, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release(ctx)
-
-	start := time.Now()
-	_, err = c.Acquire(ctx, name, dlm.WithWait(150*time.Millisecond))
-	if !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("err = %v, want ErrNotAcquired", err)
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, dlm.ErrUnavailable) {
-		t.Fatalf("err = %v: a wait that ran out is contention only", err)
-	}
-	if d := time.Since(start); d < 150*time.Millisecond {
-		t.Fatalf("gave up after %s, before the wait", d)
-	}
-	_, err = c.Acquire(ctx, name, dlm.WithWait(0))
-	if !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("try-lock err = %v, want ErrNotAcquired", err)
-	}
-	if keys := e.keys(name); len(keys) != 1 {
-		t.Fatalf("keys = %q, want the holder's only", keys)
-	}
+	storetest.WaitTimeoutIsContention(t, c, 150*time.Millisecond, 1, e.onlyHolder)
 }
 
 func TestContextCancelWhileWaiting(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	name := resource(t)
-	holder, err := c.Acquire(ctxT(t), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release(ctxT(t))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Acquire(ctx, name)
-		done <- err
-	}()
-	await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == 2 })
-	cancel()
-	select {
-	case err = <-done:
-	case <-time.After(time.Second):
-		t.Fatal("Acquire did not return promptly after cancel")
-	}
-	if !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want ErrNotAcquired joined with context.Canceled", err)
-	}
-	if keys := e.keys(name); len(keys) != 1 {
-		t.Fatalf("keys = %q: the cancelled waiter's key is still there", keys)
-	}
-
-	// A deadline, likewise.
-	dctx, dcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer dcancel()
-	_, err = c.Acquire(dctx, name)
-	if !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want ErrNotAcquired joined with DeadlineExceeded", err)
-	}
-	if keys := e.keys(name); len(keys) != 1 {
-		t.Fatalf("keys = %q: the timed-out waiter's key is still there", keys)
-	}
+	storetest.ContextCancelWhileWaiting(t, c, e.waiting, e.onlyHolder)
 }
 
 // request returns a driver request as package dlm would make it.
@@ -96,8 +34,8 @@ func request(name, owner string) driver.Request {
 func TestWaiterReturnsWhenItsLeaseDies(t *testing.T) {
 	e := newEnv(t)
 	_, s := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	holder := request(name, "a")
 	g, err := s.Acquire(ctx, holder)
 	if err != nil {
@@ -110,7 +48,7 @@ func TestWaiterReturnsWhenItsLeaseDies(t *testing.T) {
 		_, err := s.AcquireWait(ctx, request(name, "b"))
 		done <- err
 	}()
-	await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == 2 })
+	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == 2 })
 	resp, err := e.raw.Get(ctx, e.keys(name)[1])
 	if err != nil {
 		t.Fatal(err)
@@ -131,8 +69,8 @@ func TestWaiterReturnsWhenItsLeaseDies(t *testing.T) {
 func TestRetriedAttemptKeepsItsPlace(t *testing.T) {
 	e := newEnv(t)
 	_, s := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	req := request(name, "c")
 	g1, err := s.Acquire(ctx, req)
 	if err != nil {
@@ -166,8 +104,8 @@ func TestRetriedAttemptKeepsItsPlace(t *testing.T) {
 func TestUnavailableIsNotContention(t *testing.T) {
 	e := ownEnv(t)
 	c, _ := e.client(etcdTimeout)
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	if _, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -177,47 +115,20 @@ func TestUnavailableIsNotContention(t *testing.T) {
 		_, err := c.Acquire(ctx, name, dlm.WithTTL(time.Second), dlm.WithWait(3*time.Second))
 		done <- err
 	}()
-	await(t, 5*time.Second, "waiter queued", func() bool { return len(e.keys(name)) == 2 })
+	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return e.waiting(name) == 1 })
 	e.srv.Kill()
 	err := <-done
 	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
 		t.Fatalf("waiting while etcd died = %v, want ErrUnavailable only", err)
 	}
-	_, err = c.Acquire(ctx, resource(t), dlm.WithWait(0))
-	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("one attempt on a dead server = %v, want ErrUnavailable only", err)
-	}
-	_, err = c.Acquire(ctx, resource(t), dlm.WithWait(200*time.Millisecond))
-	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("waiting on a dead server = %v, want ErrUnavailable only", err)
-	}
+	storetest.UnavailableIsNotContention(t, c)
 }
 
 func TestBadInput(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
-	ctx := ctxT(t)
-	cases := []struct {
-		name     string
-		resource string
-		opts     []dlm.Option
-		want     error
-	}{
-		{"empty name", "", nil, dlm.ErrInvalid},
-		{"long name", strings.Repeat("x", dlm.MaxResourceBytes+1), nil, dlm.ErrInvalid},
-		{"invalid UTF-8", "a\xffb", nil, dlm.ErrInvalid},
-		{"zero TTL", "r", []dlm.Option{dlm.WithTTL(0)}, dlm.ErrInvalid},
-		{"unknown mode", "r", []dlm.Option{dlm.WithMode(dlm.Mode(42))}, dlm.ErrInvalid},
-		{"negative wait", "r", []dlm.Option{dlm.WithWait(-time.Second)}, dlm.ErrInvalid},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Acquire(ctx, tc.resource, tc.opts...)
-			if !errors.Is(err, tc.want) || errors.Is(err, dlm.ErrNotAcquired) || errors.Is(err, dlm.ErrUnavailable) {
-				t.Fatalf("err = %v, want %v only", err, tc.want)
-			}
-		})
-	}
+	ctx := storetest.Context(t)
+	storetest.BadInput(t, c)
 	// The store checks what it is given directly, too.
 	ok := request("r", "d")
 	for what, req := range map[string]driver.Request{
@@ -250,7 +161,7 @@ func TestBadInput(t *testing.T) {
 func TestKeyLayout(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
 	// Names that share a path prefix, or look escaped, are distinct locks.
 	names := []string{"a", "a/b", "a%2Fb", "a/", "/", "%", "{x}"}
 	var held []*dlm.Lease
@@ -278,7 +189,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 	// Another prefix is another lock space.
 	other := dlm.New(etcd.New(e.raw, etcd.WithPrefix("other/")))
-	name := resource(t)
+	name := storetest.Resource(t)
 	l, err := c.Acquire(ctx, name, dlm.WithWait(0))
 	if err != nil {
 		t.Fatal(err)
@@ -298,27 +209,6 @@ func TestKeyLayout(t *testing.T) {
 func TestNoGoroutineLeak(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.Do(ctx, name, func(context.Context, *dlm.Lease) error { return nil }, dlm.WithTTL(time.Second)); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	l, err := c.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, _ = c.Acquire(wctx, name)
-	cancel()
-	l.Release(ctx)
 	// Waits ended, so their watches and etcd's watch streams are gone.
-	await(t, 3*time.Second, "goroutines to settle", func() bool { return goroutines() == 0 })
+	storetest.NoGoroutineLeak(t, c, 8, nil, "github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/etcd.", "watchGRPCStream")
 }

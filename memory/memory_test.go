@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/memory"
 )
 
@@ -22,35 +21,7 @@ func newClient(t *testing.T) (*dlm.Client, *memory.Store) {
 
 func TestMutualExclusion(t *testing.T) {
 	c, _ := newClient(t)
-	ctx := t.Context()
-	var counter, inside atomic.Int64
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				err := c.Do(ctx, "r", func(context.Context, *dlm.Lease) error {
-					if inside.Add(1) != 1 {
-						t.Error("two holders at once")
-					}
-					v := counter.Load()
-					runtime.Gosched()
-					counter.Store(v + 1)
-					inside.Add(-1)
-					return nil
-				})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if counter.Load() != 32*50 {
-		t.Fatalf("counter = %d, want %d", counter.Load(), 32*50)
-	}
+	storetest.MutualExclusion(t, []*dlm.Client{c}, 32, 50)
 }
 
 func TestSharedReadersExclusiveWriter(t *testing.T) {
@@ -223,63 +194,18 @@ func TestExpiryGrantsTheNextWaiter(t *testing.T) {
 
 func TestFIFO(t *testing.T) {
 	c, s := newClient(t)
-	ctx := t.Context()
-	h, _ := c.Acquire(ctx, "r")
-	order := make(chan int, 10)
-	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := c.Acquire(ctx, "r")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			order <- i
-			l.Release(ctx)
-		}()
-		for s.Waiting("r") != i+1 {
-			runtime.Gosched()
-		}
-	}
-	h.Release(ctx)
-	wg.Wait()
-	close(order)
-	want := 0
-	for got := range order {
-		if got != want {
-			t.Fatalf("waiter %d granted in turn %d", got, want)
-		}
-		want++
-	}
+	storetest.FIFOHandoff(t, c, 10, s.Waiting)
 }
 
 func TestWaitTimeoutAndCancel(t *testing.T) {
 	c, s := newClient(t)
-	ctx := t.Context()
-	h, _ := c.Acquire(ctx, "r")
-	defer h.Release(ctx)
-	_, err := c.Acquire(ctx, "r", dlm.WithWait(30*time.Millisecond))
-	if !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("wait timeout: %v", err)
+	left := func(name string) {
+		if n := s.Waiting(name); n != 0 {
+			t.Fatalf("%d waiters left after giving up", n)
+		}
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() {
-		_, err := c.Acquire(cctx, "r")
-		done <- err
-	}()
-	for s.Waiting("r") != 1 {
-		runtime.Gosched()
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancel: %v", err)
-	}
-	if n := s.Waiting("r"); n != 0 {
-		t.Fatalf("%d waiters left after cancel", n)
-	}
+	storetest.WaitTimeoutIsContention(t, c, 30*time.Millisecond, 1, left)
+	storetest.ContextCancelWhileWaiting(t, c, s.Waiting, left)
 }
 
 func TestClosedStoreIsUnavailable(t *testing.T) {

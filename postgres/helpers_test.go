@@ -2,15 +2,13 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/postgres"
 )
@@ -18,17 +16,7 @@ import (
 // shared is the server of every test that neither kills nor restarts it.
 var shared *testenv.Postgres
 
-func TestMain(m *testing.M) {
-	pg, err := testenv.NewPostgres()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests:", err)
-		os.Exit(1)
-	}
-	shared = pg
-	code := m.Run()
-	pg.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m, &shared, testenv.NewPostgres) }
 
 // env is one test's server and a pool for inspecting it.
 type env struct {
@@ -104,6 +92,17 @@ func (e *env) locks(resource string, granted bool) int {
 	return n
 }
 
+// waiting returns how many requests wait for resource in pg_locks.
+func (e *env) waiting(resource string) int { return e.locks(resource, false) }
+
+// noWaiters fails the test if a request still waits for resource.
+func (e *env) noWaiters(resource string) {
+	e.t.Helper()
+	if n := e.waiting(resource); n != 0 {
+		e.t.Fatalf("%d waiters left in pg_locks", n)
+	}
+}
+
 // terminate ends the sessions holding resource, as an administrator's
 // pg_terminate_backend would.
 func (e *env) terminate(resource string) int {
@@ -117,44 +116,4 @@ func (e *env) terminate(resource string) int {
 		e.t.Fatal(err)
 	}
 	return n
-}
-
-var resourceSeq atomic.Int64
-
-// resource returns a name unique to this test run.
-func resource(t testing.TB) string {
-	return fmt.Sprintf("%s/%d", t.Name(), resourceSeq.Add(1))
-}
-
-// within fails the test if ch is not closed within d.
-func within(t testing.TB, ch <-chan struct{}, d time.Duration, what string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	select {
-	case <-ch:
-		return time.Since(start)
-	case <-time.After(d):
-		t.Fatalf("%s did not happen within %s", what, d)
-		return 0
-	}
-}
-
-// await polls cond every few milliseconds until it holds or d passes. It is
-// used only for state inside PostgreSQL (pg_locks), which offers no event
-// to wait on.
-func await(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, d)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -13,13 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/postgres"
 )
 
 func TestPoolerDetected(t *testing.T) {
 	e := newEnv(t)
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	p := fakePooler(t, e.srv.Addr())
 
 	_, err := dlm.New(postgres.New(p)).Acquire(ctx, name, dlm.WithWait(0))

@@ -1,17 +1,15 @@
 package postgres_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"runtime"
+	"path"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/postgres"
 )
 
@@ -19,68 +17,23 @@ func TestMutualExclusion(t *testing.T) {
 	e := newEnv(t)
 	c1, _ := e.client()
 	c2, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-
-	const workers, iterations = 16, 12
-	var counter, inside, maxInside atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for i := range workers {
-		c := c1
-		if i%2 == 1 {
-			c = c2
+	name := storetest.MutualExclusionWith(t, []*dlm.Client{c1, c2}, 16, 12, func(i int) []dlm.Option {
+		if i%3 == 0 {
+			// Mix try-locks with retries into the waits.
+			return []dlm.Option{dlm.WithTTL(5 * time.Second), dlm.WithWait(30 * time.Second), dlm.WithRetry(dlm.LinearBackoff(time.Millisecond))}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range iterations {
-				opts := []dlm.Option{dlm.WithTTL(5 * time.Second)}
-				if j%3 == 0 {
-					// Mix try-locks with retries into the waits.
-					opts = append(opts, dlm.WithWait(30*time.Second), dlm.WithRetry(dlm.LinearBackoff(time.Millisecond)))
-				}
-				err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
-					n := inside.Add(1)
-					defer inside.Add(-1)
-					for {
-						m := maxInside.Load()
-						if n <= m || maxInside.CompareAndSwap(m, n) {
-							break
-						}
-					}
-					// An unprotected read-modify-write: two holders at
-					// once would lose an update.
-					v := counter.Load()
-					runtime.Gosched()
-					counter.Store(v + 1)
-					return nil
-				}, opts...)
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if got, want := counter.Load(), int64(workers*iterations); got != want {
-		t.Fatalf("counter = %d, want %d: lost updates, two holders at once", got, want)
-	}
-	if m := maxInside.Load(); m != 1 {
-		t.Fatalf("%d holders inside the critical section at once", m)
+		return []dlm.Option{dlm.WithTTL(5 * time.Second)}
+	})
+	if n := e.locks(name, true) + e.locks(name, false); n != 0 {
+		t.Fatalf("%d locks left after every holder released", n)
 	}
 }
 
 func TestSharedReadersAndWriter(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	read := func() *dlm.Lease {
 		t.Helper()
 		l, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
@@ -108,7 +61,7 @@ func TestSharedReadersAndWriter(t *testing.T) {
 		l, err := c.Acquire(ctx, name)
 		writer <- got{l, err}
 	}()
-	await(t, 5*time.Second, "writer queued", func() bool { return e.locks(name, false) == 1 })
+	storetest.Await(t, 5*time.Second, "writer queued", func() bool { return e.locks(name, false) == 1 })
 	if _, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
 		t.Fatalf("reader try-lock past a queued writer = %v, want ErrNotAcquired", err)
 	}
@@ -116,7 +69,7 @@ func TestSharedReadersAndWriter(t *testing.T) {
 		l, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
 		reader <- got{l, err}
 	}()
-	await(t, 5*time.Second, "late reader queued", func() bool { return e.locks(name, false) == 2 })
+	storetest.Await(t, 5*time.Second, "late reader queued", func() bool { return e.locks(name, false) == 2 })
 
 	if err := r1.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -162,38 +115,23 @@ func TestSharedReadersAndWriter(t *testing.T) {
 func TestLostWhenBackendTerminated(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-	const ttl = 600 * time.Millisecond
-	bound := ttl/3 + 300*time.Millisecond // the renewal interval + one round trip; slack for -race
-	var cause error
-	var took time.Duration
-	err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
+	var name string
+	storetest.LossEndsDo(t, c, 600*time.Millisecond, func(l *dlm.Lease) {
+		name = l.Resource()
 		if n := e.terminate(name); n != 1 {
 			t.Errorf("terminated %d backends, want 1", n)
 		}
-		took = within(t, ctx.Done(), bound, "Do's context cancellation")
-		cause = context.Cause(ctx)
-		return ctx.Err()
-	}, dlm.WithTTL(ttl))
-	if !errors.Is(cause, dlm.ErrLost) || !errors.Is(err, dlm.ErrLost) {
-		t.Fatalf("cause = %v, Do = %v, want ErrLost", cause, err)
-	}
-	t.Logf("loss noticed %s after the backend was terminated", took)
+	})
 	// The server freed the lock with the session.
-	l, err := c.Acquire(ctx, name, dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("lock still held after its session ended: %v", err)
-	}
-	l.Release(ctx)
+	storetest.Free(t, c, name, "its session ended")
 }
 
 func TestTokensStrictlyIncrease(t *testing.T) {
 	e := newEnv(t)
 	c1, _ := e.client()
 	c2, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	var last uint64
 	for i := range 30 {
 		c, mode := c1, dlm.EX
@@ -220,58 +158,37 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 func TestServerDownAndRestart(t *testing.T) {
 	e := ownEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	const ttl = 600 * time.Millisecond
-	var last uint64
-	next := func(what string) *dlm.Lease {
-		t.Helper()
-		l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithWait(5*time.Second))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if l.Token() <= last {
-			t.Fatalf("%s: token %d is not above the previous %d", what, l.Token(), last)
-		}
-		last = l.Token()
-		return l
-	}
+	k := storetest.NewTokens(t, c, dlm.WithTTL(ttl), dlm.WithWait(5*time.Second))
 	for range 5 {
-		next("before the crash").Release(ctx)
+		k.Next("before the crash", name).Release(ctx)
 	}
 
 	// A held, renewing lease is lost when the server dies: the session
 	// is gone, and the lock with it.
-	held, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithAutoRenew(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	last = held.Token()
+	held := k.Next("a renewing lease", name, dlm.WithAutoRenew(true))
 	e.srv.Kill()
-	within(t, held.Lost(), ttl, "Lost after the server died")
+	storetest.Within(t, held.Lost(), ttl, "Lost after the server died")
 	if !errors.Is(held.Err(), dlm.ErrLost) {
 		t.Fatalf("Err = %v, want ErrLost", held.Err())
 	}
 
 	// A dead server is an outage, never contention.
-	for _, wait := range []time.Duration{0, 200 * time.Millisecond} {
-		_, err := c.Acquire(ctx, resource(t), dlm.WithWait(wait))
-		if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
-			t.Fatalf("wait %s on a dead server: %v, want ErrUnavailable only", wait, err)
-		}
-	}
+	storetest.UnavailableIsNotContention(t, c)
 
 	if err := e.srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	// The last grant's sequence advance was made durable before its token
 	// was returned, so a crash right after it cannot hand it out again.
-	crashed := next("after the restart")
+	crashed := k.Next("after the restart", name)
 	e.srv.Kill()
 	if err := e.srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	next("after a crash right after a grant").Release(ctx)
+	k.Next("after a crash right after a grant", name).Release(ctx)
 	if err := crashed.Release(ctx); !errors.Is(err, dlm.ErrLost) {
 		t.Fatalf("Release of a lease whose server crashed = %v, want ErrLost", err)
 	}
@@ -280,8 +197,8 @@ func TestServerDownAndRestart(t *testing.T) {
 func TestReleaseAndExtend(t *testing.T) {
 	e := newEnv(t)
 	c, pool := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	l, err := c.Acquire(ctx, name, dlm.WithWait(0))
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +241,7 @@ func TestReleaseAndExtend(t *testing.T) {
 func TestExplicitKey(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
 	const k = 4200 + 17
 	l, err := c.Acquire(ctx, postgres.Key(k), dlm.WithWait(0))
 	if err != nil {
@@ -368,7 +285,8 @@ func TestKeyOf(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	e := newEnv(t)
 	c, pool := e.client()
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
+	storetest.BadInput(t, c)
 	for _, m := range []dlm.Mode{dlm.NL, dlm.CR, dlm.CW, dlm.PW} {
 		_, err := c.Acquire(ctx, "r", dlm.WithMode(m))
 		if !errors.Is(err, dlm.ErrUnsupported) || errors.Is(err, dlm.ErrNotAcquired) || errors.Is(err, dlm.ErrUnavailable) {
@@ -404,13 +322,13 @@ func TestBadInput(t *testing.T) {
 
 func TestSetupAndSequence(t *testing.T) {
 	e := newEnv(t)
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 
 	// Without setup and without the sequence, a grant fails as a whole
 	// and leaves no lock behind on the pooled connection.
 	p := e.pool(2)
-	seq := fmt.Sprintf("missing_fence_%d", resourceSeq.Add(1))
+	seq := "missing_fence_" + path.Base(storetest.Resource(t)) // unique in this run
 	bare := postgres.New(p, postgres.WithSetup(false), postgres.WithSequence(seq))
 	_, err := dlm.New(bare).Acquire(ctx, name, dlm.WithWait(0))
 	if !errors.Is(err, dlm.ErrUnavailable) || !strings.Contains(err.Error(), seq) {
@@ -457,46 +375,15 @@ func TestSetupAndSequence(t *testing.T) {
 
 func TestNoGoroutineLeak(t *testing.T) {
 	e := newEnv(t)
-	func() {
-		c, _ := e.client()
-		ctx := ctxT(t)
-		name := resource(t)
-		var wg sync.WaitGroup
-		for range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = c.Do(ctx, name, func(context.Context, *dlm.Lease) error { return nil }, dlm.WithTTL(time.Second))
-			}()
-		}
-		wg.Wait()
-		l, _ := c.Acquire(ctx, name)
-		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		_, _ = c.Acquire(wctx, name)
-		cancel()
-		l.Release(ctx)
-	}()
-	await(t, 3*time.Second, "goroutines to settle", func() bool { return countOurs() == 0 })
-}
-
-func countOurs() int {
-	buf := make([]byte, 1<<20)
-	n := runtime.Stack(buf, true)
-	count := 0
-	for _, s := range strings.Split(string(buf[:n]), "\n\n") {
-		if strings.Contains(s, "github.com/dlmhq/dlm.") && !strings.Contains(s, "_test.") ||
-			strings.Contains(s, "github.com/dlmhq/dlm/postgres.") && !strings.Contains(s, "_test.") {
-			count++
-		}
-	}
-	return count
+	c, _ := e.client()
+	storetest.NoGoroutineLeak(t, c, 6, nil, "github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/postgres.")
 }
 
 func TestStoreEnforcesTTL(t *testing.T) {
 	e := newEnv(t)
 	c, pool := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	const ttl = 100 * time.Millisecond
 	// Acquire does not renew: the lease expires, and the store must not let
 	// the session hold the lock on (dlm does not release a lost lease).
@@ -504,7 +391,7 @@ func TestStoreEnforcesTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, l.Lost(), 2*ttl, "the lease's expiry")
+	storetest.Within(t, l.Lost(), 2*ttl, "the lease's expiry")
 	next, err := c.Acquire(ctx, name, dlm.WithWait(time.Second))
 	if err != nil {
 		t.Fatalf("lock not freed after its TTL: %v", err)
@@ -521,18 +408,5 @@ func TestStoreEnforcesTTL(t *testing.T) {
 	}
 
 	// A renewing lease keeps the lock well past its TTL.
-	err = c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(5 * ttl):
-		}
-		if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-			t.Errorf("second Acquire after 5x TTL = %v, want ErrNotAcquired", err)
-		}
-		return nil
-	}, dlm.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.RenewalHoldsPastTTL(t, c, ttl, 5*ttl)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/postgres"
 )
 
@@ -17,8 +18,8 @@ func TestLockTx(t *testing.T) {
 	pool := e.pool(8)
 	s := postgres.New(pool)
 	c := dlm.New(s)
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	begin := func() pgx.Tx {
 		t.Helper()
 		tx, err := pool.Begin(ctx)
@@ -54,7 +55,7 @@ func TestLockTx(t *testing.T) {
 		tok, err := s.LockTx(ctx, tx3, name, dlm.PR)
 		waited <- got{tok, err}
 	}()
-	await(t, 5*time.Second, "LockTx queued", func() bool { return e.locks(name, false) == 1 })
+	storetest.Await(t, 5*time.Second, "LockTx queued", func() bool { return e.locks(name, false) == 1 })
 	if err := tx1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestLockTx(t *testing.T) {
 		t.Fatalf("LockTx past its context = %v, want DeadlineExceeded", err)
 	}
 	holder.Release(ctx)
-	await(t, 5*time.Second, "the abandoned wait to leave the queue", func() bool {
+	storetest.Await(t, 5*time.Second, "the abandoned wait to leave the queue", func() bool {
 		return e.locks(name, false)+e.locks(name, true) == 0
 	})
 }
@@ -108,7 +109,7 @@ func TestLockTxBadInput(t *testing.T) {
 	e := newEnv(t)
 	pool := e.pool(2)
 	s := postgres.New(pool)
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestLockTxBadInput(t *testing.T) {
 		}
 	}
 	// The transaction is untouched by rejected calls.
-	if _, ok, err := s.TryLockTx(ctx, tx, resource(t), dlm.EX); err != nil || !ok {
+	if _, ok, err := s.TryLockTx(ctx, tx, storetest.Resource(t), dlm.EX); err != nil || !ok {
 		t.Fatalf("TryLockTx after rejected calls = %v, %v", ok, err)
 	}
 }

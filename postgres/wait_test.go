@@ -3,138 +3,42 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 )
 
 func TestFIFOHandoff(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-	holder, err := c.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const waiters = 8
-	order := make(chan int, waiters)
-	var wg sync.WaitGroup
-	for i := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := c.Do(ctx, name, func(context.Context, *dlm.Lease) error {
-				order <- i
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		}()
-		await(t, 5*time.Second, "waiter queued in pg_locks", func() bool {
-			return e.locks(name, false) == i+1
-		})
-	}
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	close(order)
-	want := 0
-	for got := range order {
-		if got != want {
-			t.Fatalf("waiter %d was granted in turn %d: not FIFO", got, want)
-		}
-		want++
-	}
+	storetest.FIFOHandoff(t, c, 8, e.waiting)
 }
 
 func TestWaitTimeoutIsNotAcquired(t *testing.T) {
 	e := newEnv(t)
 	c, pool := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-	holder, err := c.Acquire(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Release(ctx)
-
-	var conns int64
-	for i := range 4 {
-		start := time.Now()
-		_, err = c.Acquire(ctx, name, dlm.WithWait(100*time.Millisecond))
-		if !errors.Is(err, dlm.ErrNotAcquired) {
-			t.Fatalf("err = %v, want ErrNotAcquired", err)
+	// A wait that ran out leaves nothing queued, and its connection healthy,
+	// back in the pool: no new connections after the first wait.
+	conns := int64(-1)
+	storetest.WaitTimeoutIsContention(t, c, 100*time.Millisecond, 4, func(name string) {
+		e.noWaiters(name)
+		if n := pool.Stat().AcquiredConns(); n != 1 {
+			t.Fatalf("%d connections out of the pool, want only the holder's", n)
 		}
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, dlm.ErrUnavailable) {
-			t.Fatalf("err = %v: a wait that ran out is contention only", err)
-		}
-		if d := time.Since(start); d < 100*time.Millisecond {
-			t.Fatalf("gave up after %s, before the wait", d)
-		}
-		if n := e.locks(name, false); n != 0 {
-			t.Fatalf("%d waiters left in pg_locks", n)
-		}
-		// The cancelled wait leaves its connection healthy, back in the
-		// pool: no new connections after the first wait.
-		if i == 0 {
-			conns = pool.Stat().NewConnsCount()
-		} else if n := pool.Stat().NewConnsCount(); n != conns {
+		n := pool.Stat().NewConnsCount()
+		if conns >= 0 && n != conns {
 			t.Fatalf("a cancelled wait cost its connection: %d connections made, then %d", conns, n)
 		}
-	}
-	if n := pool.Stat().AcquiredConns(); n != 1 {
-		t.Fatalf("%d connections out of the pool, want only the holder's", n)
-	}
-	_, err = c.Acquire(ctx, name, dlm.WithWait(0))
-	if !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("try-lock err = %v, want ErrNotAcquired", err)
-	}
+		conns = n
+	})
 }
 
 func TestContextCancelWhileWaiting(t *testing.T) {
 	e := newEnv(t)
 	c, pool := e.client()
-	name := resource(t)
-	holder, err := c.Acquire(ctxT(t), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Acquire(ctx, name)
-		done <- err
-	}()
-	await(t, 5*time.Second, "waiter queued", func() bool { return e.locks(name, false) == 1 })
-	cancel()
-	select {
-	case err = <-done:
-	case <-time.After(time.Second):
-		t.Fatal("Acquire did not return promptly after cancel")
-	}
-	if !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want ErrNotAcquired joined with context.Canceled", err)
-	}
-	if n := e.locks(name, false); n != 0 {
-		t.Fatalf("%d waiters left in pg_locks", n)
-	}
-
-	// A deadline, likewise.
-	dctx, dcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer dcancel()
-	_, err = c.Acquire(dctx, name)
-	if !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want ErrNotAcquired joined with DeadlineExceeded", err)
-	}
-	if err := holder.Release(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	name := storetest.ContextCancelWhileWaiting(t, c, e.waiting, e.noWaiters)
 	if n := e.locks(name, true) + e.locks(name, false); n != 0 {
 		t.Fatalf("%d locks left after the cancelled waits", n)
 	}
@@ -148,14 +52,14 @@ func TestContextCancelWhileWaiting(t *testing.T) {
 func TestCancelRacingGrant(t *testing.T) {
 	e := newEnv(t)
 	c, pool := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	// Two connections ready in the pool, so that the short waits are spent
 	// waiting for the lock, not for a new connection.
 	warm := make([]*dlm.Lease, 2)
 	for i := range warm {
 		var err error
-		if warm[i], err = c.Acquire(ctx, resource(t)); err != nil {
+		if warm[i], err = c.Acquire(ctx, storetest.Resource(t)); err != nil {
 			t.Fatal(err)
 		}
 	}

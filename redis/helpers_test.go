@@ -2,8 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,41 +42,8 @@ func (e *env) client(storeOpts ...redis.Option) (*dlm.Client, *redis.Store) {
 	return dlm.New(s), s
 }
 
-var resourceSeq atomic.Int64
-
-// resource returns a name unique to this test run.
-func resource(t testing.TB) string {
-	return fmt.Sprintf("%s/%d", t.Name(), resourceSeq.Add(1))
-}
-
-// within fails the test if ch is not closed within d.
-func within(t testing.TB, ch <-chan struct{}, d time.Duration, what string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	select {
-	case <-ch:
-		return time.Since(start)
-	case <-time.After(d):
-		t.Fatalf("%s did not happen within %s", what, d)
-		return 0
-	}
-}
-
-// await polls cond every few milliseconds until it holds or d passes. It is
-// used only for state inside Redis, which offers no event to wait on.
-func await(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, d)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+// waiting returns how many requests wait in resource's queue.
+func (e *env) waiting(resource string) int {
+	e.t.Helper()
+	return int(e.rdb.LLen(context.Background(), "dlm:{"+resource+"}:queue").Val())
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/redlock"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.Run(m.name, func(b *testing.B) {
 			s := e.store(m.opts...)
 			ctx := context.Background()
-			name := resource(b)
+			name := storetest.Resource(b)
 			for b.Loop() {
 				req := request(name, 10*time.Second)
 				g, err := s.Acquire(ctx, req)

@@ -2,16 +2,13 @@ package redlock_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/redlock"
 )
@@ -112,42 +109,5 @@ func (e *env) pause(i int, d time.Duration) {
 	}
 }
 
-var resourceSeq atomic.Int64
-
-// resource returns a name unique to this test run.
-func resource(t testing.TB) string {
-	return fmt.Sprintf("%s/%d", t.Name(), resourceSeq.Add(1))
-}
-
-// await polls cond every few milliseconds until it holds or d passes. It is
-// used only for state inside Redis, which offers no event to wait on, and
-// for time itself (the restart guard).
-func await(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // ours counts the goroutines running the store's code.
-func ours() int {
-	buf := make([]byte, 1<<20)
-	n := runtime.Stack(buf, true)
-	count := 0
-	for _, s := range strings.Split(string(buf[:n]), "\n\n") {
-		if strings.Contains(s, "github.com/dlmhq/dlm/redlock.") && !strings.Contains(s, "_test.") {
-			count++
-		}
-	}
-	return count
-}
+func ours() int { return storetest.Goroutines("github.com/dlmhq/dlm/redlock.") }

@@ -5,11 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/redlock"
 )
 
@@ -34,53 +32,7 @@ func TestMutualExclusion(t *testing.T) {
 		c, _ := e.client()
 		clients = append(clients, c)
 	}
-	ctx := ctxT(t)
-	name := resource(t)
-
-	const workers, iterations = 24, 10
-	var counter, inside, maxInside atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for i := range workers {
-		c := clients[i%len(clients)]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range iterations {
-				err := c.Do(ctx, name, func(ctx context.Context, l *dlm.Lease) error {
-					n := inside.Add(1)
-					defer inside.Add(-1)
-					for {
-						m := maxInside.Load()
-						if n <= m || maxInside.CompareAndSwap(m, n) {
-							break
-						}
-					}
-					// An unprotected read-modify-write: two holders at
-					// once would lose an update.
-					v := counter.Load()
-					runtime.Gosched()
-					counter.Store(v + 1)
-					return nil
-				}, dlm.WithTTL(5*time.Second))
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if got, want := counter.Load(), int64(workers*iterations); got != want {
-		t.Fatalf("counter = %d, want %d: lost updates, two holders at once", got, want)
-	}
-	if m := maxInside.Load(); m != 1 {
-		t.Fatalf("%d holders inside the critical section at once", m)
-	}
+	name := storetest.MutualExclusion(t, clients, 24, 10, dlm.WithTTL(5*time.Second))
 	if n := e.count(name, ""); n != nodes {
 		t.Fatalf("lock left on %d nodes after every holder released it", nodes-n)
 	}
@@ -89,8 +41,8 @@ func TestMutualExclusion(t *testing.T) {
 func TestMinorityDown(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	e.srvs[1].Kill()
 	e.srvs[3].Kill()
 
@@ -117,8 +69,8 @@ func TestMajorityDownIsUnavailable(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	c, _ := e.client(redlock.WithNodeTimeout(timeout))
 	patient, s := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	held, err := patient.Acquire(ctx, name, dlm.WithWait(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +80,7 @@ func TestMajorityDownIsUnavailable(t *testing.T) {
 	}
 
 	start := time.Now()
-	_, err = c.Acquire(ctx, resource(t), dlm.WithWait(0))
+	_, err = c.Acquire(ctx, storetest.Resource(t), dlm.WithWait(0))
 	took := time.Since(start)
 	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) || errors.Is(err, driver.ErrTaken) {
 		t.Fatalf("acquire with 3 of 5 nodes down = %v, want ErrUnavailable only", err)
@@ -174,11 +126,11 @@ func TestSlowNode(t *testing.T) {
 	e := newEnv(t)
 	const timeout, pause = time.Second, 5 * time.Second
 	c, _ := e.client(redlock.WithNodeTimeout(timeout))
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	const ttl = 10 * time.Second
 	// Warm the connections, so that the pause is all that differs.
-	_ = c.Do(ctx, resource(t), func(context.Context, *dlm.Lease) error { return nil })
+	_ = c.Do(ctx, storetest.Resource(t), func(context.Context, *dlm.Lease) error { return nil })
 
 	e.pause(2, pause)
 	start := time.Now()
@@ -217,13 +169,13 @@ func TestSlowNode(t *testing.T) {
 	}
 	// Every call to the paused node gave up at the node timeout: none of
 	// the store's goroutines is left.
-	await(t, pause/2, "the store's goroutines to end", func() bool { return ours() == 0 })
+	storetest.Await(t, pause/2, "the store's goroutines to end", func() bool { return ours() == 0 })
 }
 
 func TestCallsOutliveTheCallersContext(t *testing.T) {
 	e := newEnv(t)
 	s := e.store()
-	name := resource(t)
+	name := storetest.Resource(t)
 	req := request(name, 10*time.Second)
 	// dlm cancels the context of a wait as soon as Acquire returns: the
 	// nodes that had not answered yet must still get the lock.
@@ -233,10 +185,10 @@ func TestCallsOutliveTheCallersContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await(t, 2*time.Second, "lock granted on every node", func() bool {
+	storetest.Await(t, 2*time.Second, "lock granted on every node", func() bool {
 		return e.count(name, req.Owner) == nodes
 	})
-	if err := s.Release(ctxT(t), req, g); err != nil {
+	if err := s.Release(storetest.Context(t), req, g); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -245,14 +197,14 @@ func TestContextEndsAttempt(t *testing.T) {
 	e := newEnv(t)
 	const timeout = 300 * time.Millisecond
 	s := e.store(redlock.WithNodeTimeout(timeout))
-	_ = s.Release(ctxT(t), request(resource(t), time.Second), driver.Grant{}) // warm up
+	_ = s.Release(storetest.Context(t), request(storetest.Resource(t), time.Second), driver.Grant{}) // warm up
 	for _, i := range []int{0, 1, 2} {
 		e.pause(i, 2*time.Second)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := s.Acquire(ctx, request(resource(t), 10*time.Second))
+	_, err := s.Acquire(ctx, request(storetest.Resource(t), 10*time.Second))
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrTaken) || errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("acquire whose context ended = %v, want the context's error only", err)
@@ -266,8 +218,8 @@ func TestContextEndsAttempt(t *testing.T) {
 func TestValidityCountsElapsedTime(t *testing.T) {
 	e := newEnv(t)
 	s := e.store()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	// Warm the connections.
 	_ = s.Release(ctx, request(name, 10*time.Second), driver.Grant{})
 	// A quorum answers only after the TTL: the grant is worthless.
@@ -287,11 +239,11 @@ func TestValidityCountsElapsedTime(t *testing.T) {
 func TestFailedAttemptLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
 	other := strings.Repeat("b", 32)
 
 	t.Run("quorum taken", func(t *testing.T) {
-		name := resource(t)
+		name := storetest.Resource(t)
 		for _, i := range []int{0, 1, 2} {
 			e.raw[i].Set(ctx, lockKey(name), other, time.Minute)
 		}
@@ -307,7 +259,7 @@ func TestFailedAttemptLeavesNothing(t *testing.T) {
 		}
 	})
 	t.Run("split vote with a node down", func(t *testing.T) {
-		name := resource(t)
+		name := storetest.Resource(t)
 		for _, i := range []int{0, 1} {
 			e.raw[i].Set(ctx, lockKey(name), other, time.Minute)
 		}
@@ -329,34 +281,22 @@ func TestFailedAttemptLeavesNothing(t *testing.T) {
 func TestTokensIncrease(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
-	var last uint64
-	next := func(what string, opts ...dlm.Option) *dlm.Lease {
-		t.Helper()
-		l, err := c.Acquire(ctx, name, append([]dlm.Option{dlm.WithWait(10 * time.Second)}, opts...)...)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if l.Token() <= last {
-			t.Fatalf("%s: token %d is not above the previous %d", what, l.Token(), last)
-		}
-		last = l.Token()
-		return l
-	}
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	k := storetest.NewTokens(t, c, dlm.WithWait(10*time.Second))
 	for range 10 {
-		if err := next("sequential").Release(ctx); err != nil {
+		if err := k.Next("sequential", name).Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l := next("before expiry", dlm.WithTTL(50*time.Millisecond))
+	l := k.Next("before expiry", name, dlm.WithTTL(50*time.Millisecond))
 	<-l.Lost()
-	await(t, 2*time.Second, "key expiry", func() bool { return e.count(name, "") == nodes })
-	next("after expiry").Release(ctx)
+	storetest.Await(t, 2*time.Second, "key expiry", func() bool { return e.count(name, "") == nodes })
+	k.Next("after expiry", name).Release(ctx)
 
 	e.srvs[0].Kill()
 	e.srvs[0].Restart()
-	next("after a node restarted without persistence").Release(ctx)
+	k.Next("after a node restarted without persistence", name).Release(ctx)
 
 	// A node whose counter is far ahead (as if its clock were): the
 	// token of a grant through it is large, and the release raises the
@@ -366,7 +306,7 @@ func TestTokensIncrease(t *testing.T) {
 	e.raw[0].Set(ctx, lockKey(name)+":fence", ahead, time.Hour)
 	e.srvs[3].Kill()
 	e.srvs[4].Kill()
-	if l := next("through the node ahead"); l.Token() <= mustUint(t, ahead) {
+	if l := k.Next("through the node ahead", name); l.Token() <= mustUint(t, ahead) {
 		t.Fatalf("token %d is not above the counter %s of a granting node", l.Token(), ahead)
 	} else {
 		l.Release(ctx)
@@ -374,7 +314,7 @@ func TestTokensIncrease(t *testing.T) {
 	e.srvs[3].Restart()
 	e.srvs[4].Restart()
 	e.srvs[0].Kill()
-	next("without the node ahead").Release(ctx)
+	k.Next("without the node ahead", name).Release(ctx)
 }
 
 func mustUint(t *testing.T, s string) uint64 {
@@ -389,8 +329,8 @@ func mustUint(t *testing.T, s string) uint64 {
 func TestExtendSetsLockAgainOnRestartedNode(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 	l, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second), dlm.WithWait(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -398,7 +338,7 @@ func TestExtendSetsLockAgainOnRestartedNode(t *testing.T) {
 	// Acquire returned with a quorum; the other nodes' grants may still be
 	// on their way.
 	var value string
-	await(t, 2*time.Second, "lock granted on every node", func() bool {
+	storetest.Await(t, 2*time.Second, "lock granted on every node", func() bool {
 		value = e.holders(name)[0]
 		return value != "" && e.count(name, value) == nodes
 	})
@@ -412,7 +352,7 @@ func TestExtendSetsLockAgainOnRestartedNode(t *testing.T) {
 	}
 	// Extend returned with a quorum; the restarted node's answer may
 	// still be on its way.
-	await(t, 2*time.Second, "lock set again on the restarted node", func() bool {
+	storetest.Await(t, 2*time.Second, "lock set again on the restarted node", func() bool {
 		return e.holders(name)[0] == value
 	})
 	if pttl := e.raw[0].PTTL(ctx, lockKey(name)).Val(); pttl <= 0 || pttl > 5*time.Second {
@@ -429,7 +369,7 @@ func TestExtendSetsLockAgainOnRestartedNode(t *testing.T) {
 func TestLostLockIsNotHeld(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
 	other := strings.Repeat("b", 32)
 	takeOver := func(name string) {
 		for _, i := range []int{0, 1, 2} {
@@ -438,7 +378,7 @@ func TestLostLockIsNotHeld(t *testing.T) {
 	}
 
 	t.Run("extend", func(t *testing.T) {
-		name := resource(t)
+		name := storetest.Resource(t)
 		l, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second), dlm.WithWait(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -454,7 +394,7 @@ func TestLostLockIsNotHeld(t *testing.T) {
 		}
 	})
 	t.Run("release", func(t *testing.T) {
-		name := resource(t)
+		name := storetest.Resource(t)
 		l, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second), dlm.WithWait(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -474,8 +414,8 @@ func TestRestartGuard(t *testing.T) {
 	e := newEnv(t)
 	const guard = 400 * time.Millisecond
 	s := e.store(redlock.WithRestartGuard(guard))
-	ctx := ctxT(t)
-	name := resource(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
 
 	// New nodes wait one guard before they vote.
 	_, err := s.Acquire(ctx, request(name, 10*time.Second))
@@ -487,7 +427,7 @@ func TestRestartGuard(t *testing.T) {
 	}
 	holder := request(name, 5*time.Second)
 	var g driver.Grant
-	await(t, 5*guard, "the guard to pass", func() bool {
+	storetest.Await(t, 5*guard, "the guard to pass", func() bool {
 		g, err = s.Acquire(ctx, holder)
 		return err == nil
 	})
@@ -502,7 +442,7 @@ func TestRestartGuard(t *testing.T) {
 	if err := s.Extend(ctx, holder, g); err != nil {
 		t.Fatalf("extend after a minority restarted: %v", err)
 	}
-	await(t, 2*time.Second, "lock set again on the restarted node", func() bool {
+	storetest.Await(t, 2*time.Second, "lock set again on the restarted node", func() bool {
 		return e.holders(name)[0] == holder.Owner
 	})
 
@@ -528,7 +468,7 @@ func TestRestartGuard(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	e := newEnv(t)
-	ctx := ctxT(t)
+	ctx := storetest.Context(t)
 	plain := goredis.NewClient(&goredis.Options{Addr: e.srvs[0].Addr()})
 	t.Cleanup(func() { plain.Close() })
 	cs := e.clients()
@@ -568,6 +508,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	c, s := e.client()
+	storetest.BadInput(t, c)
 	if s.Name() != "redlock" {
 		t.Fatalf("Name = %q", s.Name())
 	}
