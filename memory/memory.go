@@ -62,9 +62,13 @@ type Option func(*config)
 
 type config struct{ limits locktable.Limits }
 
+// maxName is the longest resource name by default: the 512 bytes that
+// package dlm accepts (dlm.MaxResourceBytes), not the table's own default.
+const maxName = 512
+
 // WithLimits sets the lock table's limits (name length, locks per session,
 // waiters per resource, resources, sessions); zero fields keep the
-// locktable defaults.
+// defaults: 512-byte names, and the locktable defaults for the rest.
 func WithLimits(l locktable.Limits) Option { return func(c *config) { c.limits = l } }
 
 // New returns an empty store. Close it to stop its timer.
@@ -72,6 +76,9 @@ func New(opts ...Option) *Store {
 	var c config
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.limits.MaxNameLen == 0 {
+		c.limits.MaxNameLen = maxName
 	}
 	s := &Store{
 		epoch:   time.Now(),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,4 +220,13 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	if err := l.Extend(ctx); !errors.Is(err, dlm.ErrUnavailable) {
 		t.Fatalf("extend after Close: %v", err)
 	}
+}
+
+func TestLongestNameIsAccepted(t *testing.T) {
+	c, _ := newClient(t)
+	l, err := c.Acquire(t.Context(), strings.Repeat("n", dlm.MaxResourceBytes), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("a name of MaxResourceBytes: %v", err)
+	}
+	l.Release(t.Context())
 }
