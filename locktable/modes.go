@@ -6,8 +6,8 @@ import (
 )
 
 // Mode is one of the six classic DLM lock modes. The zero value is no mode
-// and is rejected by every operation. The numeric values are the same as
-// those of the dlm driver package (NL is 1, EX is 6).
+// and is rejected by every operation. Packages driver and dlm use this type
+// for their modes too.
 type Mode uint8
 
 // The six lock modes, from weakest to strongest. PR and CW are not ordered:
@@ -119,6 +119,10 @@ func (m *Mode) UnmarshalText(b []byte) error {
 func Compatible(held, requested Mode) bool {
 	return held.Valid() && requested.Valid() && compatible[held][requested]
 }
+
+// Compatible reports whether a lock requested in mode m may be granted while
+// another lock is held in mode held: Compatible(held, m).
+func (m Mode) Compatible(held Mode) bool { return Compatible(held, m) }
 
 // isDownConversion reports whether converting from mode from to mode to can
 // never conflict with anything from was compatible with: every mode

@@ -97,7 +97,7 @@ func (s *Store) request(req driver.Request, flags locktable.Flags, deadline int6
 	} else {
 		res, err = s.tab.Lock(st, locktable.LockRequest{
 			Session: sid, Owner: locktable.OwnerID(sid), Resource: req.Resource,
-			Mode: locktable.Mode(req.Mode), Flags: flags, Deadline: deadline,
+			Mode: req.Mode, Flags: flags, Deadline: deadline,
 		})
 	}
 	if err != nil {

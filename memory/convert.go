@@ -22,7 +22,7 @@ func (s *Store) Convert(ctx context.Context, req driver.Request, _ driver.Grant,
 		deadline = int64(d.Sub(s.epoch)) + 1
 	}
 	res, err := s.tab.Convert(s.now(), locktable.ConvertRequest{
-		Session: e.session, Lock: e.lock, Mode: locktable.Mode(mode), Deadline: deadline,
+		Session: e.session, Lock: e.lock, Mode: mode, Deadline: deadline,
 	})
 	if err != nil {
 		s.mu.Unlock()
