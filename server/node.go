@@ -1,0 +1,265 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// Config configures a Node. Only Dir is required (unless InMemory).
+type Config struct {
+	// ID is the Raft server id; default "node-1".
+	ID string
+	// Dir holds the Raft log (raft.db, fsync'd on every append) and the
+	// snapshots. It is created if missing.
+	Dir string
+	// InMemory keeps the log, the stable store and the snapshots in memory:
+	// every restart begins from an empty state. For tests and throwaway
+	// servers only.
+	InMemory bool
+	// BindAddr is the Raft TCP transport's address; default "127.0.0.1:0"
+	// (a free loopback port).
+	BindAddr string
+	// Limits are the lock table's limits; every replica must use the same.
+	Limits locktable.Limits
+	// Logger receives the node's and Raft's logs; nil discards them.
+	Logger *slog.Logger
+	// MaxBatch is about how many commands one Raft entry carries (a single
+	// larger proposal still goes whole); default 1024.
+	MaxBatch int
+	// MaxInflight is how many entries may await commit at once; proposals
+	// arriving meanwhile are batched. Default 2.
+	MaxInflight int
+	// ApplyTimeout bounds the wait to enqueue an entry in Raft, and
+	// Barrier's wait when its context has no deadline; default 10s.
+	ApplyTimeout time.Duration
+	// Raft, if set, adjusts the Raft configuration (timeouts, snapshot
+	// thresholds) before the node starts.
+	Raft func(*raft.Config)
+}
+
+// Node is a single-voter Raft node (a cluster of one until members are
+// added) running the FSM. It batches concurrent proposals into one Raft
+// entry and stamps each entry with its clock. Close it to stop it.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	fsm       *FSM
+	raft      *raft.Raft
+	transport *raft.NetworkTransport
+	closers   []io.Closer // stores, closed after raft
+
+	proposals chan *proposal // unbuffered: a sent proposal is owned by the batcher
+	inflight  chan inflight  // the batcher hands entries to the waiter
+	slots     chan struct{}  // bounds entries in flight
+	stop      chan struct{}  // closed by Close
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts a node. With no existing Raft state it bootstraps a cluster of
+// itself; otherwise it recovers from its snapshot and log. Use WaitLeader
+// and Barrier before serving.
+func Open(cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	n := &Node{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		fsm:       NewFSM(cfg.Limits),
+		proposals: make(chan *proposal),
+		inflight:  make(chan inflight, cfg.MaxInflight),
+		slots:     make(chan struct{}, cfg.MaxInflight),
+		stop:      make(chan struct{}),
+	}
+	if err := n.start(); err != nil {
+		return nil, errors.Join(err, n.closeStores())
+	}
+	n.wg.Add(2)
+	go n.batch()
+	go n.await()
+	return n, nil
+}
+
+func (c *Config) setDefaults() {
+	if c.ID == "" {
+		c.ID = "node-1"
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = "127.0.0.1:0"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 1024
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 2
+	}
+	if c.ApplyTimeout <= 0 {
+		c.ApplyTimeout = 10 * time.Second
+	}
+}
+
+// start opens the stores and the transport and starts Raft.
+func (n *Node) start() error {
+	hl := newHclog(n.log)
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.Logger = hl.Named("raft")
+	if n.cfg.Raft != nil {
+		n.cfg.Raft(rc)
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fmt.Errorf("dlm server: raft config: %w", err)
+	}
+
+	logs, stable, snaps, err := n.openStores(hl)
+	if err != nil {
+		return err
+	}
+	n.transport, err = raft.NewTCPTransportWithLogger(n.cfg.BindAddr, nil, 3, 10*time.Second, hl.Named("transport"))
+	if err != nil {
+		return fmt.Errorf("dlm server: raft transport: %w", err)
+	}
+	n.closers = append(n.closers, n.transport)
+
+	exists, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return fmt.Errorf("dlm server: raft state: %w", err)
+	}
+	if !exists {
+		conf := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr(),
+		}}}
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, n.transport, conf); err != nil {
+			return fmt.Errorf("dlm server: bootstrap: %w", err)
+		}
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.transport)
+	if err != nil {
+		return fmt.Errorf("dlm server: start raft: %w", err)
+	}
+	n.log.Info("dlm server: raft started", "id", n.cfg.ID, "addr", n.transport.LocalAddr(),
+		"dir", n.cfg.Dir, "in_memory", n.cfg.InMemory, "bootstrapped", !exists)
+	return nil
+}
+
+// openStores opens the log, stable and snapshot stores: raft-boltdb (one
+// fsync'd bbolt file for log and stable store) behind a log cache and a
+// FileSnapshotStore in Dir, or in-memory stores.
+func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
+	if n.cfg.InMemory {
+		mem := raft.NewInmemStore()
+		return mem, mem, raft.NewInmemSnapshotStore(), nil
+	}
+	if n.cfg.Dir == "" {
+		return nil, nil, nil, errors.New("dlm server: Config.Dir is required unless InMemory")
+	}
+	if err := os.MkdirAll(n.cfg.Dir, 0o750); err != nil {
+		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.Dir, "raft.db")})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dlm server: open raft log: %w", err)
+	}
+	n.closers = append(n.closers, bolt)
+	logs, err := raft.NewLogCache(512, bolt)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dlm server: raft log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.Dir, 2, hl.Named("snapshots"))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dlm server: snapshot store: %w", err)
+	}
+	return logs, bolt, snaps, nil
+}
+
+// FSM returns the node's state machine, for reads.
+func (n *Node) FSM() *FSM { return n.fsm }
+
+// Addr returns the Raft transport's address.
+func (n *Node) Addr() string { return string(n.transport.LocalAddr()) }
+
+// IsLeader reports whether the node is the Raft leader now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// WaitLeader waits until the node is the leader or ctx is done.
+func (n *Node) WaitLeader(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !n.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dlm server: wait for leadership: %w", ctx.Err())
+		case <-n.stop:
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Barrier waits until every entry committed before it is applied to the
+// FSM. It must run on the leader. It waits at most until ctx's deadline, or
+// Config.ApplyTimeout if ctx has none; a cancelled ctx without deadline is
+// noticed only at the end.
+func (n *Node) Barrier(ctx context.Context) error {
+	timeout := n.cfg.ApplyTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	if err := raftErr(n.raft.Barrier(timeout).Error()); err != nil {
+		return fmt.Errorf("dlm server: barrier: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dlm server: barrier: %w", err)
+	}
+	return nil
+}
+
+// Close stops the batcher (pending proposals fail with ErrClosed or
+// ErrLeadershipLost), shuts Raft down and closes the transport and stores.
+// It is safe to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		err := n.raft.Shutdown().Error()
+		n.wg.Wait()
+		n.closeErr = errors.Join(err, n.closeStores())
+	})
+	return n.closeErr
+}
+
+func (n *Node) closeStores() error {
+	var errs []error
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		errs = append(errs, n.closers[i].Close())
+	}
+	n.closers = nil
+	return errors.Join(errs...)
+}
+
+// raftErr maps Raft's leadership errors to the server's.
+func raftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+	}
+	return err
+}

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func propose(t *testing.T, n *Node, cmds ...*dlmpb.Command) []Result {
+	t.Helper()
+	rs, err := n.Propose(testCtx(t), cmds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestNodeRestartDurable: a restarted durable node comes back with its
+// sessions and locks, from a snapshot plus the log after it, and its tokens
+// keep growing.
+func TestNodeRestartDurable(t *testing.T) {
+	defer checkNoLeaks(t)
+	dir := t.TempDir()
+	n := openNode(t, Config{Dir: dir})
+	addr := n.Addr()
+	rs := propose(t, n, openCmd("a"))
+	sid := rs[0].Session
+	first := propose(t, n, lockCmd(sid, 1, "r1", dlmpb.Mode_MODE_EX))[0]
+	if first.Status != locktable.StatusGranted || first.Token < first.Index {
+		t.Fatalf("lock: %+v", first)
+	}
+	if err := n.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	second := propose(t, n, lockCmd(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0] // only in the log
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n = openNode(t, Config{Dir: dir, BindAddr: addr})
+	defer n.Close()
+	n.FSM().View(func(tab *locktable.Table) {
+		for _, want := range []Result{first, second} {
+			info, ok := tab.Describe(want.Lock)
+			if !ok || info.Token != want.Token || info.State != locktable.LockGranted {
+				t.Errorf("lock %d after restart: %+v, %v", want.Lock, info, ok)
+			}
+		}
+	})
+	if ss := n.FSM().Sessions(); len(ss) != 1 || ss[0].ID != sid {
+		t.Fatalf("sessions after restart: %v", ss)
+	}
+	// A retry of a request sent before the restart is still deduplicated.
+	if r := propose(t, n, lockCmd(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0]; !r.Duplicate || r.Lock != second.Lock {
+		t.Fatalf("retry after restart: %+v", r)
+	}
+	third := propose(t, n, lockCmd(sid, 3, "r3", dlmpb.Mode_MODE_EX))[0]
+	if third.Token <= second.Token || third.Token < third.Index {
+		t.Fatalf("token after restart %d, before %d", third.Token, second.Token)
+	}
+}
+
+// TestNodeInMemoryForgets: an in-memory node starts empty after a restart
+// (by design: no durable log, no snapshot files).
+func TestNodeInMemoryForgets(t *testing.T) {
+	defer checkNoLeaks(t)
+	n := openNode(t, Config{InMemory: true})
+	propose(t, n, openCmd("a"))
+	if len(n.FSM().Sessions()) != 1 {
+		t.Fatal("session not applied")
+	}
+	n.Close()
+	n = openNode(t, Config{InMemory: true})
+	defer n.Close()
+	if ss := n.FSM().Sessions(); len(ss) != 0 {
+		t.Fatalf("in-memory node kept %v", ss)
+	}
+}
+
+// TestProposeBatching: concurrent proposals share Raft entries, every
+// caller gets its own results, and tokens follow the log.
+func TestProposeBatching(t *testing.T) {
+	defer checkNoLeaks(t)
+	n := openNode(t, Config{Dir: t.TempDir()})
+	defer n.Close()
+	const workers, each = 64, 20
+	opens := make([]*dlmpb.Command, workers)
+	for w := range opens {
+		opens[w] = openCmd(fmt.Sprint("w", w))
+	}
+	sessions := propose(t, n, opens...)
+
+	start := n.raft.LastIndex()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	results := make([][]Result, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				rs, err := n.Propose(testCtx(t), lockCmd(sessions[w].Session, uint64(i+1), fmt.Sprintf("w%d-%d", w, i), dlmpb.Mode_MODE_EX))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(rs) != 1 || rs[0].Err != nil || rs[0].Status != locktable.StatusGranted {
+					errs <- fmt.Errorf("worker %d: %+v", w, rs)
+					return
+				}
+				results[w] = append(results[w], rs[0])
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	entries := n.raft.LastIndex() - start
+	if entries >= workers*each {
+		t.Fatalf("%d commands took %d entries: no batching", workers*each, entries)
+	}
+	t.Logf("%d commands in %d raft entries", workers*each, entries)
+
+	tokens := map[uint64]bool{}
+	for _, rs := range results {
+		for i, r := range rs {
+			if tokens[r.Token] || r.Token < r.Index || (i > 0 && r.Token <= rs[i-1].Token) {
+				t.Fatalf("bad token %d at index %d", r.Token, r.Index)
+			}
+			tokens[r.Token] = true
+		}
+	}
+}
+
+// TestProposeErrors: context, closed node and encoding errors.
+func TestProposeErrors(t *testing.T) {
+	defer checkNoLeaks(t)
+	n := openNode(t, Config{InMemory: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := n.Propose(ctx, openCmd("a")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	bad := lockCmd(1, 0, "\xff\xfe", dlmpb.Mode_MODE_EX) // not UTF-8
+	if _, err := n.Propose(testCtx(t), bad); err == nil {
+		t.Fatal("invalid UTF-8 resource encoded")
+	}
+	if rs, err := n.Propose(testCtx(t)); rs != nil || err != nil {
+		t.Fatalf("empty propose: %v, %v", rs, err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Propose(testCtx(t), openCmd("a")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if n.IsLeader() {
+		t.Fatal("closed node leads")
+	}
+}
+
+// TestCloseWithProposalsInFlight: Close while proposers are busy ends every
+// call with a result or an error, and leaks nothing.
+func TestCloseWithProposalsInFlight(t *testing.T) {
+	defer checkNoLeaks(t)
+	n := openNode(t, Config{Dir: t.TempDir()})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				_, err := n.Propose(context.Background(), openCmd("x"))
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil && !errors.Is(err, ErrLeadershipLost) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}

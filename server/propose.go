@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+)
+
+// Field numbers of dlmpb.Batch, for assembling entries from pre-encoded
+// commands (a Batch is its commands' encodings, each length-prefixed).
+const (
+	batchCommandsField protowire.Number = 1
+	batchStampField    protowire.Number = 2
+)
+
+// proposal is one Propose call: its encoded commands and where to answer.
+type proposal struct {
+	cmds [][]byte
+	done chan proposed // buffered: the waiter never blocks
+}
+
+// proposed is the answer to a proposal.
+type proposed struct {
+	results []Result
+	err     error
+}
+
+// inflight is one Raft entry awaiting commit and the proposals it carries.
+type inflight struct {
+	future raft.ApplyFuture
+	props  []*proposal
+	count  int // commands in the entry
+}
+
+// Propose appends cmds to the Raft log, in one entry together with other
+// concurrent proposals, and returns one Result per command once applied.
+// The entry is stamped with this node's clock. Errors: ErrNotLeader (not
+// appended), ErrLeadershipLost (outcome unknown), ErrClosed, an encoding
+// error, or ctx's error wrapped; once the proposal is sent, a ctx error also
+// means the outcome is unknown (retry with the same request ids).
+func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]Result, error) {
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dlm server: propose: %w", err)
+	}
+	p := &proposal{cmds: make([][]byte, len(cmds)), done: make(chan proposed, 1)}
+	for i, c := range cmds {
+		b, err := proto.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("dlm server: encode command: %w", err)
+		}
+		p.cmds[i] = b
+	}
+	select {
+	case n.proposals <- p:
+	case <-n.stop:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("dlm server: propose: %w", ctx.Err())
+	}
+	select {
+	case r := <-p.done:
+		return r.results, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("dlm server: propose (outcome unknown): %w", ctx.Err())
+	}
+}
+
+// batch is the batcher goroutine: once an in-flight slot is free, it takes
+// every waiting proposal (up to about MaxBatch commands), stamps them as one
+// entry and submits it to Raft. It closes n.inflight when it stops.
+func (n *Node) batch() {
+	defer n.wg.Done()
+	defer close(n.inflight)
+	var last int64 // last stamp: stamps never go back on this node
+	for {
+		select {
+		case n.slots <- struct{}{}:
+		case <-n.stop:
+			return
+		}
+		var first *proposal
+		select {
+		case first = <-n.proposals:
+		case <-n.stop:
+			return
+		}
+		props, count := []*proposal{first}, len(first.cmds)
+	drain:
+		for count < n.cfg.MaxBatch {
+			select {
+			case p := <-n.proposals:
+				props = append(props, p)
+				count += len(p.cmds)
+			default:
+				break drain
+			}
+		}
+		last = max(last, time.Now().UnixNano())
+		data := encodeBatch(props, count, last)
+		n.inflight <- inflight{future: n.raft.Apply(data, n.cfg.ApplyTimeout), props: props, count: count}
+	}
+}
+
+// encodeBatch assembles a dlmpb.Batch from the proposals' encoded commands.
+func encodeBatch(props []*proposal, count int, stamp int64) []byte {
+	size := 11
+	for _, p := range props {
+		for _, c := range p.cmds {
+			size += len(c) + 6
+		}
+	}
+	b := make([]byte, 0, size)
+	for _, p := range props {
+		for _, c := range p.cmds {
+			b = protowire.AppendTag(b, batchCommandsField, protowire.BytesType)
+			b = protowire.AppendBytes(b, c)
+		}
+	}
+	b = protowire.AppendTag(b, batchStampField, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(stamp))
+}
+
+// await is the waiter goroutine: it waits for each entry in order, hands
+// each proposal its slice of the results and frees the entry's slot.
+func (n *Node) await() {
+	defer n.wg.Done()
+	for e := range n.inflight {
+		results, err := entryResults(e.future)
+		if err == nil && len(results) != e.count {
+			err = fmt.Errorf("dlm server: propose: %d results for %d commands", len(results), e.count)
+		}
+		off := 0
+		for _, p := range e.props {
+			if err != nil {
+				p.done <- proposed{err: err}
+				continue
+			}
+			p.done <- proposed{results: results[off : off+len(p.cmds) : off+len(p.cmds)]}
+			off += len(p.cmds)
+		}
+		<-n.slots
+	}
+}
+
+// entryResults waits for an entry and returns its results.
+func entryResults(f raft.ApplyFuture) ([]Result, error) {
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("dlm server: propose: %w", raftErr(err))
+	}
+	switch r := f.Response().(type) {
+	case []Result:
+		return r, nil
+	case error:
+		return nil, r
+	default:
+		return nil, fmt.Errorf("dlm server: propose: unexpected FSM response %T", r)
+	}
+}

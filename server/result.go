@@ -1,0 +1,43 @@
+package server
+
+import (
+	"slices"
+
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// Result is the outcome of one applied command, returned to the proposer.
+type Result struct {
+	// Index is the Raft index of the entry that applied the command.
+	Index uint64
+	// Session is the new session of an OpenSession command, and the
+	// command's session otherwise (0 for ExpireSessions and Advance).
+	Session locktable.SessionID
+	// Lock, Status and Token are the table's answer (see locktable.Result).
+	Lock   locktable.LockID
+	Status locktable.Status
+	Token  uint64
+	// Err is the table's refusal (match with errors.Is; see ReasonOf), or
+	// ErrInvalidCommand or ErrStaleRequest. A refused command changed nothing.
+	Err error
+	// Duplicate is true when the command repeated a request id the session
+	// had already sent: Lock, Status, Token and Err are the first answer
+	// (Err reduced to its sentinel), and nothing was applied again.
+	Duplicate bool
+	// Events are every effect of the command, in order, owned by the
+	// Result (copied from the table). Duplicates have none.
+	Events []locktable.Event
+}
+
+// newResult copies the table's result, whose events slice the table reuses.
+func newResult(index uint64, sid locktable.SessionID, r locktable.Result, err error) Result {
+	return Result{
+		Index:   index,
+		Session: sid,
+		Lock:    r.Lock,
+		Status:  r.Status,
+		Token:   r.Token,
+		Err:     err,
+		Events:  slices.Clone(r.Events),
+	}
+}

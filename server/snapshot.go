@@ -1,0 +1,146 @@
+package server
+
+import (
+	"time"
+
+	"fmt"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// snapshotVersion is the version of dlmpb.FSMSnapshot this server writes.
+const snapshotVersion = 1
+
+// snapshot is an encoded FSM state; it implements raft.FSMSnapshot.
+type snapshot []byte
+
+// Persist writes the snapshot to sink and closes it (or cancels it on error).
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("dlm server: write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the snapshot holds no resources.
+func (snapshot) Release() {}
+
+// marshal encodes the state deterministically. The caller holds f.mu.
+func (f *FSM) marshal() ([]byte, error) {
+	s := &dlmpb.FSMSnapshot{
+		Version:     snapshotVersion,
+		Table:       f.table.Snapshot(),
+		LastSession: uint64(f.lastSession),
+		Sessions:    make([]*dlmpb.SessionRecord, 0, len(f.sessions)),
+	}
+	for _, id := range sortedIDs(f.sessions) {
+		rec := f.sessions[id]
+		pr := &dlmpb.SessionRecord{
+			Id:       uint64(id),
+			TtlNanos: int64(rec.ttl),
+			SeqFloor: rec.floor,
+			Replies:  make([]*dlmpb.Reply, len(rec.replies)),
+		}
+		for i, r := range rec.replies {
+			pr.Replies[i] = &dlmpb.Reply{
+				Seq:    r.seq,
+				LockId: uint64(r.lock),
+				Status: dlmpb.Status(r.status),
+				Token:  r.token,
+				Reason: r.reason,
+			}
+		}
+		s.Sessions = append(s.Sessions, pr)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("dlm server: encode snapshot: %w", err)
+	}
+	return b, nil
+}
+
+// restore decodes and checks a snapshot, then swaps it in; on error nothing
+// changes.
+func (f *FSM) restore(data []byte) error {
+	var s dlmpb.FSMSnapshot
+	if err := proto.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformedSnapshot, err)
+	}
+	if s.GetVersion() != snapshotVersion {
+		return fmt.Errorf("%w: version %d", ErrMalformedSnapshot, s.GetVersion())
+	}
+	table := locktable.New(f.limits)
+	if err := table.Restore(s.GetTable()); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformedSnapshot, err)
+	}
+	sessions, err := restoreSessions(&s, table)
+	if err != nil {
+		return err
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.table = table
+	f.sessions = sessions
+	f.lastSession = locktable.SessionID(s.GetLastSession())
+	f.applied = 0
+	return nil
+}
+
+// restoreSessions checks the session records against the table: the same
+// ids, increasing, none above the last id issued, and well-formed caches.
+func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktable.SessionID]*sessionRecord, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrMalformedSnapshot, fmt.Sprintf(format, args...))
+	}
+	if n := table.Stats().Sessions; n != len(s.GetSessions()) {
+		return nil, bad("%d session records for %d sessions", len(s.GetSessions()), n)
+	}
+	out := make(map[locktable.SessionID]*sessionRecord, len(s.GetSessions()))
+	var prev uint64
+	for _, pr := range s.GetSessions() {
+		id := pr.GetId()
+		switch {
+		case id <= prev:
+			return nil, bad("session %d out of order", id)
+		case id > s.GetLastSession():
+			return nil, bad("session %d above last id %d", id, s.GetLastSession())
+		case pr.GetTtlNanos() <= 0:
+			return nil, bad("session %d ttl %d", id, pr.GetTtlNanos())
+		case len(pr.GetReplies()) > ReplyCacheSize:
+			return nil, bad("session %d caches %d replies", id, len(pr.GetReplies()))
+		}
+		if _, ok := table.Session(locktable.SessionID(id)); !ok {
+			return nil, bad("session %d not in the table", id)
+		}
+		prev = id
+		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), floor: pr.GetSeqFloor()}
+		last := pr.GetSeqFloor()
+		for _, r := range pr.GetReplies() {
+			if r.GetSeq() <= last {
+				return nil, bad("session %d reply %d out of order", id, r.GetSeq())
+			}
+			if _, ok := dlmpb.Status_name[int32(r.GetStatus())]; !ok {
+				return nil, bad("session %d reply %d status %d", id, r.GetSeq(), r.GetStatus())
+			}
+			if _, ok := dlmpb.Reason_name[int32(r.GetReason())]; !ok {
+				return nil, bad("session %d reply %d reason %d", id, r.GetSeq(), r.GetReason())
+			}
+			last = r.GetSeq()
+			rec.replies = append(rec.replies, reply{
+				seq:    r.GetSeq(),
+				lock:   locktable.LockID(r.GetLockId()),
+				status: locktable.Status(r.GetStatus()),
+				token:  r.GetToken(),
+				reason: r.GetReason(),
+			})
+		}
+		out[locktable.SessionID(id)] = rec
+	}
+	return out, nil
+}
