@@ -152,17 +152,11 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
+// varint reads a zigzag-encoded signed integer, the encoding of
+// binary.AppendVarint: a uvarint whose low bit is the sign.
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 || n > 1 && d.b[n-1] == 0 {
-		d.fail("bad, padded or truncated integer")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	u := d.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (d *decoder) byte() byte {
