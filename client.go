@@ -118,7 +118,7 @@ func (c *Client) acquire(ctx context.Context, resource string, base, opts []Opti
 }
 
 // attempts runs attempts until one is granted, the wait ends, or an attempt
-// fails in a way that retrying cannot mend.
+// fails in a way that retrying cannot mend (invalid, unsupported, deadlock).
 func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) (*Lease, error) {
 	waitCtx := ctx
 	if cfg.wait > 0 {
@@ -151,7 +151,8 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 			return c.newLease(req, g, cfg, start), nil
 		case errors.Is(err, driver.ErrTaken):
 			last = err
-		case errors.Is(err, driver.ErrInvalid), errors.Is(err, driver.ErrUnsupported):
+		case errors.Is(err, driver.ErrInvalid), errors.Is(err, driver.ErrUnsupported),
+			errors.Is(err, driver.ErrDeadlock):
 			return nil, err
 		case waitCtx.Err() != nil && errors.Is(err, waitCtx.Err()):
 			// The wait ended during the attempt; the last answer stands.
@@ -189,7 +190,9 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 func (c *Client) giveUp(ctx context.Context, req driver.Request, last error) error {
 	var err error
 	switch {
-	case last == nil || errors.Is(last, driver.ErrTaken):
+	case last == nil:
+		err = fmt.Errorf("%w: %q: the call ended before the store answered", ErrNotAcquired, req.Resource)
+	case errors.Is(last, driver.ErrTaken):
 		err = fmt.Errorf("%w: %q is held by another owner", ErrNotAcquired, req.Resource)
 	default:
 		err = last
