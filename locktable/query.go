@@ -3,6 +3,7 @@ package locktable
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // LockState is where a lock stands, in listings.
@@ -142,9 +143,15 @@ func (r *resource) info() ResourceInfo {
 // ("" for the first page), at most limit of them (all if limit <= 0). It
 // sorts every name, so it is meant for listings, not hot paths.
 func (t *Table) Resources(after string, limit int) []ResourceInfo {
+	return t.ResourcesWithPrefix("", after, limit)
+}
+
+// ResourcesWithPrefix is Resources restricted to names that begin with
+// prefix.
+func (t *Table) ResourcesWithPrefix(prefix, after string, limit int) []ResourceInfo {
 	names := make([]string, 0, len(t.resources))
 	for name := range t.resources {
-		if name > after {
+		if name > after && strings.HasPrefix(name, prefix) {
 			names = append(names, name)
 		}
 	}

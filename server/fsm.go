@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -27,6 +28,23 @@ type FSM struct {
 	sessions    map[locktable.SessionID]*sessionRecord
 	lastSession locktable.SessionID
 	applied     uint64
+
+	observer atomic.Pointer[Observer]
+}
+
+// Observer is told of every command the FSM applies, with its result, in
+// log order, from the goroutine that applies them and while the FSM is
+// locked: it must be quick, must not block, and must not call the FSM. The
+// result is the one the proposer gets; the observer must not change it.
+type Observer func(c *dlmpb.Command, r *Result)
+
+// SetObserver installs fn as the FSM's observer (nil removes it).
+func (f *FSM) SetObserver(fn Observer) {
+	if fn == nil {
+		f.observer.Store(nil)
+		return
+	}
+	f.observer.Store(&fn)
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -58,8 +76,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]Result, len(b.GetCommands()))
+	obs := f.observer.Load()
 	for i, c := range b.GetCommands() {
 		out[i] = f.apply(st, c)
+		if obs != nil {
+			(*obs)(c, &out[i])
+		}
 	}
 	f.applied = l.Index
 	return out

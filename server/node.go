@@ -65,7 +65,14 @@ type Node struct {
 	inflight  chan inflight  // the batcher hands entries to the waiter
 	slots     chan struct{}  // bounds entries in flight
 	stop      chan struct{}  // closed by Close
+	raftDown  chan struct{}  // closed once Raft has shut down
+	notify    chan bool      // Raft's leadership notifications
 	wg        sync.WaitGroup
+
+	leaderMu sync.Mutex
+	leader   bool
+	changed  chan struct{} // closed and replaced on every leadership change
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -83,8 +90,15 @@ func Open(cfg Config) (*Node, error) {
 		inflight:  make(chan inflight, cfg.MaxInflight),
 		slots:     make(chan struct{}, cfg.MaxInflight),
 		stop:      make(chan struct{}),
+		raftDown:  make(chan struct{}),
+		notify:    make(chan bool, 1),
+		changed:   make(chan struct{}),
 	}
+	n.wg.Add(1)
+	go n.watchLeadership()
 	if err := n.start(); err != nil {
+		close(n.raftDown)
+		n.wg.Wait()
 		return nil, errors.Join(err, n.closeStores())
 	}
 	n.wg.Add(2)
@@ -123,6 +137,7 @@ func (n *Node) start() error {
 	if n.cfg.Raft != nil {
 		n.cfg.Raft(rc)
 	}
+	rc.NotifyCh = n.notify
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fmt.Errorf("dlm server: raft config: %w", err)
 	}
@@ -197,6 +212,52 @@ func (n *Node) Addr() string { return string(n.transport.LocalAddr()) }
 // IsLeader reports whether the node is the Raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
+// Leadership reports whether the node is the leader, as of the last
+// leadership change Raft notified, and a channel closed at the next change.
+func (n *Node) Leadership() (leader bool, changed <-chan struct{}) {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	return n.leader, n.changed
+}
+
+// watchLeadership consumes Raft's leadership notifications (Raft blocks on
+// them) until Raft has shut down.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case v := <-n.notify:
+			n.leaderMu.Lock()
+			if v != n.leader {
+				n.leader = v
+				close(n.changed)
+				n.changed = make(chan struct{})
+				n.log.Info("dlm server: leadership changed", "leader", v)
+			}
+			n.leaderMu.Unlock()
+		case <-n.raftDown:
+			return
+		}
+	}
+}
+
+// VerifyLeader confirms that the node is still the leader, with a quorum
+// when it has peers. Nothing that a leader answered before VerifyLeader
+// returns nil can have been overruled by another leader.
+func (n *Node) VerifyLeader() error {
+	if err := raftErr(n.raft.VerifyLeader().Error()); err != nil {
+		return fmt.Errorf("dlm server: verify leadership: %w", err)
+	}
+	return nil
+}
+
+// LastToken returns the last fencing token issued.
+func (n *Node) LastToken() uint64 {
+	var tok uint64
+	n.fsm.View(func(t *locktable.Table) { tok = t.LastToken() })
+	return tok
+}
+
 // WaitLeader waits until the node is the leader or ctx is done.
 func (n *Node) WaitLeader(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
@@ -238,6 +299,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		err := n.raft.Shutdown().Error()
+		close(n.raftDown)
 		n.wg.Wait()
 		n.closeErr = errors.Join(err, n.closeStores())
 	})

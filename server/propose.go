@@ -48,6 +48,25 @@ func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]Result, e
 	if len(cmds) == 0 {
 		return nil, nil
 	}
+	p, err := n.Submit(ctx, cmds...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+// Pending is a proposal handed to the node, whose results are to come.
+type Pending struct {
+	done chan proposed // buffered: the node never blocks on it
+	r    proposed
+	got  bool
+}
+
+// Submit hands cmds to the node and returns without waiting for them to be
+// applied. Proposals submitted one after another by one goroutine are
+// applied in that order. It blocks only while the node's pipeline is full
+// (back-pressure), or until ctx ends or the node closes.
+func (n *Node) Submit(ctx context.Context, cmds ...*dlmpb.Command) (*Pending, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("dlm server: propose: %w", err)
 	}
@@ -61,17 +80,27 @@ func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]Result, e
 	}
 	select {
 	case n.proposals <- p:
+		return &Pending{done: p.done}, nil
 	case <-n.stop:
 		return nil, ErrClosed
 	case <-ctx.Done():
 		return nil, fmt.Errorf("dlm server: propose: %w", ctx.Err())
 	}
-	select {
-	case r := <-p.done:
-		return r.results, r.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("dlm server: propose (outcome unknown): %w", ctx.Err())
+}
+
+// Wait returns the proposal's results (as Propose does) once it is applied,
+// or ctx's error wrapped, in which case the outcome is unknown. A Pending
+// is waited for by one goroutine at a time.
+func (p *Pending) Wait(ctx context.Context) ([]Result, error) {
+	if !p.got {
+		select {
+		case p.r = <-p.done:
+			p.got = true
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dlm server: propose (outcome unknown): %w", ctx.Err())
+		}
 	}
+	return p.r.results, p.r.err
 }
 
 // batch is the batcher goroutine: once an in-flight slot is free, it takes

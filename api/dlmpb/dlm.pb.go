@@ -600,6 +600,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Convert
 	//	*SessionRequest_Release
 	//	*SessionRequest_Cancel
+	//	*SessionRequest_Close
 	Msg           isSessionRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -696,6 +697,15 @@ func (x *SessionRequest) GetCancel() *CancelRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetClose() *CloseRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_Close); ok {
+			return x.Close
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Msg interface {
 	isSessionRequest_Msg()
 }
@@ -724,6 +734,10 @@ type SessionRequest_Cancel struct {
 	Cancel *CancelRequest `protobuf:"bytes,6,opt,name=cancel,proto3,oneof"`
 }
 
+type SessionRequest_Close struct {
+	Close *CloseRequest `protobuf:"bytes,7,opt,name=close,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Msg() {}
 
 func (*SessionRequest_KeepAlive) isSessionRequest_Msg() {}
@@ -735,6 +749,8 @@ func (*SessionRequest_Convert) isSessionRequest_Msg() {}
 func (*SessionRequest_Release) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Cancel) isSessionRequest_Msg() {}
+
+func (*SessionRequest_Close) isSessionRequest_Msg() {}
 
 // OpenRequest opens a new session (session 0) or resumes an existing one
 // after a reconnect or a leader change; the server answers SessionOpened
@@ -862,8 +878,8 @@ type LockRequest struct {
 	Owner         uint64                 `protobuf:"varint,4,opt,name=owner,proto3" json:"owner,omitempty"`                    // owner within the session (deadlock graph)
 	NoQueue       bool                   `protobuf:"varint,5,opt,name=no_queue,json=noQueue,proto3" json:"no_queue,omitempty"` // try-lock: refuse with WOULD_BLOCK instead of waiting
 	Wait          *durationpb.Duration   `protobuf:"bytes,6,opt,name=wait,proto3" json:"wait,omitempty"`                       // unset waits forever; zero does not wait
-	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`                         // per-lock lease; unset = as long as the session (not enforced yet)
-	Metadata      []byte                 `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`               // opaque holder data (not stored yet)
+	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`                         // the client's lease TTL; the server holds the lock while the session lives (the client enforces this TTL)
+	Metadata      []byte                 `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`               // reserved: the server does not store it yet (listings show the session label)
 	Capacity      uint32                 `protobuf:"varint,9,opt,name=capacity,proto3" json:"capacity,omitempty"`              // semaphores: total permits (creates it)
 	Permits       uint32                 `protobuf:"varint,10,opt,name=permits,proto3" json:"permits,omitempty"`               // semaphores: permits to take
 	unknownFields protoimpl.UnknownFields
@@ -1161,6 +1177,45 @@ func (x *CancelRequest) GetLockId() uint64 {
 	return 0
 }
 
+// CloseRequest ends the session: every lock it holds is released and every
+// request it has queued is cancelled. The server answers SessionClosed and
+// ends the stream.
+type CloseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseRequest) Reset() {
+	*x = CloseRequest{}
+	mi := &file_dlm_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseRequest) ProtoMessage() {}
+
+func (x *CloseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
+func (*CloseRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{10}
+}
+
 // SessionResponse is one server-to-client message of the Session stream.
 type SessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1177,6 +1232,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Blocking
 	//	*SessionResponse_Expired
 	//	*SessionResponse_Sync
+	//	*SessionResponse_Closed
 	Msg           isSessionResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1184,7 +1240,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_dlm_proto_msgTypes[10]
+	mi := &file_dlm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1252,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[10]
+	mi := &file_dlm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1265,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{10}
+	return file_dlm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionResponse) GetMsg() isSessionResponse_Msg {
@@ -1318,6 +1374,15 @@ func (x *SessionResponse) GetSync() *SessionSync {
 	return nil
 }
 
+func (x *SessionResponse) GetClosed() *SessionClosed {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_Closed); ok {
+			return x.Closed
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Msg interface {
 	isSessionResponse_Msg()
 }
@@ -1366,6 +1431,10 @@ type SessionResponse_Sync struct {
 	Sync *SessionSync `protobuf:"bytes,11,opt,name=sync,proto3,oneof"`
 }
 
+type SessionResponse_Closed struct {
+	Closed *SessionClosed `protobuf:"bytes,12,opt,name=closed,proto3,oneof"`
+}
+
 func (*SessionResponse_Opened) isSessionResponse_Msg() {}
 
 func (*SessionResponse_KeepAliveAck) isSessionResponse_Msg() {}
@@ -1388,6 +1457,8 @@ func (*SessionResponse_Expired) isSessionResponse_Msg() {}
 
 func (*SessionResponse_Sync) isSessionResponse_Msg() {}
 
+func (*SessionResponse_Closed) isSessionResponse_Msg() {}
+
 // SessionOpened confirms an OpenRequest.
 type SessionOpened struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1400,7 +1471,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_dlm_proto_msgTypes[11]
+	mi := &file_dlm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1483,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[11]
+	mi := &file_dlm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1496,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{11}
+	return file_dlm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionOpened) GetSession() uint64 {
@@ -1462,7 +1533,7 @@ type KeepAliveAck struct {
 
 func (x *KeepAliveAck) Reset() {
 	*x = KeepAliveAck{}
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1545,7 @@ func (x *KeepAliveAck) String() string {
 func (*KeepAliveAck) ProtoMessage() {}
 
 func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1558,7 @@ func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveAck.ProtoReflect.Descriptor instead.
 func (*KeepAliveAck) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{12}
+	return file_dlm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KeepAliveAck) GetSeq() uint64 {
@@ -1526,7 +1597,7 @@ type Granted struct {
 
 func (x *Granted) Reset() {
 	*x = Granted{}
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1609,7 @@ func (x *Granted) String() string {
 func (*Granted) ProtoMessage() {}
 
 func (x *Granted) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1622,7 @@ func (x *Granted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Granted.ProtoReflect.Descriptor instead.
 func (*Granted) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{13}
+	return file_dlm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Granted) GetId() *RequestID {
@@ -1608,7 +1679,7 @@ type Queued struct {
 
 func (x *Queued) Reset() {
 	*x = Queued{}
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1691,7 @@ func (x *Queued) String() string {
 func (*Queued) ProtoMessage() {}
 
 func (x *Queued) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1704,7 @@ func (x *Queued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queued.ProtoReflect.Descriptor instead.
 func (*Queued) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{14}
+	return file_dlm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Queued) GetId() *RequestID {
@@ -1670,7 +1741,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1753,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1766,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{15}
+	return file_dlm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Refused) GetId() *RequestID {
@@ -1740,7 +1811,7 @@ type TimedOut struct {
 
 func (x *TimedOut) Reset() {
 	*x = TimedOut{}
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1823,7 @@ func (x *TimedOut) String() string {
 func (*TimedOut) ProtoMessage() {}
 
 func (x *TimedOut) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1836,7 @@ func (x *TimedOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimedOut.ProtoReflect.Descriptor instead.
 func (*TimedOut) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{16}
+	return file_dlm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TimedOut) GetId() *RequestID {
@@ -1809,7 +1880,7 @@ type Cancelled struct {
 
 func (x *Cancelled) Reset() {
 	*x = Cancelled{}
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1892,7 @@ func (x *Cancelled) String() string {
 func (*Cancelled) ProtoMessage() {}
 
 func (x *Cancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1905,7 @@ func (x *Cancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancelled.ProtoReflect.Descriptor instead.
 func (*Cancelled) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{17}
+	return file_dlm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Cancelled) GetId() *RequestID {
@@ -1877,7 +1948,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +1960,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +1973,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{18}
+	return file_dlm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Released) GetId() *RequestID {
@@ -1939,7 +2010,7 @@ type Blocking struct {
 
 func (x *Blocking) Reset() {
 	*x = Blocking{}
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2022,7 @@ func (x *Blocking) String() string {
 func (*Blocking) ProtoMessage() {}
 
 func (x *Blocking) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2035,7 @@ func (x *Blocking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blocking.ProtoReflect.Descriptor instead.
 func (*Blocking) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{19}
+	return file_dlm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Blocking) GetLockId() uint64 {
@@ -1998,7 +2069,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2081,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,10 +2094,55 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{20}
+	return file_dlm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+// SessionClosed confirms a CloseRequest: the session and its locks are gone.
+type SessionClosed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionClosed) Reset() {
+	*x = SessionClosed{}
+	mi := &file_dlm_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionClosed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionClosed) ProtoMessage() {}
+
+func (x *SessionClosed) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionClosed.ProtoReflect.Descriptor instead.
+func (*SessionClosed) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SessionClosed) GetSession() uint64 {
 	if x != nil {
 		return x.Session
 	}
@@ -2046,7 +2162,7 @@ type SessionSync struct {
 
 func (x *SessionSync) Reset() {
 	*x = SessionSync{}
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2174,7 @@ func (x *SessionSync) String() string {
 func (*SessionSync) ProtoMessage() {}
 
 func (x *SessionSync) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2187,7 @@ func (x *SessionSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSync.ProtoReflect.Descriptor instead.
 func (*SessionSync) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{21}
+	return file_dlm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SessionSync) GetSession() uint64 {
@@ -2098,15 +2214,16 @@ func (x *SessionSync) GetLocks() []*LockInfo {
 // ListRequest pages through resources in name order.
 type ListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	After         string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`  // "" for the first page
-	Limit         int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // 0 for the server's default
+	After         string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`   // "" for the first page
+	Limit         int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`  // 0 for the server's default (100); at most 1000
+	Prefix        string                 `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"` // only names with this prefix
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2235,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2248,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{22}
+	return file_dlm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListRequest) GetAfter() string {
@@ -2148,6 +2265,13 @@ func (x *ListRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
 // ListResponse is one page of resources.
 type ListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2159,7 +2283,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2295,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2308,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{23}
+	return file_dlm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListResponse) GetResources() []*ResourceInfo {
@@ -2210,7 +2334,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2346,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2359,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{24}
+	return file_dlm_proto_rawDescGZIP(), []int{26}
 }
 
 // StatusResponse describes the server and its replicated state.
@@ -2257,7 +2381,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2393,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2406,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{25}
+	return file_dlm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2368,7 +2492,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2504,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2517,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{26}
+	return file_dlm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -2431,7 +2555,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2567,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2580,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{27}
+	return file_dlm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -2609,7 +2733,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2745,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2758,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{28}
+	return file_dlm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -2661,7 +2785,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2797,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2810,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{29}
+	return file_dlm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -2706,7 +2830,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2842,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2855,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{30}
+	return file_dlm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -2758,7 +2882,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2894,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2907,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{31}
+	return file_dlm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -2857,7 +2981,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2993,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3006,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{32}
+	return file_dlm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -2938,7 +3062,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3074,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3087,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{33}
+	return file_dlm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -2991,7 +3115,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3127,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3140,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{34}
+	return file_dlm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -3043,7 +3167,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3179,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3192,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{35}
+	return file_dlm_proto_rawDescGZIP(), []int{37}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -3085,7 +3209,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3221,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3234,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{36}
+	return file_dlm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -3154,7 +3278,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3290,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3303,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{37}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -3224,7 +3348,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3360,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3373,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -3324,7 +3448,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\n" +
 	"converting\x18\x06 \x03(\v2\x10.dlm.v1.LockInfoR\n" +
 	"converting\x12*\n" +
-	"\awaiting\x18\a \x03(\v2\x10.dlm.v1.LockInfoR\awaiting\"\xba\x02\n" +
+	"\awaiting\x18\a \x03(\v2\x10.dlm.v1.LockInfoR\awaiting\"\xe8\x02\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x04open\x18\x01 \x01(\v2\x13.dlm.v1.OpenRequestH\x00R\x04open\x122\n" +
 	"\n" +
@@ -3332,7 +3456,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x04lock\x18\x03 \x01(\v2\x13.dlm.v1.LockRequestH\x00R\x04lock\x122\n" +
 	"\aconvert\x18\x04 \x01(\v2\x16.dlm.v1.ConvertRequestH\x00R\aconvert\x122\n" +
 	"\arelease\x18\x05 \x01(\v2\x16.dlm.v1.ReleaseRequestH\x00R\arelease\x12/\n" +
-	"\x06cancel\x18\x06 \x01(\v2\x15.dlm.v1.CancelRequestH\x00R\x06cancelB\x05\n" +
+	"\x06cancel\x18\x06 \x01(\v2\x15.dlm.v1.CancelRequestH\x00R\x06cancel\x12,\n" +
+	"\x05close\x18\a \x01(\v2\x14.dlm.v1.CloseRequestH\x00R\x05closeB\x05\n" +
 	"\x03msg\"j\n" +
 	"\vOpenRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
@@ -3365,7 +3490,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"K\n" +
 	"\rCancelRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
-	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\xae\x04\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\x0e\n" +
+	"\fCloseRequest\"\xdf\x04\n" +
 	"\x0fSessionResponse\x12/\n" +
 	"\x06opened\x18\x01 \x01(\v2\x15.dlm.v1.SessionOpenedH\x00R\x06opened\x12<\n" +
 	"\x0ekeep_alive_ack\x18\x02 \x01(\v2\x14.dlm.v1.KeepAliveAckH\x00R\fkeepAliveAck\x12+\n" +
@@ -3378,7 +3504,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\bblocking\x18\t \x01(\v2\x10.dlm.v1.BlockingH\x00R\bblocking\x122\n" +
 	"\aexpired\x18\n" +
 	" \x01(\v2\x16.dlm.v1.SessionExpiredH\x00R\aexpired\x12)\n" +
-	"\x04sync\x18\v \x01(\v2\x13.dlm.v1.SessionSyncH\x00R\x04syncB\x05\n" +
+	"\x04sync\x18\v \x01(\v2\x13.dlm.v1.SessionSyncH\x00R\x04sync\x12/\n" +
+	"\x06closed\x18\f \x01(\v2\x15.dlm.v1.SessionClosedH\x00R\x06closedB\x05\n" +
 	"\x03msg\"p\n" +
 	"\rSessionOpened\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
@@ -3431,14 +3558,17 @@ const file_dlm_proto_rawDesc = "" +
 	"\x04mode\x18\x02 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12\x18\n" +
 	"\apermits\x18\x03 \x01(\rR\apermits\"*\n" +
 	"\x0eSessionExpired\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\")\n" +
+	"\rSessionClosed\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"e\n" +
 	"\vSessionSync\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12&\n" +
-	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"9\n" +
+	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"Q\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"V\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"V\n" +
 	"\fListResponse\x122\n" +
 	"\tresources\x18\x01 \x03(\v2\x14.dlm.v1.ResourceInfoR\tresources\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next\"\x0f\n" +
@@ -3578,7 +3708,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                   // 0: dlm.v1.Mode
 	(Reason)(0),                 // 1: dlm.v1.Reason
@@ -3594,36 +3724,38 @@ var file_dlm_proto_goTypes = []any{
 	(*ConvertRequest)(nil),      // 11: dlm.v1.ConvertRequest
 	(*ReleaseRequest)(nil),      // 12: dlm.v1.ReleaseRequest
 	(*CancelRequest)(nil),       // 13: dlm.v1.CancelRequest
-	(*SessionResponse)(nil),     // 14: dlm.v1.SessionResponse
-	(*SessionOpened)(nil),       // 15: dlm.v1.SessionOpened
-	(*KeepAliveAck)(nil),        // 16: dlm.v1.KeepAliveAck
-	(*Granted)(nil),             // 17: dlm.v1.Granted
-	(*Queued)(nil),              // 18: dlm.v1.Queued
-	(*Refused)(nil),             // 19: dlm.v1.Refused
-	(*TimedOut)(nil),            // 20: dlm.v1.TimedOut
-	(*Cancelled)(nil),           // 21: dlm.v1.Cancelled
-	(*Released)(nil),            // 22: dlm.v1.Released
-	(*Blocking)(nil),            // 23: dlm.v1.Blocking
-	(*SessionExpired)(nil),      // 24: dlm.v1.SessionExpired
-	(*SessionSync)(nil),         // 25: dlm.v1.SessionSync
-	(*ListRequest)(nil),         // 26: dlm.v1.ListRequest
-	(*ListResponse)(nil),        // 27: dlm.v1.ListResponse
-	(*StatusRequest)(nil),       // 28: dlm.v1.StatusRequest
-	(*StatusResponse)(nil),      // 29: dlm.v1.StatusResponse
-	(*Batch)(nil),               // 30: dlm.v1.Batch
-	(*Command)(nil),             // 31: dlm.v1.Command
-	(*OpenSessionCmd)(nil),      // 32: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),     // 33: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),   // 34: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),             // 35: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),          // 36: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),          // 37: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),           // 38: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),          // 39: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),         // 40: dlm.v1.FSMSnapshot
-	(*SessionRecord)(nil),       // 41: dlm.v1.SessionRecord
-	(*Reply)(nil),               // 42: dlm.v1.Reply
-	(*durationpb.Duration)(nil), // 43: google.protobuf.Duration
+	(*CloseRequest)(nil),        // 14: dlm.v1.CloseRequest
+	(*SessionResponse)(nil),     // 15: dlm.v1.SessionResponse
+	(*SessionOpened)(nil),       // 16: dlm.v1.SessionOpened
+	(*KeepAliveAck)(nil),        // 17: dlm.v1.KeepAliveAck
+	(*Granted)(nil),             // 18: dlm.v1.Granted
+	(*Queued)(nil),              // 19: dlm.v1.Queued
+	(*Refused)(nil),             // 20: dlm.v1.Refused
+	(*TimedOut)(nil),            // 21: dlm.v1.TimedOut
+	(*Cancelled)(nil),           // 22: dlm.v1.Cancelled
+	(*Released)(nil),            // 23: dlm.v1.Released
+	(*Blocking)(nil),            // 24: dlm.v1.Blocking
+	(*SessionExpired)(nil),      // 25: dlm.v1.SessionExpired
+	(*SessionClosed)(nil),       // 26: dlm.v1.SessionClosed
+	(*SessionSync)(nil),         // 27: dlm.v1.SessionSync
+	(*ListRequest)(nil),         // 28: dlm.v1.ListRequest
+	(*ListResponse)(nil),        // 29: dlm.v1.ListResponse
+	(*StatusRequest)(nil),       // 30: dlm.v1.StatusRequest
+	(*StatusResponse)(nil),      // 31: dlm.v1.StatusResponse
+	(*Batch)(nil),               // 32: dlm.v1.Batch
+	(*Command)(nil),             // 33: dlm.v1.Command
+	(*OpenSessionCmd)(nil),      // 34: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),     // 35: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),   // 36: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),             // 37: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),          // 38: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),          // 39: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),           // 40: dlm.v1.CancelCmd
+	(*AdvanceCmd)(nil),          // 41: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),         // 42: dlm.v1.FSMSnapshot
+	(*SessionRecord)(nil),       // 43: dlm.v1.SessionRecord
+	(*Reply)(nil),               // 44: dlm.v1.Reply
+	(*durationpb.Duration)(nil), // 45: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,  // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
@@ -3638,68 +3770,70 @@ var file_dlm_proto_depIdxs = []int32{
 	11, // 9: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
 	12, // 10: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
 	13, // 11: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
-	43, // 12: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 13: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
-	0,  // 14: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	43, // 15: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	43, // 16: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 17: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
-	0,  // 18: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	43, // 19: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
-	4,  // 20: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
-	4,  // 21: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
-	15, // 22: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
-	16, // 23: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
-	17, // 24: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
-	18, // 25: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
-	19, // 26: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
-	20, // 27: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
-	21, // 28: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
-	22, // 29: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
-	23, // 30: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
-	24, // 31: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
-	25, // 32: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
-	43, // 33: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	43, // 34: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
-	4,  // 35: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
-	0,  // 36: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
-	4,  // 37: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
-	4,  // 38: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
-	1,  // 39: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
-	4,  // 40: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
-	0,  // 41: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
-	4,  // 42: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
-	0,  // 43: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
-	4,  // 44: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
-	0,  // 45: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
-	5,  // 46: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
-	6,  // 47: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	31, // 48: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	32, // 49: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	33, // 50: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	34, // 51: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	35, // 52: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	36, // 53: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	37, // 54: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	38, // 55: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	39, // 56: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	0,  // 57: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,  // 58: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	41, // 59: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	42, // 60: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	2,  // 61: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,  // 62: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	7,  // 63: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	26, // 64: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	28, // 65: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	14, // 66: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	27, // 67: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	29, // 68: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	66, // [66:69] is the sub-list for method output_type
-	63, // [63:66] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	14, // 12: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
+	45, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 14: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
+	0,  // 15: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
+	45, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	45, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 18: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
+	0,  // 19: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
+	45, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	4,  // 21: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
+	4,  // 22: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
+	16, // 23: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
+	17, // 24: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
+	18, // 25: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
+	19, // 26: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
+	20, // 27: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
+	21, // 28: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
+	22, // 29: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
+	23, // 30: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
+	24, // 31: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
+	25, // 32: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
+	27, // 33: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
+	26, // 34: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
+	45, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	45, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	4,  // 37: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
+	0,  // 38: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
+	4,  // 39: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
+	4,  // 40: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
+	1,  // 41: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
+	4,  // 42: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
+	0,  // 43: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
+	4,  // 44: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
+	0,  // 45: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
+	4,  // 46: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
+	0,  // 47: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
+	5,  // 48: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
+	6,  // 49: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
+	33, // 50: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	34, // 51: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	35, // 52: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	36, // 53: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	37, // 54: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	38, // 55: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	39, // 56: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	40, // 57: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	41, // 58: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	0,  // 59: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,  // 60: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	43, // 61: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	44, // 62: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	2,  // 63: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,  // 64: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	7,  // 65: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	28, // 66: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	30, // 67: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	15, // 68: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	29, // 69: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	31, // 70: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	68, // [68:71] is the sub-list for method output_type
+	65, // [65:68] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -3714,8 +3848,9 @@ func file_dlm_proto_init() {
 		(*SessionRequest_Convert)(nil),
 		(*SessionRequest_Release)(nil),
 		(*SessionRequest_Cancel)(nil),
+		(*SessionRequest_Close)(nil),
 	}
-	file_dlm_proto_msgTypes[10].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[11].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_KeepAliveAck)(nil),
 		(*SessionResponse_Granted)(nil),
@@ -3727,8 +3862,9 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Blocking)(nil),
 		(*SessionResponse_Expired)(nil),
 		(*SessionResponse_Sync)(nil),
+		(*SessionResponse_Closed)(nil),
 	}
-	file_dlm_proto_msgTypes[27].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[29].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -3738,15 +3874,15 @@ func file_dlm_proto_init() {
 		(*Command_Cancel)(nil),
 		(*Command_Advance)(nil),
 	}
-	file_dlm_proto_msgTypes[31].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[32].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[33].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

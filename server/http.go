@@ -1,0 +1,93 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// httpHandler serves:
+//
+//	GET /healthz                    200 while the process serves HTTP
+//	GET /readyz                     200 when the node takes requests, else 503
+//	GET /metrics                    Prometheus metrics
+//	GET /v1/resources?prefix=&after=&limit=   resources, holders and queues (JSON)
+//	GET /v1/sessions                open sessions with their locks (JSON)
+//	GET /v1/status                  the node's status (JSON)
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.Ready() {
+			http.Error(w, "not ready: not the leader, or the log is not applied yet", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/resources", s.httpResources)
+	mux.HandleFunc("GET /v1/sessions", s.httpSessions)
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		st, _ := s.Status(r.Context(), nil)
+		writeProto(w, st)
+	})
+	return mux
+}
+
+func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if q.Get("limit") != "" && (err != nil || limit < 0) {
+		http.Error(w, "limit: want a non-negative integer", http.StatusBadRequest)
+		return
+	}
+	resp, _ := s.List(r.Context(), &dlmpb.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after"), Limit: int32(min(limit, MaxListLimit))})
+	writeProto(w, resp)
+}
+
+// sessionJSON is one session in /v1/sessions.
+type sessionJSON struct {
+	ID       uint64               `json:"id"`
+	Label    string               `json:"label"`
+	TTL      string               `json:"ttl"`
+	OpenedAt time.Time            `json:"opened_at"`
+	Locks    []locktable.LockInfo `json:"locks"`
+}
+
+func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
+	var out []sessionJSON
+	s.node.FSM().View(func(t *locktable.Table) {
+		for _, si := range t.Sessions(0, MaxListLimit) {
+			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: si.Locks}
+			if rec := s.node.fsm.sessions[si.ID]; rec != nil {
+				sj.TTL = rec.ttl.String()
+			}
+			out = append(out, sj)
+		}
+	})
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(map[string]any{"sessions": out})
+}
+
+// writeProto writes m as JSON (protobuf field names, enums by name).
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true}.Marshal(m)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}

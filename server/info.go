@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// Listing page sizes.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// List lists resources in name order: see dlmpb.DLMServer. It reads this
+// node's state, which on a follower may lag the leader's.
+func (s *Server) List(_ context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	var infos []locktable.ResourceInfo
+	s.node.FSM().View(func(t *locktable.Table) {
+		infos = t.ResourcesWithPrefix(req.GetPrefix(), req.GetAfter(), limit+1)
+	})
+	resp := &dlmpb.ListResponse{}
+	if len(infos) > limit {
+		infos = infos[:limit]
+		resp.Next = infos[limit-1].Name
+	}
+	resp.Resources = make([]*dlmpb.ResourceInfo, len(infos))
+	for i, r := range infos {
+		resp.Resources[i] = resourceInfoPB(r)
+	}
+	return resp, nil
+}
+
+// Status describes the node and its state: see dlmpb.DLMServer.
+func (s *Server) Status(context.Context, *dlmpb.StatusRequest) (*dlmpb.StatusResponse, error) {
+	var st locktable.Stats
+	s.node.FSM().View(func(t *locktable.Table) { st = t.Stats() })
+	leaderAddr, _ := s.node.raft.LeaderWithID()
+	return &dlmpb.StatusResponse{
+		NodeId:        s.node.cfg.ID,
+		Leader:        s.Ready(),
+		LeaderAddress: string(leaderAddr),
+		AppliedIndex:  s.node.FSM().AppliedIndex(),
+		LastToken:     st.LastToken,
+		Sessions:      int64(st.Sessions),
+		Resources:     int64(st.Resources),
+		Locks:         int64(st.Locks),
+		Pending:       int64(st.Pending),
+		NowUnixNano:   time.Now().UnixNano(),
+	}, nil
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// serverMetrics are the server's Prometheus metrics, in a registry of its
+// own (served at /metrics).
+type serverMetrics struct {
+	reg           *prometheus.Registry
+	events        *prometheus.CounterVec
+	refused       *prometheus.CounterVec
+	expired       prometheus.Counter
+	leaderChanges prometheus.Counter
+	streams       prometheus.Gauge
+}
+
+func newServerMetrics(s *Server) *serverMetrics {
+	m := &serverMetrics{
+		reg: prometheus.NewRegistry(),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dlm_server_lock_events_total",
+			Help: "Lock events applied, by kind (Granted, Released, TimedOut...).",
+		}, []string{"kind"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dlm_server_refused_total",
+			Help: "Requests refused by the lock table, by reason.",
+		}, []string{"reason"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dlm_server_sessions_expired_total",
+			Help: "Sessions expired by this node as leader for missing keepalives.",
+		}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dlm_server_leader_terms_total",
+			Help: "Times this node started serving as leader.",
+		}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dlm_server_streams",
+			Help: "Session streams attached to this node.",
+		}),
+	}
+	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams,
+		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe counts the events and refusals of an applied command.
+func (m *serverMetrics) observe(r *Result) {
+	if r.Err != nil && !r.Duplicate {
+		m.refused.WithLabelValues(ReasonOf(r.Err).String()).Inc()
+	}
+	for i := range r.Events {
+		m.events.WithLabelValues(r.Events[i].Kind.String()).Inc()
+	}
+}
+
+// tableCollector reads the lock table's gauges at scrape time.
+type tableCollector struct{ s *Server }
+
+var tableDescs = struct {
+	sessions, resources, locks, pending, lastToken, applied, leader, ready *prometheus.Desc
+}{
+	sessions:  prometheus.NewDesc("dlm_server_sessions", "Open sessions.", nil, nil),
+	resources: prometheus.NewDesc("dlm_server_resources", "Resources with a lock or a waiter.", nil, nil),
+	locks:     prometheus.NewDesc("dlm_server_locks", "Lock records: granted locks plus queued requests.", nil, nil),
+	pending:   prometheus.NewDesc("dlm_server_waiters", "Queued requests and conversions.", nil, nil),
+	lastToken: prometheus.NewDesc("dlm_server_last_token", "The last fencing token issued.", nil, nil),
+	applied:   prometheus.NewDesc("dlm_server_applied_index", "The Raft index last applied.", nil, nil),
+	leader:    prometheus.NewDesc("dlm_server_leader", "1 if this node is the Raft leader.", nil, nil),
+	ready:     prometheus.NewDesc("dlm_server_ready", "1 if this node serves requests (leader, log applied).", nil, nil),
+}
+
+func (tableCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := tableDescs
+	for _, x := range []*prometheus.Desc{d.sessions, d.resources, d.locks, d.pending, d.lastToken, d.applied, d.leader, d.ready} {
+		ch <- x
+	}
+}
+
+func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.s.node == nil {
+		return
+	}
+	var st locktable.Stats
+	c.s.node.FSM().View(func(t *locktable.Table) { st = t.Stats() })
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	gauge(tableDescs.sessions, float64(st.Sessions))
+	gauge(tableDescs.resources, float64(st.Resources))
+	gauge(tableDescs.locks, float64(st.Locks))
+	gauge(tableDescs.pending, float64(st.Pending))
+	gauge(tableDescs.lastToken, float64(st.LastToken))
+	gauge(tableDescs.applied, float64(c.s.node.FSM().AppliedIndex()))
+	gauge(tableDescs.leader, boolFloat(c.s.node.IsLeader()))
+	gauge(tableDescs.ready, boolFloat(c.s.Ready()))
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

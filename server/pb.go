@@ -1,0 +1,46 @@
+package server
+
+import (
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// lockInfoPB converts a lock description to its protocol form.
+func lockInfoPB(l locktable.LockInfo) *dlmpb.LockInfo {
+	return &dlmpb.LockInfo{
+		LockId:            uint64(l.ID),
+		Session:           uint64(l.Session),
+		Owner:             uint64(l.Owner),
+		Resource:          l.Resource,
+		Semaphore:         l.Kind == locktable.KindSemaphore,
+		State:             dlmpb.LockInfo_State(l.State),
+		Mode:              dlmpb.Mode(l.Mode),
+		Requested:         dlmpb.Mode(l.Requested),
+		Permits:           l.Permits,
+		Token:             l.Token,
+		GrantedAtUnixNano: l.GrantedAt,
+		QueuedAtUnixNano:  l.QueuedAt,
+		DeadlineUnixNano:  l.Deadline,
+	}
+}
+
+func lockInfosPB(ls []locktable.LockInfo) []*dlmpb.LockInfo {
+	out := make([]*dlmpb.LockInfo, len(ls))
+	for i, l := range ls {
+		out[i] = lockInfoPB(l)
+	}
+	return out
+}
+
+// resourceInfoPB converts a resource description to its protocol form.
+func resourceInfoPB(r locktable.ResourceInfo) *dlmpb.ResourceInfo {
+	return &dlmpb.ResourceInfo{
+		Name:       r.Name,
+		Semaphore:  r.Kind == locktable.KindSemaphore,
+		Capacity:   r.Capacity,
+		Used:       r.Used,
+		Holders:    lockInfosPB(r.Holders),
+		Converting: lockInfosPB(r.Converting),
+		Waiting:    lockInfosPB(r.Waiting),
+	}
+}

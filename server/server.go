@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+)
+
+// Limits of the client-facing service, beside the lock table's own.
+const (
+	// MinSessionTTL and MaxSessionTTL bound the TTL a client may ask for
+	// its session.
+	MinSessionTTL = 100 * time.Millisecond
+	MaxSessionTTL = time.Hour
+	// DefaultSessionTTL is the TTL of a session that asks for none.
+	DefaultSessionTTL = 10 * time.Second
+	// DefaultSessionMargin is added to every session's deadline when a
+	// node becomes leader (see ServerConfig.SessionMargin).
+	DefaultSessionMargin = time.Second
+	// DefaultMaxStreamQueue is how many messages may wait for a slow
+	// client before its stream is ended (the session survives).
+	DefaultMaxStreamQueue = 65536
+	// DefaultMaxStreamInflight is how many requests of one stream may await
+	// their outcome at once; more are not read until earlier ones finish.
+	DefaultMaxStreamInflight = 4096
+	// MaxMessageBytes is the largest message a client may send.
+	MaxMessageBytes = 64 << 10
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Node configures the Raft node.
+	Node Config
+	// Addr is the gRPC listen address; default "127.0.0.1:0" (a free port).
+	Addr string
+	// HTTPAddr is the HTTP listen address for /healthz, /readyz, /metrics
+	// and the JSON listings; empty disables HTTP.
+	HTTPAddr string
+	// SessionMargin is added to every session's deadline when this node
+	// becomes leader (at start, after a restart, after a fail-over): no
+	// session is expired for keepalives it sent to a previous leader or
+	// while there was none. Default DefaultSessionMargin.
+	SessionMargin time.Duration
+	// MaxStreamQueue and MaxStreamInflight are per-stream limits; defaults
+	// DefaultMaxStreamQueue and DefaultMaxStreamInflight.
+	MaxStreamQueue    int
+	MaxStreamInflight int
+	// Logger receives the server's logs (and the node's, unless
+	// Node.Logger is set); nil discards them.
+	Logger *slog.Logger
+}
+
+func (c *ServerConfig) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:0"
+	}
+	if c.SessionMargin <= 0 {
+		c.SessionMargin = DefaultSessionMargin
+	}
+	if c.MaxStreamQueue <= 0 {
+		c.MaxStreamQueue = DefaultMaxStreamQueue
+	}
+	if c.MaxStreamInflight <= 0 {
+		c.MaxStreamInflight = DefaultMaxStreamInflight
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Node.Logger == nil {
+		c.Node.Logger = c.Logger
+	}
+}
+
+// Server is the dlm server: a Raft node serving the DLM gRPC service (and
+// HTTP, if configured). Start it with Start and stop it with Close.
+type Server struct {
+	dlmpb.UnimplementedDLMServer
+
+	cfg     ServerConfig
+	log     *slog.Logger
+	node    *Node
+	hub     *hub
+	live    *liveness
+	metrics *serverMetrics
+	acks    chan keepaliveAck
+
+	grpc     *grpc.Server
+	lis      net.Listener
+	http     *http.Server
+	httpLis  net.Listener
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closeErr error
+	once     sync.Once
+}
+
+// keepaliveAck is a keepalive waiting for leadership to be confirmed.
+type keepaliveAck struct {
+	ob  *outbox
+	ka  *dlmpb.KeepAlive
+	ttl time.Duration
+}
+
+// Start opens the node, listens, and serves until Close. It returns once
+// the listeners are open; the server takes requests when the node is the
+// leader and has applied its log (see Ready).
+func Start(cfg ServerConfig) (*Server, error) {
+	cfg.setDefaults()
+	s := &Server{
+		cfg:  cfg,
+		log:  cfg.Logger,
+		hub:  newHub(cfg.MaxStreamQueue),
+		live: newLiveness(),
+		acks: make(chan keepaliveAck, 4096),
+		stop: make(chan struct{}),
+	}
+	s.metrics = newServerMetrics(s)
+	node, err := Open(cfg.Node)
+	if err != nil {
+		return nil, err
+	}
+	s.node = node
+	node.FSM().SetObserver(s.observe)
+
+	s.lis, err = net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dlm server: listen: %w", err), node.Close())
+	}
+	if cfg.HTTPAddr != "" {
+		s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("dlm server: listen http: %w", err), s.lis.Close(), node.Close())
+		}
+	}
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	dlmpb.RegisterDLMServer(s.grpc, s)
+
+	s.wg.Add(3)
+	go s.lead()
+	go s.confirmKeepalives()
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(s.lis); err != nil {
+			s.log.Error("dlm server: grpc serve", "err", err)
+		}
+	}()
+	if s.httpLis != nil {
+		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.http.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("dlm server: http serve", "err", err)
+			}
+		}()
+	}
+	s.log.Info("dlm server: listening", "grpc", s.Addr(), "http", s.HTTPAddr(), "raft", node.Addr())
+	return s, nil
+}
+
+// Addr returns the gRPC address.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// HTTPAddr returns the HTTP address, or "" without HTTP.
+func (s *Server) HTTPAddr() string {
+	if s.httpLis == nil {
+		return ""
+	}
+	return s.httpLis.Addr().String()
+}
+
+// Node returns the server's Raft node.
+func (s *Server) Node() *Node { return s.node }
+
+// Ready reports whether the server takes requests: it is the leader, has
+// applied its log and has reset the sessions' deadlines.
+func (s *Server) Ready() bool { return s.live.isActive() }
+
+// WaitReady waits until Ready or ctx ends.
+func (s *Server) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for !s.Ready() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dlm server: wait until ready: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Close stops the server: it ends every stream (sessions and locks stay in
+// the replicated state, so clients resume them on a restarted or new
+// leader within their TTL), stops serving and closes the node.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		s.hub.endAll(errShutdown)
+		var errs []error
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			errs = append(errs, s.http.Shutdown(ctx))
+			cancel()
+		}
+		stopped := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(2 * time.Second):
+			s.grpc.Stop()
+			<-stopped
+		}
+		errs = append(errs, s.node.Close())
+		s.wg.Wait()
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+var (
+	errShutdown  = errors.New("dlm server: shutting down")
+	errNotLeader = errors.New("dlm server: no longer the leader")
+)

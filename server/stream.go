@@ -1,0 +1,298 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// Session serves one session stream: see dlmpb.DLMServer.
+func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil {
+		return status.Error(codes.InvalidArgument, "dlm server: the first message of a session stream must be an open request")
+	}
+	if !s.live.isActive() {
+		return status.Error(codes.Unavailable, "dlm server: this node is not the leader, or not ready yet")
+	}
+	sid := locktable.SessionID(open.GetSession())
+	if sid == 0 {
+		ttl, err := sessionTTL(open.GetTtl())
+		if err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		res, err := s.node.Propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_OpenSession{OpenSession: &dlmpb.OpenSessionCmd{
+			Label: open.GetLabel(), TtlNanos: int64(ttl),
+		}}})
+		if err != nil {
+			return proposeStatus(err)
+		}
+		if res[0].Err != nil {
+			return refusalStatus(res[0].Err)
+		}
+		sid = res[0].Session
+	}
+
+	var ob *outbox
+	s.node.FSM().View(func(t *locktable.Table) {
+		info, ok := t.Session(sid)
+		rec := s.node.fsm.sessions[sid]
+		if !ok || rec == nil {
+			return
+		}
+		ob = s.hub.attach(sid)
+		ob.push(
+			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Opened{Opened: &dlmpb.SessionOpened{
+				Session: uint64(sid), Ttl: pbDuration(rec.ttl), Resumed: open.GetSession() != 0,
+			}}},
+			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Sync{Sync: &dlmpb.SessionSync{
+				Session: uint64(sid), Index: s.node.fsm.applied, Locks: lockInfosPB(info.Locks),
+			}}},
+		)
+	})
+	if ob == nil {
+		return stream.Send(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Expired{Expired: &dlmpb.SessionExpired{Session: uint64(sid)}}})
+	}
+	defer s.hub.detach(ob)
+	if open.GetSession() != 0 {
+		s.live.touch(sid, time.Now())
+	}
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
+
+	s.wg.Add(1)
+	go s.read(ctx, stream, sid, ob)
+	return s.write(ctx, stream, ob)
+}
+
+// write sends the outbox's messages until it ends or the stream breaks.
+func (s *Server) write(ctx context.Context, stream dlmpb.DLM_SessionServer, ob *outbox) error {
+	var buf []*dlmpb.SessionResponse
+	for {
+		msgs, ended, err := ob.take(buf)
+		for _, m := range msgs {
+			if serr := stream.Send(m); serr != nil {
+				ob.end(false, serr)
+				return serr
+			}
+		}
+		clear(msgs)
+		buf = msgs
+		if ended {
+			return endStatus(err)
+		}
+		select {
+		case <-ob.wake:
+		case <-ctx.Done():
+			ob.end(false, ctx.Err())
+			return ctx.Err()
+		}
+	}
+}
+
+// submitted is a request handed to the node, awaiting its outcome.
+type submitted struct {
+	p  *Pending
+	id *dlmpb.RequestID
+}
+
+// read takes the client's messages until the stream ends. Requests are
+// handed to the node in arrival order; their answers come through the hub.
+func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox) {
+	defer s.wg.Done()
+	pend := make(chan submitted, s.cfg.MaxStreamInflight)
+	s.wg.Add(1)
+	go s.reportFailures(pend, ob)
+	defer close(pend)
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				err = fmt.Errorf("dlm server: session %d: %w", sid, err)
+			} else {
+				err = nil
+			}
+			ob.end(false, err)
+			return
+		}
+		if ka := m.GetKeepAlive(); ka != nil {
+			if ttl, ok := s.live.touch(sid, time.Now()); ok {
+				select {
+				case s.acks <- keepaliveAck{ob: ob, ka: ka, ttl: ttl}:
+				case <-s.stop:
+					return
+				}
+			}
+			continue
+		}
+		if m.GetOpen() != nil {
+			ob.end(false, status.Error(codes.InvalidArgument, "dlm server: open sent twice on one stream"))
+			return
+		}
+		cmd, id, err := requestCommand(sid, m)
+		if err != nil {
+			ob.push(refused(id, dlmpb.Reason_REASON_INVALID, err.Error()))
+			continue
+		}
+		p, err := s.node.Submit(ctx, cmd)
+		if err != nil {
+			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+			return
+		}
+		select {
+		case pend <- submitted{p: p, id: id}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// reportFailures refuses, with REASON_NOT_LEADER, the requests whose entry
+// failed: they were not applied, or their outcome is unknown; the client
+// retries them with the same request id on the leader, where duplicates are
+// answered from the reply cache.
+func (s *Server) reportFailures(pend <-chan submitted, ob *outbox) {
+	defer s.wg.Done()
+	for sub := range pend {
+		if _, err := sub.p.Wait(context.Background()); err != nil {
+			ob.push(refused(sub.id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+		}
+	}
+}
+
+// requestCommand turns a client request into a command of session sid.
+func requestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Command, *dlmpb.RequestID, error) {
+	s := uint64(sid)
+	switch r := m.GetMsg().(type) {
+	case *dlmpb.SessionRequest_Lock:
+		id := requestID(sid, r.Lock.GetId())
+		wait, err := waitNanos(r.Lock.GetWait())
+		if err != nil {
+			return nil, id, err
+		}
+		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
+			Session: s, Owner: r.Lock.GetOwner(), Resource: r.Lock.GetResource(), Mode: r.Lock.GetMode(),
+			NoQueue: r.Lock.GetNoQueue(), WaitNanos: wait, Capacity: r.Lock.GetCapacity(), Permits: r.Lock.GetPermits(),
+		}}}, id, nil
+	case *dlmpb.SessionRequest_Convert:
+		id := requestID(sid, r.Convert.GetId())
+		wait, err := waitNanos(r.Convert.GetWait())
+		if err != nil {
+			return nil, id, err
+		}
+		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Convert{Convert: &dlmpb.ConvertCmd{
+			Session: s, LockId: r.Convert.GetLockId(), Mode: r.Convert.GetMode(),
+			NoQueue: r.Convert.GetNoQueue(), QueueConvert: r.Convert.GetQueueConvert(), WaitNanos: wait,
+		}}}, id, nil
+	case *dlmpb.SessionRequest_Release:
+		id := requestID(sid, r.Release.GetId())
+		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{
+			Session: s, LockId: r.Release.GetLockId(),
+		}}}, id, nil
+	case *dlmpb.SessionRequest_Cancel:
+		id := requestID(sid, r.Cancel.GetId())
+		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{
+			Session: s, LockId: r.Cancel.GetLockId(),
+		}}}, id, nil
+	case *dlmpb.SessionRequest_Close:
+		return &dlmpb.Command{Op: &dlmpb.Command_CloseSession{CloseSession: &dlmpb.CloseSessionCmd{Session: s}}}, nil, nil
+	}
+	return nil, requestID(sid, nil), errors.New("dlm server: empty or unknown request")
+}
+
+// requestID is the id of a request of session sid: the stream's session,
+// whatever the client wrote, and the client's sequence number.
+func requestID(sid locktable.SessionID, id *dlmpb.RequestID) *dlmpb.RequestID {
+	return &dlmpb.RequestID{Session: uint64(sid), Seq: id.GetSeq()}
+}
+
+// waitNanos converts a wait duration: nil waits forever.
+func waitNanos(d *durationpb.Duration) (*int64, error) {
+	if d == nil {
+		return nil, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return nil, fmt.Errorf("dlm server: wait: %w", err)
+	}
+	w := d.AsDuration()
+	if w < 0 {
+		return nil, fmt.Errorf("dlm server: negative wait %s", w)
+	}
+	n := int64(w)
+	return &n, nil
+}
+
+// sessionTTL validates a requested session TTL; nil means the default.
+func sessionTTL(d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return DefaultSessionTTL, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, fmt.Errorf("dlm server: session ttl: %w", err)
+	}
+	ttl := d.AsDuration()
+	if ttl < MinSessionTTL || ttl > MaxSessionTTL {
+		return 0, fmt.Errorf("dlm server: session ttl %s is outside [%s, %s]", ttl, MinSessionTTL, MaxSessionTTL)
+	}
+	return ttl, nil
+}
+
+func refused(id *dlmpb.RequestID, reason dlmpb.Reason, msg string) *dlmpb.SessionResponse {
+	return &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Refused{Refused: &dlmpb.Refused{Id: id, Reason: reason, Message: msg}}}
+}
+
+func pbDuration(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+// proposeStatus maps a proposal error to a gRPC status.
+func proposeStatus(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+// refusalStatus maps a table refusal of an open to a gRPC status.
+func refusalStatus(err error) error {
+	switch {
+	case errors.Is(err, locktable.ErrTooManySessions):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, locktable.ErrLimit), errors.Is(err, locktable.ErrInvalidArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.FailedPrecondition, err.Error())
+}
+
+// endStatus maps why an outbox ended to the stream's status.
+func endStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errSlowClient):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, errReplaced):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, errNotLeader), errors.Is(err, errShutdown):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
