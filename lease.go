@@ -21,6 +21,7 @@ type Lease struct {
 	maxHold  time.Duration
 
 	lost        chan struct{}
+	ended       chan struct{} // closed when the lease is released or lost
 	stopRenew   context.CancelFunc // stops the renewer; nil without auto-renew
 	renewerDone chan struct{}      // closed when the renewer has returned
 
@@ -55,6 +56,7 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 		acquired:    start,
 		maxHold:     cfg.maxHold,
 		lost:        make(chan struct{}),
+		ended:       make(chan struct{}),
 		renewerDone: make(chan struct{}),
 		held:        true,
 		deadline:    start.Add(req.TTL - c.drift(req.TTL)),
@@ -62,6 +64,9 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 	l.mu.Lock() // the timer may fire at once
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
 	l.mu.Unlock()
+	if g.Lost != nil {
+		go l.watch(g.Lost)
+	}
 	if cfg.autoRenew {
 		ctx, cancel := context.WithCancel(context.Background())
 		l.stopRenew = cancel
@@ -197,6 +202,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		if l.held {
 			l.held = false
 			l.expiry.Stop()
+			close(l.ended)
 		}
 		return l.err
 	case errors.Is(err, driver.ErrNotHeld):
@@ -244,6 +250,18 @@ func (l *Lease) expire() {
 	l.c.cleanup(context.Background(), req, g)
 }
 
+// watch ends the lease as lost when the store reports the grant gone; it
+// returns when the lease ends either way.
+func (l *Lease) watch(gone <-chan struct{}) {
+	select {
+	case <-gone:
+		l.mu.Lock()
+		l.loseLocked(fmt.Errorf("%w: the store reports that %q is no longer held for this lease", ErrLost, l.req.Resource))
+		l.mu.Unlock()
+	case <-l.ended:
+	}
+}
+
 // loseLocked ends a held lease as lost with cause.
 func (l *Lease) loseLocked(cause error) {
 	if !l.held {
@@ -253,6 +271,7 @@ func (l *Lease) loseLocked(cause error) {
 	l.err = cause
 	l.expiry.Stop()
 	close(l.lost)
+	close(l.ended)
 	if l.stopRenew != nil {
 		l.stopRenew()
 	}

@@ -51,6 +51,12 @@ type Grant struct {
 	// natively sets it to the start of the request that was granted, or of
 	// the last renewal it made while waiting.
 	Start time.Time
+	// Lost, if not nil, is closed by the store when it learns that the
+	// grant is gone before package dlm released it: a release pushed by
+	// the store, a session that could not be kept alive. Package dlm then
+	// ends the lease as lost at once instead of at its next renewal. A
+	// Converter returns the same channel for the converted grant.
+	Lost <-chan struct{}
 }
 
 // Driver is a lock store. Its methods are called concurrently.

@@ -1,0 +1,288 @@
+package remote
+
+import (
+	"fmt"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
+)
+
+// dispatchLocked handles one message from the server.
+func (s *Store) dispatchLocked(conn *streamConn, m *dlmpb.SessionResponse) {
+	if s.st.conn != conn {
+		return // a stream being replaced
+	}
+	switch msg := m.GetMsg().(type) {
+	case *dlmpb.SessionResponse_KeepAliveAck:
+		s.ackedLocked(msg.KeepAliveAck.GetSeq())
+	case *dlmpb.SessionResponse_Granted:
+		s.grantedLocked(msg.Granted)
+	case *dlmpb.SessionResponse_Queued:
+		s.queuedLocked(msg.Queued)
+	case *dlmpb.SessionResponse_Refused:
+		s.refusedLocked(conn, msg.Refused)
+	case *dlmpb.SessionResponse_Released:
+		r := msg.Released
+		c := s.takeCall(r.GetId())
+		if ls := s.st.locks[r.GetLockId()]; ls != nil {
+			if ls.waiter != nil {
+				ls.waiter.finish(fmt.Errorf("%w: the request was released", driver.ErrTaken))
+				ls.waiter = nil
+			}
+			if c != nil && c.kind == callRelease {
+				s.st.forget(ls) // our release: not a loss
+			} else {
+				s.st.lose(ls)
+			}
+		}
+		if c != nil {
+			c.finish(nil)
+		}
+	case *dlmpb.SessionResponse_Cancelled:
+		r := msg.Cancelled
+		c := s.takeCall(r.GetId())
+		s.endWaitLocked(r.GetLockId(), r.GetConversion(), "cancelled")
+		if c != nil {
+			c.finish(nil)
+		}
+	case *dlmpb.SessionResponse_TimedOut:
+		s.endWaitLocked(msg.TimedOut.GetLockId(), msg.TimedOut.GetConversion(), "timed out")
+	case *dlmpb.SessionResponse_Expired:
+		s.loseSessionLocked(fmt.Errorf("the server expired session %d", msg.Expired.GetSession()))
+	case *dlmpb.SessionResponse_Blocking, *dlmpb.SessionResponse_Closed:
+		// Blocking notices are not surfaced yet; Closed ends the stream.
+	}
+}
+
+// takeCall removes and returns the call a message answers, if any.
+func (s *Store) takeCall(id *dlmpb.RequestID) *call {
+	if id == nil || id.GetSeq() == 0 || id.GetSession() != s.st.sid {
+		return nil
+	}
+	c := s.st.calls[id.GetSeq()]
+	if c != nil {
+		delete(s.st.calls, id.GetSeq())
+	}
+	return c
+}
+
+// grantedLocked handles a grant: the answer to a request, or pushed to a
+// request that was queued.
+func (s *Store) grantedLocked(g *dlmpb.Granted) {
+	c := s.takeCall(g.GetId())
+	var ls *lockState
+	if c != nil {
+		ls = c.lock
+		s.st.setID(ls, g.GetLockId())
+	} else if ls = s.st.locks[g.GetLockId()]; ls != nil {
+		c, ls.waiter = ls.waiter, nil
+	}
+	if ls == nil || ls.gone {
+		return
+	}
+	ls.granted, ls.token = true, g.GetToken()
+	if g.GetMode() != dlmpb.Mode_MODE_UNSPECIFIED {
+		ls.mode = g.GetMode()
+	}
+	if c == nil {
+		return
+	}
+	if c.abandoned {
+		s.undoLocked(c)
+		return
+	}
+	c.finish(nil)
+}
+
+// queuedLocked handles the answer that a request waits.
+func (s *Store) queuedLocked(q *dlmpb.Queued) {
+	c := s.takeCall(q.GetId())
+	if c == nil {
+		return
+	}
+	ls := c.lock
+	s.st.setID(ls, q.GetLockId())
+	if c.abandoned {
+		s.undoLocked(c)
+		return
+	}
+	ls.waiter = c
+}
+
+// refusedLocked handles a refusal.
+func (s *Store) refusedLocked(conn *streamConn, r *dlmpb.Refused) {
+	c := s.takeCall(r.GetId())
+	if c == nil {
+		return
+	}
+	switch r.GetReason() {
+	case dlmpb.Reason_REASON_NOT_LEADER, dlmpb.Reason_REASON_STALE_REQUEST:
+		// Not applied, or outcome unknown: send it again on a new stream,
+		// where the session state settles it.
+		s.st.calls[c.seq] = c
+		conn.cancel()
+		return
+	}
+	if c.kind == callLock {
+		s.st.forget(c.lock)
+	}
+	c.finish(refusal(r))
+}
+
+// endWaitLocked ends the wait of lock id's queued request or conversion
+// (cancelled or timed out). A new request's lock is gone; a conversion's
+// lock stays held in its old mode.
+func (s *Store) endWaitLocked(id uint64, conversion bool, what string) {
+	ls := s.st.locks[id]
+	if ls == nil {
+		return
+	}
+	if w := ls.waiter; w != nil {
+		ls.waiter = nil
+		w.finish(fmt.Errorf("%w: the request was %s", driver.ErrTaken, what))
+	}
+	if !conversion {
+		s.st.forget(ls)
+	}
+}
+
+// undoLocked takes back what an abandoned request got: a granted or queued
+// lock is released, a granted conversion converted back, a queued one
+// cancelled.
+func (s *Store) undoLocked(c *call) {
+	ls := c.lock
+	c.finish(fmt.Errorf("%w: abandoned", driver.ErrTaken))
+	if ls.id == 0 || ls.gone {
+		return
+	}
+	switch {
+	case c.kind == callLock:
+		s.sendLocked(callRelease, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
+			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{
+				Id: s.reqID(seq), LockId: ls.id,
+			}}}
+		})
+	case ls.granted && ls.mode == c.mode && c.from != c.mode:
+		s.sendLocked(callConvert, ls, c.from, c.mode, func(seq uint64) *dlmpb.SessionRequest {
+			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
+				Id: s.reqID(seq), LockId: ls.id, Mode: c.from, NoQueue: true,
+			}}}
+		})
+	default:
+		s.sendLocked(callCancel, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
+			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{
+				Id: s.reqID(seq), LockId: ls.id,
+			}}}
+		})
+	}
+}
+
+// reconcileLocked settles the store's locks and unanswered requests against
+// the session state the server sent on (re)open.
+func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
+	byID := make(map[uint64]*dlmpb.LockInfo, len(sync.GetLocks()))
+	byOwner := make(map[uint64]*dlmpb.LockInfo, len(sync.GetLocks()))
+	for _, li := range sync.GetLocks() {
+		byID[li.GetLockId()] = li
+		byOwner[li.GetOwner()] = li
+	}
+	// Requests whose answers were lost.
+	for seq, c := range s.st.calls {
+		ls := c.lock
+		var li *dlmpb.LockInfo
+		if ls.id != 0 {
+			li = byID[ls.id]
+		} else if c.kind == callLock {
+			li = byOwner[ls.owner]
+		}
+		settled := true
+		switch {
+		case c.kind == callLock && li != nil:
+			s.st.setID(ls, li.GetLockId())
+			if li.GetState() == dlmpb.LockInfo_STATE_WAITING {
+				ls.waiter = c
+			} else {
+				s.applyInfo(ls, li)
+				c.finish(nil)
+			}
+		case c.kind == callLock:
+			settled = false // never applied: send it again
+		case li == nil:
+			switch c.kind {
+			case callConvert:
+				c.finish(fmt.Errorf("%w: the lock is gone", driver.ErrNotHeld))
+			case callRelease:
+				s.st.forget(ls) // released: not a loss
+				c.finish(nil)
+			default:
+				c.finish(nil) // a cancel: nothing left to do
+			}
+		case c.kind == callConvert && li.GetState() == dlmpb.LockInfo_STATE_GRANTED && li.GetMode() == c.mode:
+			s.applyInfo(ls, li)
+			c.finish(nil)
+		case c.kind == callConvert && li.GetState() == dlmpb.LockInfo_STATE_CONVERTING && li.GetRequested() == c.mode:
+			ls.waiter = c
+		case c.kind == callCancel && li.GetState() == dlmpb.LockInfo_STATE_GRANTED:
+			c.finish(nil)
+		default:
+			settled = false
+		}
+		if settled {
+			delete(s.st.calls, seq)
+			if c.abandoned && c.kind != callRelease && c.kind != callCancel {
+				s.undoLocked(c)
+			}
+		}
+	}
+	// Locks and waits.
+	for id, ls := range s.st.locks {
+		li := byID[id]
+		if li == nil {
+			if ls.waiter != nil {
+				ls.waiter.finish(fmt.Errorf("%w: the request is gone", driver.ErrTaken))
+				ls.waiter = nil
+			}
+			s.st.lose(ls)
+			continue
+		}
+		s.applyInfo(ls, li)
+		if w := ls.waiter; w != nil && li.GetState() == dlmpb.LockInfo_STATE_GRANTED {
+			ls.waiter = nil
+			if w.kind == callLock || li.GetMode() == w.mode {
+				w.finish(nil)
+			} else {
+				w.finish(fmt.Errorf("%w: the conversion is gone", driver.ErrTaken))
+			}
+		}
+	}
+}
+
+// applyInfo copies the server's view of a granted lock.
+func (s *Store) applyInfo(ls *lockState, li *dlmpb.LockInfo) {
+	if li.GetState() == dlmpb.LockInfo_STATE_WAITING {
+		return
+	}
+	ls.granted, ls.token = true, li.GetToken()
+	if li.GetMode() != dlmpb.Mode_MODE_UNSPECIFIED {
+		ls.mode = li.GetMode()
+	}
+}
+
+// refusal maps a refusal to the driver's errors.
+func refusal(r *dlmpb.Refused) error {
+	var base error
+	switch r.GetReason() {
+	case dlmpb.Reason_REASON_WOULD_BLOCK:
+		base = driver.ErrTaken
+	case dlmpb.Reason_REASON_DEADLOCK:
+		base = driver.ErrDeadlock
+	case dlmpb.Reason_REASON_UNKNOWN_LOCK, dlmpb.Reason_REASON_NOT_OWNER, dlmpb.Reason_REASON_NOT_GRANTED:
+		base = driver.ErrNotHeld
+	case dlmpb.Reason_REASON_INVALID, dlmpb.Reason_REASON_INVALID_MODE, dlmpb.Reason_REASON_NAME_TOO_LONG,
+		dlmpb.Reason_REASON_KIND_MISMATCH, dlmpb.Reason_REASON_CAPACITY_MISMATCH, dlmpb.Reason_REASON_CONVERSION_PENDING:
+		base = driver.ErrInvalid
+	default: // limits and the rest: the server cannot take it now
+		base = driver.ErrUnavailable
+	}
+	return fmt.Errorf("%w: dlm server refused (%s): %s", base, r.GetReason(), r.GetMessage())
+}

@@ -1,0 +1,205 @@
+// Package remote is the dlm store for the dlm server.
+//
+// A Store keeps one session with the server over one gRPC stream, and every
+// lock of the process goes through it: requests go up, grants and every other
+// lock event are pushed down (nothing polls), and keepalives are sent on their
+// own. Locks live as long as the session: the server ends the session, and
+// releases its locks, when no keepalive reached it for the session TTL.
+//
+// # Loss
+//
+// The store counts the session's validity from the send time of the last
+// keepalive the server acknowledged: send time + session TTL − drift. The
+// server counts from the moment the keepalive arrived, which is later, so
+// when keepalives stop getting through the store gives up the session, and
+// every lease reports Lost, before the server can give a lock to anyone
+// else. The lease TTL given to dlm is enforced by package dlm on top (a lease
+// that is not renewed is released at its deadline).
+//
+// # Reconnection
+//
+// When the stream breaks, the store reconnects by itself and resumes the
+// session while it is still valid; the server answers with the session's
+// whole lock state, from which the store settles requests whose answers were
+// lost. Calls made meanwhile wait for the new stream; calls made with no
+// valid session fail at once with dlm.ErrUnavailable.
+//
+// # Modes and semaphores
+//
+// All six lock modes, conversion (driver.Converter), counting semaphores and
+// try-locks (dlm.WithWait(0)) are available; waits are queued in the server
+// in FIFO order and granted by push (driver.Waiter).
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
+)
+
+// Defaults.
+const (
+	// DefaultSessionTTL is the session TTL: how long the server keeps the
+	// session's locks after the last keepalive it received.
+	DefaultSessionTTL = 10 * time.Second
+)
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	ttl       time.Duration
+	interval  time.Duration
+	label     string
+	log       *slog.Logger
+	dialOpts  []grpc.DialOption
+	reconnect time.Duration
+}
+
+// WithSessionTTL sets the session TTL (default 10s; the server accepts 100ms
+// to 1h). A shorter TTL frees a dead client's locks sooner and costs more
+// keepalives.
+func WithSessionTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+
+// WithKeepAliveInterval sets how often keepalives are sent; default a
+// quarter of the session TTL.
+func WithKeepAliveInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
+
+// WithLabel sets the session label shown in the server's listings (default
+// "dlm client").
+func WithLabel(label string) Option { return func(o *options) { o.label = label } }
+
+// WithLogger sets the logger; default discards.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithDialOptions adds gRPC dial options (the default connection is
+// plaintext).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// Store is a dlm store backed by a dlm server. It implements driver.Driver,
+// driver.Waiter and driver.Converter, and offers semaphores. It is safe for
+// concurrent use. Close it when done: that ends the session and releases
+// its locks at once.
+type Store struct {
+	opt    options
+	conn   *grpc.ClientConn
+	client dlmpb.DLMClient
+	log    *slog.Logger
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	st state
+}
+
+var (
+	_ driver.Driver    = (*Store)(nil)
+	_ driver.Waiter    = (*Store)(nil)
+	_ driver.Converter = (*Store)(nil)
+)
+
+// Dial connects to the dlm server at addr (host:port) and opens a session.
+// It returns once the session is open, or with an error wrapping
+// dlm.ErrUnavailable if that fails before ctx ends.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
+	o := options{ttl: DefaultSessionTTL, label: "dlm client", reconnect: 50 * time.Millisecond}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.ttl <= 0 {
+		return nil, fmt.Errorf("%w: session TTL %s", driver.ErrInvalid, o.ttl)
+	}
+	if o.interval <= 0 {
+		o.interval = o.ttl / 4
+	}
+	if o.interval >= o.ttl {
+		return nil, fmt.Errorf("%w: keepalive interval %s is not below the session TTL %s", driver.ErrInvalid, o.interval, o.ttl)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dialOpts...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dlm server %s: %w", driver.ErrUnavailable, addr, err)
+	}
+	s := &Store{
+		opt:    o,
+		conn:   conn,
+		client: dlmpb.NewDLMClient(conn),
+		log:    o.log,
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.st.init()
+	first, err := s.connect(ctx)
+	if err != nil {
+		s.cancel()
+		return nil, errors.Join(err, conn.Close())
+	}
+	s.wg.Add(2)
+	go s.run(first)
+	go s.keepalive()
+	return s, nil
+}
+
+// Name returns "dlm".
+func (s *Store) Name() string { return "dlm" }
+
+// Features declares semaphores.
+func (s *Store) Features() driver.Feature { return driver.FeatureSemaphores }
+
+// Drift allows for the difference in clock rate between client and server
+// over a lease: 1% of the TTL plus 2 ms.
+func (s *Store) Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// Session returns the id of the current session (0 while none is open).
+func (s *Store) Session() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.sid
+}
+
+// Close ends the session (the server releases its locks and cancels its
+// requests at once), closes the connection and stops the store's
+// goroutines. Leases still held report Lost. It waits for the server's
+// confirmation until ctx ends.
+func (s *Store) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.st.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.st.closing = true
+	conn := s.st.conn
+	s.mu.Unlock()
+
+	var err error
+	if conn != nil {
+		if serr := conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}}); serr == nil {
+			select {
+			case <-conn.done:
+			case <-ctx.Done():
+				err = fmt.Errorf("dlm: close session: %w", ctx.Err())
+			}
+		}
+	}
+	s.cancel()
+	s.mu.Lock()
+	s.loseSessionLocked(errors.New("the store was closed"))
+	s.mu.Unlock()
+	s.wg.Wait()
+	return errors.Join(err, s.conn.Close())
+}

@@ -1,0 +1,272 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
+)
+
+// connect opens a stream and opens or resumes the session on it. On return
+// the stream is installed, the session's state reconciled with the server's,
+// and unanswered requests sent again.
+func (s *Store) connect(ctx context.Context) (*streamConn, error) {
+	s.mu.Lock()
+	sid := s.st.sid
+	s.mu.Unlock()
+
+	sctx, cancel := context.WithCancel(s.ctx)
+	stopHandshake := context.AfterFunc(ctx, cancel)
+	fail := func(err error) (*streamConn, error) {
+		cancel()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", err, ctx.Err())
+		}
+		return nil, fmt.Errorf("%w: dlm server: %w", driver.ErrUnavailable, err)
+	}
+	stream, err := s.client.Session(sctx)
+	if err != nil {
+		return fail(err)
+	}
+	sent := time.Now()
+	err = stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{
+		Session: sid, Ttl: durationpb.New(s.opt.ttl), Label: s.opt.label,
+	}}})
+	if err != nil {
+		return fail(err)
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return fail(err)
+	}
+	if m.GetExpired() != nil {
+		cancel()
+		s.mu.Lock()
+		if s.st.sid == sid {
+			s.loseSessionLocked(errors.New("the server expired the session while the client was disconnected"))
+		}
+		s.mu.Unlock()
+		return s.connect(ctx) // opens a new session
+	}
+	opened := m.GetOpened()
+	if opened == nil {
+		return fail(fmt.Errorf("unexpected first message %T", m.GetMsg()))
+	}
+	m, err = stream.Recv()
+	if err != nil {
+		return fail(err)
+	}
+	sync := m.GetSync()
+	if sync == nil {
+		return fail(fmt.Errorf("unexpected message %T instead of the session state", m.GetMsg()))
+	}
+	if !stopHandshake() {
+		return fail(errors.New("handshake cut short"))
+	}
+
+	conn := &streamConn{stream: stream, cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.st.closing || (sid != 0 && s.st.sid != sid) {
+		// Closed, or the session was given up meanwhile: do not revive it.
+		s.mu.Unlock()
+		_ = conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
+		return fail(errors.New("the session ended while reconnecting"))
+	}
+	if sid == 0 {
+		s.st.sid = opened.GetSession()
+		s.st.ttl = opened.GetTtl().AsDuration()
+		s.st.validUntil = sent.Add(s.st.ttl - s.Drift(s.st.ttl))
+		s.armLossLocked()
+	}
+	s.reconcileLocked(sync)
+	s.st.conn = conn
+	resend := make([]*dlmpb.SessionRequest, 0, len(s.st.calls)+1)
+	for _, c := range s.st.calls {
+		resend = append(resend, c.msg)
+	}
+	s.mu.Unlock()
+
+	s.sendKeepAlive(conn)
+	for _, r := range resend {
+		if err := conn.send(r); err != nil {
+			break // the receive loop sees the broken stream
+		}
+	}
+	s.log.Debug("dlm remote: session stream open", "session", opened.GetSession(), "resumed", opened.GetResumed(), "locks", len(sync.GetLocks()))
+	return conn, nil
+}
+
+// run receives on the current stream and reconnects when it breaks, until
+// the store closes.
+func (s *Store) run(conn *streamConn) {
+	defer s.wg.Done()
+	for {
+		err := s.receive(conn)
+		conn.cancel()
+		close(conn.done)
+		s.mu.Lock()
+		if s.st.conn == conn {
+			s.st.conn = nil
+		}
+		closing := s.st.closing
+		s.mu.Unlock()
+		if closing {
+			return
+		}
+		s.log.Warn("dlm remote: session stream broken, reconnecting", "err", err)
+		if conn = s.reconnect(); conn == nil {
+			return
+		}
+	}
+}
+
+// reconnect connects again with jittered exponential backoff until it
+// succeeds (the stream) or the store closes (nil).
+func (s *Store) reconnect() *streamConn {
+	pause := s.opt.reconnect
+	for {
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, max(s.opt.ttl/2, time.Second))
+		conn, err := s.connect(ctx)
+		cancel()
+		if err == nil {
+			return conn
+		}
+		s.log.Debug("dlm remote: reconnect failed", "err", err)
+		pause = min(pause*2, time.Second)
+	}
+}
+
+// receive dispatches the stream's messages until it ends.
+func (s *Store) receive(conn *streamConn) error {
+	for {
+		m, err := conn.stream.Recv()
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.dispatchLocked(conn, m)
+		s.mu.Unlock()
+	}
+}
+
+// keepalive sends a keepalive every interval while a stream is up.
+func (s *Store) keepalive() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opt.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		conn := s.st.conn
+		s.mu.Unlock()
+		if conn != nil {
+			s.sendKeepAlive(conn)
+		}
+	}
+}
+
+// sendKeepAlive sends one keepalive, remembering when.
+func (s *Store) sendKeepAlive(conn *streamConn) {
+	s.mu.Lock()
+	if s.st.sid == 0 {
+		s.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	for seq, at := range s.st.kaSent { // unanswered for a whole TTL: useless
+		if now.Sub(at) > s.st.ttl {
+			delete(s.st.kaSent, seq)
+		}
+	}
+	s.st.kaSeq++
+	seq := s.st.kaSeq
+	s.st.kaSent[seq] = now
+	s.mu.Unlock()
+	_ = conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{
+		Seq: seq, SentUnixNano: now.UnixNano(),
+	}}})
+}
+
+// acked extends the session's validity for the keepalive sent at sent.
+func (s *Store) ackedLocked(seq uint64) {
+	sent, ok := s.st.kaSent[seq]
+	if !ok {
+		return
+	}
+	delete(s.st.kaSent, seq)
+	if v := sent.Add(s.st.ttl - s.Drift(s.st.ttl)); v.After(s.st.validUntil) {
+		s.st.validUntil = v
+	}
+}
+
+// armLossLocked starts the timer that gives the session up at validUntil.
+func (s *Store) armLossLocked() {
+	if s.st.lossTimer != nil {
+		s.st.lossTimer.Stop()
+	}
+	s.st.lossTimer = time.AfterFunc(time.Until(s.st.validUntil), s.checkLoss)
+}
+
+// checkLoss runs at the validity deadline: unless a keepalive ack moved it,
+// the session is given up.
+func (s *Store) checkLoss() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.sid == 0 || s.st.lossTimer == nil {
+		return
+	}
+	if left := time.Until(s.st.validUntil); left > 0 {
+		s.st.lossTimer.Reset(left)
+		return
+	}
+	s.loseSessionLocked(fmt.Errorf("no keepalive was acknowledged within the session TTL of %s", s.st.ttl))
+}
+
+// loseSessionLocked gives the session up: every lock is lost, every request
+// fails, and the next stream opens a new session. The server expires the
+// old one after its TTL (or has already).
+func (s *Store) loseSessionLocked(cause error) {
+	if s.st.sid == 0 {
+		return
+	}
+	s.log.Warn("dlm remote: session lost", "session", s.st.sid, "locks", len(s.st.byOwner), "cause", cause)
+	err := fmt.Errorf("%w: session %d lost: %w", driver.ErrUnavailable, s.st.sid, cause)
+	for _, ls := range s.st.byOwner {
+		if ls.waiter != nil {
+			ls.waiter.finish(err)
+		}
+		s.st.lose(ls)
+	}
+	for _, c := range s.st.calls {
+		c.finish(err)
+	}
+	s.st.init()
+	s.st.sid, s.st.validUntil = 0, time.Time{}
+	if s.st.lossTimer != nil {
+		s.st.lossTimer.Stop()
+		s.st.lossTimer = nil
+	}
+	if conn := s.st.conn; conn != nil {
+		// The receive loop sees the stream end and connects again, with a
+		// new session; the server expires the old one.
+		s.st.conn = nil
+		conn.cancel()
+	}
+}

@@ -1,0 +1,124 @@
+package remote
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+)
+
+// state is the store's view of its session, guarded by Store.mu.
+type state struct {
+	sid        uint64        // 0 while no session is open
+	ttl        time.Duration // the session TTL the server granted
+	validUntil time.Time     // the session is certainly alive before it
+	conn       *streamConn   // the stream in use; nil while disconnected
+	closing    bool
+	lossTimer  *time.Timer
+
+	seq       uint64               // last request sequence
+	kaSeq     uint64               // last keepalive sequence
+	kaSent    map[uint64]time.Time // keepalives awaiting an ack, by seq
+	calls     map[uint64]*call     // requests awaiting their first answer
+	locks     map[uint64]*lockState
+	byOwner   map[string]*lockState
+	nextOwner uint64
+}
+
+func (st *state) init() {
+	st.kaSent = make(map[uint64]time.Time)
+	st.calls = make(map[uint64]*call)
+	st.locks = make(map[uint64]*lockState)
+	st.byOwner = make(map[string]*lockState)
+}
+
+// streamConn is one session stream.
+type streamConn struct {
+	stream dlmpb.DLM_SessionClient
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+	done   chan struct{} // closed when its receive loop has ended
+}
+
+// send sends one message; gRPC streams take one sender at a time.
+func (c *streamConn) send(m *dlmpb.SessionRequest) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.stream.Send(m)
+}
+
+// lockState is one acquisition: a lock or semaphore request of this store,
+// from the moment it is sent until it is released, refused or lost.
+type lockState struct {
+	owner    uint64 // the acquisition's owner id in the session
+	ownerKey string // the driver's owner value
+	resource string
+
+	id      uint64 // the server's lock id; 0 until an answer names it
+	granted bool
+	mode    dlmpb.Mode
+	permits uint32
+	token   uint64
+	waiter  *call         // a queued lock request or conversion awaiting its grant
+	lost    chan struct{} // closed when the lock is gone without our release
+	gone    bool
+}
+
+// callKind is the kind of a request.
+type callKind uint8
+
+const (
+	callLock callKind = iota + 1
+	callConvert
+	callRelease
+	callCancel
+)
+
+// call is a request awaiting its outcome.
+type call struct {
+	kind      callKind
+	seq       uint64
+	msg       *dlmpb.SessionRequest // sent again after a reconnect
+	lock      *lockState
+	mode      dlmpb.Mode // convert: the target mode
+	from      dlmpb.Mode // convert: the mode before
+	done      chan error // capacity 1; nil error means granted or done
+	finished  bool
+	abandoned bool // the caller gave up: undo whatever it still gets
+}
+
+func (c *call) finish(err error) {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	c.done <- err
+}
+
+// setID records a lock's id once an answer names it.
+func (st *state) setID(ls *lockState, id uint64) {
+	if ls.id == 0 && id != 0 {
+		ls.id = id
+		st.locks[id] = ls
+	}
+}
+
+// forget removes a lock from the store's records.
+func (st *state) forget(ls *lockState) {
+	ls.gone = true
+	if ls.id != 0 && st.locks[ls.id] == ls {
+		delete(st.locks, ls.id)
+	}
+	if st.byOwner[ls.ownerKey] == ls {
+		delete(st.byOwner, ls.ownerKey)
+	}
+}
+
+// lose removes a lock that went away without our release and tells its lease.
+func (st *state) lose(ls *lockState) {
+	if !ls.gone {
+		close(ls.lost)
+	}
+	st.forget(ls)
+}
