@@ -51,6 +51,10 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 		s.mu.Unlock()
 		return driver.Grant{}, err
 	}
+	if s.st.conn == nil {
+		s.mu.Unlock()
+		return driver.Grant{}, fmt.Errorf("%w: not connected to the dlm server (reconnecting)", driver.ErrUnavailable)
+	}
 	s.st.nextOwner++
 	ls := &lockState{owner: s.st.nextOwner, ownerKey: req.Owner, resource: req.Resource, lost: make(chan struct{})}
 	lr.Owner = ls.owner

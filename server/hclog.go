@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -47,7 +48,15 @@ func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		all = append(all, "logger", h.name)
 	}
 	all = append(all, h.args...)
-	h.log.Log(ctx, lvl, msg, append(all, args...)...)
+	for _, a := range args {
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 { // hclog.Fmt values
+			if format, ok := f[0].(string); ok {
+				a = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+		all = append(all, a)
+	}
+	h.log.Log(ctx, lvl, msg, all...)
 }
 
 // Trace logs at trace level (below slog's debug).

@@ -33,6 +33,8 @@ type Config struct {
 	// (a free loopback port).
 	BindAddr string
 	// Limits are the lock table's limits; every replica must use the same.
+	// MaxNameLen defaults to DefaultMaxNameLen, the others to the table's
+	// defaults.
 	Limits locktable.Limits
 	// Logger receives the node's and Raft's logs; nil discards them.
 	Logger *slog.Logger
@@ -107,7 +109,14 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// DefaultMaxNameLen is the server's default Limits.MaxNameLen: the longest
+// resource name package dlm accepts.
+const DefaultMaxNameLen = 512
+
 func (c *Config) setDefaults() {
+	if c.Limits.MaxNameLen <= 0 {
+		c.Limits.MaxNameLen = DefaultMaxNameLen
+	}
 	if c.ID == "" {
 		c.ID = "node-1"
 	}

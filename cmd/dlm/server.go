@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dlmhq/dlm/server"
+)
+
+// Default addresses of `dlm server`.
+const (
+	defaultAddr     = "127.0.0.1:7420"
+	defaultHTTPAddr = "127.0.0.1:7421"
+	defaultRaftAddr = "127.0.0.1:7422"
+	defaultDataDir  = "dlm-data"
+)
+
+// serverFlags are the settings of `dlm server`; each flag has an
+// environment variable, and a flag given on the command line wins.
+type serverFlags struct {
+	addr, httpAddr, raftAddr, dataDir, nodeID, logLevel string
+	inMemory                                            bool
+	margin, raftTimeout                                 time.Duration
+}
+
+func runServer(ctx context.Context, args []string, stderr io.Writer) int {
+	var f serverFlags
+	fs := flag.NewFlagSet("dlm server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.addr, "addr", env("DLM_ADDR", defaultAddr), "gRPC address for clients (env DLM_ADDR)")
+	fs.StringVar(&f.httpAddr, "http", env("DLM_HTTP_ADDR", defaultHTTPAddr), "HTTP address for /healthz, /readyz, /metrics and /v1/...; empty disables (env DLM_HTTP_ADDR)")
+	fs.StringVar(&f.raftAddr, "raft-addr", env("DLM_RAFT_ADDR", defaultRaftAddr), "Raft transport address (env DLM_RAFT_ADDR)")
+	fs.StringVar(&f.dataDir, "data", env("DLM_DATA", defaultDataDir), "data directory: the Raft log and snapshots (env DLM_DATA)")
+	fs.StringVar(&f.nodeID, "id", env("DLM_NODE_ID", "node-1"), "Raft node id (env DLM_NODE_ID)")
+	fs.BoolVar(&f.inMemory, "in-memory", envBool("DLM_IN_MEMORY"), "keep the Raft log in memory: fast, but every restart starts empty (env DLM_IN_MEMORY)")
+	fs.StringVar(&f.logLevel, "log-level", env("DLM_LOG_LEVEL", "info"), "debug, info, warn or error (env DLM_LOG_LEVEL)")
+	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
+	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "dlm server: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "dlm server: -log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	srv, err := server.Start(server.ServerConfig{
+		Node: server.Config{
+			ID:       f.nodeID,
+			Dir:      f.dataDir,
+			InMemory: f.inMemory,
+			BindAddr: f.raftAddr,
+			Raft: func(rc *raft.Config) {
+				rc.HeartbeatTimeout, rc.ElectionTimeout = f.raftTimeout, f.raftTimeout
+				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
+			},
+		},
+		Addr:          f.addr,
+		HTTPAddr:      f.httpAddr,
+		SessionMargin: f.margin,
+		Logger:        log,
+	})
+	if err != nil {
+		log.Error("dlm server: cannot start", "err", err)
+		return 1
+	}
+	mode := "durable"
+	if f.inMemory {
+		mode = "in-memory"
+	}
+	log.Info("dlm server: started", "addr", srv.Addr(), "http", srv.HTTPAddr(), "raft", srv.Node().Addr(), "data", f.dataDir, "log", mode)
+	<-ctx.Done()
+	log.Info("dlm server: shutting down")
+	if err := srv.Close(); err != nil {
+		log.Error("dlm server: shutdown", "err", err)
+		return 1
+	}
+	log.Info("dlm server: stopped")
+	return 0
+}
+
+// env returns the environment variable key, or def when it is unset.
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+// envBool reads a boolean environment variable ("1", "true", "yes").
+func envBool(key string) bool {
+	switch strings.ToLower(os.Getenv(key)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}

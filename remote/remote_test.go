@@ -1,0 +1,363 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
+	"github.com/dlmhq/dlm/remote"
+)
+
+func TestMutualExclusion(t *testing.T) {
+	c1, _ := newClient(t)
+	c2, _ := newClient(t)
+	storetest.MutualExclusion(t, []*dlm.Client{c1, c2}, 16, 20)
+}
+
+func TestFIFO16Waiters(t *testing.T) {
+	c, _ := newClient(t)
+	storetest.FIFOHandoff(t, c, 16, newLister(t, shared.Addr()).waiting)
+}
+
+func TestWaitTimeoutAndCancel(t *testing.T) {
+	c, _ := newClient(t)
+	ls := newLister(t, shared.Addr())
+	left := func(name string) {
+		storetest.Await(t, 5*time.Second, "request withdrawn", func() bool { return ls.waiting(name) == 0 })
+	}
+	storetest.WaitTimeoutIsContention(t, c, 30*time.Millisecond, 2, left)
+	storetest.ContextCancelWhileWaiting(t, c, ls.waiting, left)
+}
+
+func TestBadInput(t *testing.T) {
+	c, _ := newClient(t)
+	storetest.BadInput(t, c)
+}
+
+func TestLongestNameIsAccepted(t *testing.T) {
+	c, _ := newClient(t)
+	l, err := c.Acquire(t.Context(), strings.Repeat("n", dlm.MaxResourceBytes), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("a name of MaxResourceBytes: %v", err)
+	}
+	l.Release(t.Context())
+}
+
+func TestSharedReadersExclusiveWriterAndConversion(t *testing.T) {
+	c, _ := newClient(t)
+	ls := newLister(t, shared.Addr())
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	r1, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("second reader: %v", err)
+	}
+	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("writer beside readers: %v", err)
+	}
+	got := make(chan *dlm.Lease, 1)
+	go func() {
+		w, err := c.Acquire(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	storetest.Await(t, 5*time.Second, "writer queued", func() bool { return ls.waiting(name) == 1 })
+	if err := r1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// EX waits for every PR: one reader left, the writer still queued.
+	if n := ls.waiting(name); n != 1 {
+		t.Fatalf("%d waiting after one reader left, want the writer", n)
+	}
+	// No barging: a new reader queues behind the writer.
+	if _, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("reader barged past a queued writer: %v", err)
+	}
+	// The last reader up-converts ahead of the queued writer? No: PR->EX
+	// waits for nobody but holders; it is granted at once, then down again.
+	if err := r2.Convert(ctx, dlm.EX); err != nil {
+		t.Fatalf("PR->EX with no other holder: %v", err)
+	}
+	if r2.Mode() != dlm.EX {
+		t.Fatalf("mode after conversion = %v", r2.Mode())
+	}
+	if err := r2.Convert(ctx, dlm.PR); err != nil {
+		t.Fatalf("EX->PR: %v", err)
+	}
+	if err := r2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-got
+	if w.Token() <= r2.Token() {
+		t.Fatalf("writer's token %d is not above the reader's %d", w.Token(), r2.Token())
+	}
+	w.Release(ctx)
+}
+
+func TestConversionDeadlockIsRefused(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	a, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- a.Convert(ctx, dlm.EX) }()
+	storetest.Await(t, 5*time.Second, "first conversion queued", func() bool {
+		return newLister(t, shared.Addr()).waiting(name) == 1
+	})
+	if err := b.Convert(ctx, dlm.EX); !errors.Is(err, dlm.ErrDeadlock) {
+		t.Fatalf("second PR->EX = %v, want ErrDeadlock", err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first conversion after the other reader left: %v", err)
+	}
+	a.Release(ctx)
+}
+
+func TestSemaphore(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	var held []*dlm.Lease
+	for range 3 {
+		l, err := c.Acquire(ctx, name, dlm.WithSemaphore(3, 1), dlm.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	if _, err := c.Acquire(ctx, name, dlm.WithSemaphore(3, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("fourth permit of three: %v", err)
+	}
+	if _, err := c.Acquire(ctx, name, dlm.WithSemaphore(5, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrInvalid) {
+		t.Fatalf("another capacity: %v, want ErrInvalid", err)
+	}
+	held[0].Release(ctx)
+	l, err := c.Acquire(ctx, name, dlm.WithSemaphore(3, 1), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("permit after a release: %v", err)
+	}
+	for _, h := range append(held[1:], l) {
+		h.Release(ctx)
+	}
+}
+
+// The gap from a release to the next grant is a push, not a poll: with a
+// retry interval of a minute the waiter is still granted at once.
+func TestHandoffIsPushed(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	holder, err := c.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan struct{})
+	go func() {
+		l, err := c.Acquire(ctx, name, dlm.WithRetry(dlm.LinearBackoff(time.Minute)))
+		if err != nil {
+			t.Error(err)
+		} else {
+			l.Release(ctx)
+		}
+		close(got)
+	}()
+	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return newLister(t, shared.Addr()).waiting(name) == 1 })
+	holder.Release(ctx)
+	gap := storetest.Within(t, got, 2*time.Second, "pushed grant")
+	t.Logf("release to grant: %s", gap)
+}
+
+func TestTryLockAndTokensIncrease(t *testing.T) {
+	c, _ := newClient(t)
+	k := storetest.NewTokens(t, c, dlm.WithWait(0))
+	name := storetest.Resource(t)
+	for i := range 5 {
+		l := k.Next("acquire", name)
+		if _, err := c.Acquire(t.Context(), name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+			t.Fatalf("round %d: try-lock of a held lock: %v", i, err)
+		}
+		l.Release(t.Context())
+	}
+}
+
+func TestDoRunsUnderTheLock(t *testing.T) {
+	c, _ := newClient(t)
+	storetest.RenewalHoldsPastTTL(t, c, 300*time.Millisecond, time.Second)
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	s, err := remote.Dial(t.Context(), shared.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dlm.New(s)
+	storetest.NoGoroutineLeak(t, c, 8, func() { s.Close(context.Background()) },
+		"github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/remote.", "google.golang.org/grpc")
+}
+
+// kill -9 a client process holding a lock: the server releases it when the
+// session TTL passes, and the next waiter is granted.
+func TestKilledClientReleasesAfterTTL(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	name := storetest.Resource(t)
+	child := startChild(t, shared.Addr(), name, ttl)
+	c, _ := newClient(t)
+	ctx := storetest.Context(t)
+	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("lock not held by the child: %v", err)
+	}
+	got := make(chan *dlm.Lease, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return newLister(t, shared.Addr()).waiting(name) == 1 })
+	killed := time.Now()
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var l *dlm.Lease
+	select {
+	case l = <-got:
+	case <-time.After(10 * ttl):
+		t.Fatal("the waiter was not granted after the holder died")
+	}
+	took := time.Since(killed)
+	// The keepalive before the kill was at most ttl/4 old; the server
+	// expires at its arrival + ttl.
+	if took < ttl*3/4-50*time.Millisecond || took > ttl+2*time.Second {
+		t.Fatalf("granted %s after the kill, want about the session TTL %s", took, ttl)
+	}
+	t.Logf("granted %s after kill -9 of the holder (session TTL %s)", took, ttl)
+	l.Release(ctx)
+}
+
+// A client whose keepalives stall sees Lost before the server grants its
+// lock to anyone else.
+func TestStalledClientLosesBeforeRegrant(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	proxy := testenv.StartProxy(t, shared.Addr())
+	stalled := dlm.New(dial(t, proxy.Addr(), remote.WithSessionTTL(ttl)))
+	other, _ := newClient(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	l, err := stalled.Acquire(ctx, name, dlm.WithTTL(time.Minute), dlm.WithAutoRenew(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan time.Time, 1)
+	go func() {
+		l2, err := other.Acquire(ctx, name)
+		granted <- time.Now()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		l2.Release(ctx)
+	}()
+	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return newLister(t, shared.Addr()).waiting(name) == 1 })
+	proxy.Stall()
+	storetest.Within(t, l.Lost(), 5*ttl, "Lost after keepalives stalled")
+	lostAt := time.Now()
+	var grantAt time.Time
+	select {
+	case grantAt = <-granted:
+	case <-time.After(10 * ttl):
+		t.Fatal("the waiter was not granted after the holder's session expired")
+	}
+	if !lostAt.Before(grantAt) {
+		t.Fatalf("the server granted the lock %s before the stalled holder saw Lost", lostAt.Sub(grantAt))
+	}
+	t.Logf("holder saw Lost %s before the other client was granted", grantAt.Sub(lostAt))
+	if !errors.Is(l.Err(), dlm.ErrLost) {
+		t.Fatalf("Err = %v, want ErrLost", l.Err())
+	}
+	proxy.Resume()
+}
+
+// The server dies: with a session TTL of 600ms the lease is lost by its
+// deadline.
+func TestLostWhenServerDies(t *testing.T) {
+	srv := testenv.StartDLM(t, bin)
+	c := dlm.New(dial(t, srv.Addr(), remote.WithSessionTTL(600*time.Millisecond)))
+	storetest.LostWhenServerDies(t, c, srv.Kill)
+	storetest.UnavailableIsNotContention(t, c)
+}
+
+// Restart the server with locks held: state and the token sequence survive,
+// and a client that reconnects within its TTL keeps its locks.
+func TestRestartKeepsLocksAndTokens(t *testing.T) {
+	for _, how := range []string{"SIGTERM", "SIGKILL"} {
+		t.Run(how, func(t *testing.T) {
+			srv := testenv.StartDLM(t, bin)
+			store := dial(t, srv.Addr(), remote.WithSessionTTL(5*time.Second))
+			c := dlm.New(store)
+			ctx := storetest.Context(t)
+			name := storetest.Resource(t)
+			l, err := c.Acquire(ctx, name, dlm.WithTTL(time.Minute), dlm.WithAutoRenew(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid := store.Session()
+			if how == "SIGTERM" {
+				srv.Stop()
+			} else {
+				srv.Kill()
+			}
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			other := dlm.New(dial(t, srv.Addr()))
+			if _, err := other.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+				t.Fatalf("lock free after the restart: %v", err)
+			}
+			// The client resumes its session; a new lock on it proves it.
+			var l2 *dlm.Lease
+			storetest.Await(t, 5*time.Second, "client resumed", func() bool {
+				l2, err = c.Acquire(ctx, name+"/2", dlm.WithWait(0))
+				return err == nil
+			})
+			select {
+			case <-l.Lost():
+				t.Fatalf("lease lost across the restart: %v", l.Err())
+			default:
+			}
+			if store.Session() != sid {
+				t.Fatalf("session %d replaced by %d: not resumed", sid, store.Session())
+			}
+			if l2.Token() <= l.Token() {
+				t.Fatalf("token %d after the restart is not above %d before", l2.Token(), l.Token())
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("release after the restart: %v", err)
+			}
+			storetest.Free(t, other, name, "the release")
+			l2.Release(ctx)
+		})
+	}
+}
