@@ -21,7 +21,7 @@ type Lease struct {
 	maxHold  time.Duration
 
 	lost        chan struct{}
-	ended       chan struct{} // closed when the lease is released or lost
+	ended       chan struct{}      // closed when the lease is released or lost
 	stopRenew   context.CancelFunc // stops the renewer; nil without auto-renew
 	renewerDone chan struct{}      // closed when the renewer has returned
 

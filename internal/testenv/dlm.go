@@ -32,9 +32,9 @@ func BuildDLM() (bin string, cleanup func(), err error) {
 // DLM is a `dlm server` process on loopback ports, with its data in a
 // temporary directory that survives restarts.
 type DLM struct {
-	bin  string
-	dir  string
-	args []string
+	bin              string
+	dir              string
+	args             []string
 	addr, http, raft string
 	ownDir           bool // NewDLM: Stop removes dir
 
