@@ -57,28 +57,56 @@ func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
 
 // sessionJSON is one session in /v1/sessions.
 type sessionJSON struct {
-	ID       uint64               `json:"id"`
-	Label    string               `json:"label"`
-	TTL      string               `json:"ttl"`
-	OpenedAt time.Time            `json:"opened_at"`
-	Locks    []locktable.LockInfo `json:"locks"`
+	ID       uint64     `json:"id"`
+	Label    string     `json:"label"`
+	TTL      string     `json:"ttl"`
+	OpenedAt time.Time  `json:"opened_at"`
+	Locks    []lockJSON `json:"locks"`
+}
+
+// lockJSON is one lock or request of a session in /v1/sessions.
+type lockJSON struct {
+	ID        uint64 `json:"id"`
+	Resource  string `json:"resource"`
+	State     string `json:"state"`
+	Mode      string `json:"mode,omitempty"`
+	Requested string `json:"requested,omitempty"`
+	Permits   uint32 `json:"permits,omitempty"`
+	Token     uint64 `json:"token,omitempty"`
+}
+
+func lockJSONOf(l locktable.LockInfo) lockJSON {
+	j := lockJSON{ID: uint64(l.ID), Resource: l.Resource, State: l.State.String(), Permits: l.Permits, Token: l.Token}
+	if l.Mode.Valid() {
+		j.Mode = l.Mode.String()
+	}
+	if l.Requested.Valid() {
+		j.Requested = l.Requested.String()
+	}
+	return j
 }
 
 func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
 	var out []sessionJSON
 	s.node.FSM().View(func(t *locktable.Table) {
 		for _, si := range t.Sessions(0, MaxListLimit) {
-			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: si.Locks}
+			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []lockJSON{}}
+			for _, l := range si.Locks {
+				sj.Locks = append(sj.Locks, lockJSONOf(l))
+			}
 			if rec := s.node.fsm.sessions[si.ID]; rec != nil {
 				sj.TTL = rec.ttl.String()
 			}
 			out = append(out, sj)
 		}
 	})
+	b, err := json.MarshalIndent(map[string]any{"sessions": out}, "", "  ")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(map[string]any{"sessions": out})
+	w.Write(b)
 }
 
 // writeProto writes m as JSON (protobuf field names, enums by name).
