@@ -48,3 +48,27 @@ func BenchmarkPropose(b *testing.B) {
 	})
 	b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "cmds/s")
 }
+
+// BenchmarkProposeSequential measures the latency of one Propose at a time
+// (one Raft entry, one fsync each) in durable and in-memory mode.
+func BenchmarkProposeSequential(b *testing.B) {
+	for _, mode := range []string{"durable", "in-memory"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := Config{Dir: b.TempDir(), InMemory: mode == "in-memory"}
+			n := openNode(b, cfg)
+			defer n.Close()
+			ctx := context.Background()
+			rs, err := n.Propose(ctx, openCmd("seq"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			sid := rs[0].Session
+			for b.Loop() {
+				if _, err := n.Propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_Advance{Advance: &dlmpb.AdvanceCmd{}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = sid
+		})
+	}
+}

@@ -13,7 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -22,7 +23,7 @@ import (
 type Config struct {
 	// ID is the Raft server id; default "node-1".
 	ID string
-	// Dir holds the Raft log (raft.db, fsync'd on every append) and the
+	// Dir holds the Raft log (wal/, fsync'd on every append) and the
 	// snapshots. It is created if missing.
 	Dir string
 	// InMemory keeps the log, the stable store and the snapshots in memory:
@@ -182,9 +183,9 @@ func (n *Node) start() error {
 	return nil
 }
 
-// openStores opens the log, stable and snapshot stores: raft-boltdb (one
-// fsync'd bbolt file for log and stable store) behind a log cache and a
-// FileSnapshotStore in Dir, or in-memory stores.
+// openStores opens the log, stable and snapshot stores: raft-wal (segment
+// files with one fsync per append; the stable store in a small bbolt file)
+// behind a log cache, and a FileSnapshotStore in Dir; or in-memory stores.
 func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 	if n.cfg.InMemory {
 		mem := raft.NewInmemStore()
@@ -196,12 +197,20 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	if err := os.MkdirAll(n.cfg.Dir, 0o750); err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.Dir, "raft.db")})
+	walDir := filepath.Join(n.cfg.Dir, "wal")
+	if err := os.MkdirAll(walDir, 0o750); err != nil {
+		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
+	}
+	// The WAL does not close its metadata store, so the node does (after
+	// the WAL: closers run in reverse).
+	meta := &metadb.BoltMetaDB{}
+	n.closers = append(n.closers, meta)
+	w, err := wal.Open(walDir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: open raft log: %w", err)
 	}
-	n.closers = append(n.closers, bolt)
-	logs, err := raft.NewLogCache(512, bolt)
+	n.closers = append(n.closers, w)
+	logs, err := raft.NewLogCache(512, w)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: raft log cache: %w", err)
 	}
@@ -209,7 +218,7 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: snapshot store: %w", err)
 	}
-	return logs, bolt, snaps, nil
+	return logs, w, snaps, nil
 }
 
 // FSM returns the node's state machine, for reads.

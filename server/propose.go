@@ -103,39 +103,64 @@ func (p *Pending) Wait(ctx context.Context) ([]Result, error) {
 	return p.r.results, p.r.err
 }
 
-// batch is the batcher goroutine: once an in-flight slot is free, it takes
-// every waiting proposal (up to about MaxBatch commands), stamps them as one
-// entry and submits it to Raft. It closes n.inflight when it stops.
+// batch is the batcher goroutine. It takes proposals as they come, so that
+// a single submitter (one client stream) is never held up behind the entries
+// in flight, and whenever an in-flight slot is free it stamps everything
+// taken so far (up to about MaxBatch commands) as one entry and submits it
+// to Raft. While 4×MaxBatch commands wait it takes no more, which holds
+// submitters back. It closes n.inflight when it stops.
 func (n *Node) batch() {
 	defer n.wg.Done()
 	defer close(n.inflight)
-	var last int64 // last stamp: stamps never go back on this node
+	var (
+		last    int64 // last stamp: stamps never go back on this node
+		pending []*proposal
+		count   int // commands in pending
+	)
 	for {
+		proposals, slots := n.proposals, n.slots
+		if count >= 4*n.cfg.MaxBatch {
+			proposals = nil // full: back-pressure
+		}
+		if len(pending) == 0 {
+			slots = nil // nothing to send
+		}
 		select {
-		case n.slots <- struct{}{}:
+		case p := <-proposals:
+			pending = append(pending, p)
+			count += len(p.cmds)
+			continue
+		case slots <- struct{}{}:
 		case <-n.stop:
+			for _, p := range pending {
+				p.done <- proposed{err: ErrClosed}
+			}
 			return
 		}
-		var first *proposal
-		select {
-		case first = <-n.proposals:
-		case <-n.stop:
-			return
-		}
-		props, count := []*proposal{first}, len(first.cmds)
+		// Take whatever else is ready, then cut one entry.
 	drain:
 		for count < n.cfg.MaxBatch {
 			select {
 			case p := <-n.proposals:
-				props = append(props, p)
+				pending = append(pending, p)
 				count += len(p.cmds)
 			default:
 				break drain
 			}
 		}
+		props, cmds := pending, 0
+		for i, p := range pending {
+			cmds += len(p.cmds)
+			if cmds >= n.cfg.MaxBatch {
+				props = pending[:i+1]
+				break
+			}
+		}
+		pending = append([]*proposal(nil), pending[len(props):]...)
+		count -= cmds
 		last = max(last, time.Now().UnixNano())
-		data := encodeBatch(props, count, last)
-		n.inflight <- inflight{future: n.raft.Apply(data, n.cfg.ApplyTimeout), props: props, count: count}
+		data := encodeBatch(props, cmds, last)
+		n.inflight <- inflight{future: n.raft.Apply(data, n.cfg.ApplyTimeout), props: props, count: cmds}
 	}
 }
 

@@ -144,6 +144,10 @@ func Start(cfg ServerConfig) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		// Static flow-control windows turn off BDP estimation, whose pings
+		// add packets (and wake-ups) to a stream of small messages.
+		grpc.InitialWindowSize(1<<20),
+		grpc.InitialConnWindowSize(1<<20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	dlmpb.RegisterDLMServer(s.grpc, s)

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// BuildDLM builds the dlm command into a new temporary directory and
+// BuildDLM builds the dlm command (with -race if this binary has it) into a
+// new temporary directory and
 // returns the binary's path and a function that removes it. Call it once
 // per test binary (in TestMain) and pass the path to StartDLM.
 func BuildDLM() (bin string, cleanup func(), err error) {
@@ -21,7 +22,11 @@ func BuildDLM() (bin string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	bin = filepath.Join(dir, "dlm")
-	cmd := exec.Command("go", "build", "-race", "-o", bin, "github.com/dlmhq/dlm/cmd/dlm")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "github.com/dlmhq/dlm/cmd/dlm")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("testenv: build dlm: %v\n%s", err, out)
