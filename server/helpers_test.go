@@ -151,7 +151,7 @@ func leakedGoroutines() []string {
 			continue
 		}
 		if strings.Contains(g, "hashicorp/raft") || strings.Contains(g, "go.etcd.io/bbolt") ||
-			strings.Contains(g, "dlm/server.(*Node)") {
+			strings.Contains(g, "dlm/server.(*Node)") || strings.Contains(g, "dlm/server.(*Server)") {
 			out = append(out, g)
 		}
 	}

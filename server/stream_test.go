@@ -450,3 +450,33 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Fatalf("bad limit: %d, want 400", code)
 	}
 }
+
+// Close stops every goroutine of the server, with streams open and requests
+// queued.
+func TestServerCloseLeavesNoGoroutines(t *testing.T) {
+	s, err := Start(ServerConfig{Node: Config{InMemory: true, Raft: fastRaft}, HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := open(t, s, 0, 5*time.Second)
+	b, _ := open(t, s, 0, 5*time.Second)
+	a.granted(a.lock("r", dlmpb.Mode_MODE_EX))
+	b.lock("r", dlmpb.Mode_MODE_EX)
+	b.recvSkipAcks()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = nil
+	for err == nil { // queued notices (Blocking) may come first
+		_, err = a.stream.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream after Close: %v, want Unavailable", err)
+	}
+	checkNoLeaks(t)
+}
