@@ -57,11 +57,14 @@ func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
 
 // sessionJSON is one session in /v1/sessions.
 type sessionJSON struct {
-	ID       uint64     `json:"id"`
-	Label    string     `json:"label"`
-	TTL      string     `json:"ttl"`
-	OpenedAt time.Time  `json:"opened_at"`
-	Locks    []lockJSON `json:"locks"`
+	ID       uint64    `json:"id"`
+	Label    string    `json:"label"`
+	TTL      string    `json:"ttl"`
+	OpenedAt time.Time `json:"opened_at"`
+	// ExpiresIn is the time left until the session expires without a
+	// keepalive, as the leader sees it; absent on other nodes.
+	ExpiresIn string     `json:"expires_in,omitempty"`
+	Locks     []lockJSON `json:"locks"`
 }
 
 // lockJSON is one lock or request of a session in /v1/sessions.
@@ -96,6 +99,9 @@ func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
 			}
 			if rec := s.node.fsm.sessions[si.ID]; rec != nil {
 				sj.TTL = rec.ttl.String()
+			}
+			if d, ok := s.live.deadline(si.ID); ok {
+				sj.ExpiresIn = time.Until(d).Round(time.Millisecond).String()
 			}
 			out = append(out, sj)
 		}

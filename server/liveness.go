@@ -80,6 +80,18 @@ func (l *liveness) touch(sid locktable.SessionID, now time.Time) (time.Duration,
 	return s.ttl, true
 }
 
+// deadline returns when session sid dies without a keepalive, if this node
+// tracks it (it is the serving leader).
+func (l *liveness) deadline(sid locktable.SessionID) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.sessions[sid]
+	if !l.active || s == nil {
+		return time.Time{}, false
+	}
+	return s.deadline, true
+}
+
 // observe is the FSM observer's part that follows sessions opening and
 // ending. Sessions opened by this leader count from the moment they apply.
 func (l *liveness) observe(c *dlmpb.Command, r *Result) {

@@ -443,7 +443,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	if len(list.Resources) != 1 || list.Resources[0].Name != "orders/42" || len(list.Resources[0].Holders) != 1 || list.Resources[0].Holders[0].Mode != "MODE_EX" {
 		t.Fatalf("/v1/resources:\n%s", body)
 	}
-	if code, body := get("/v1/sessions"); code != 200 || !strings.Contains(body, t.Name()) {
+	if code, body := get("/v1/sessions"); code != 200 || !strings.Contains(body, t.Name()) || !strings.Contains(body, `"expires_in"`) {
 		t.Fatalf("/v1/sessions %d:\n%s", code, body)
 	}
 	if code, _ := get("/v1/resources?limit=x"); code != 400 {
