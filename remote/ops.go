@@ -25,7 +25,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 }
 
 func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (driver.Grant, error) {
-	lr := &dlmpb.LockRequest{Resource: req.Resource, NoQueue: noQueue}
+	lr := &dlmpb.LockRequest{Resource: req.Resource, NoQueue: noQueue, Metadata: []byte(req.Metadata)}
 	if req.Capacity > 0 {
 		if req.Capacity > math.MaxUint32 || req.Permits <= 0 || req.Permits > req.Capacity {
 			return driver.Grant{}, fmt.Errorf("%w: semaphore of %d permits, %d asked", driver.ErrInvalid, req.Capacity, req.Permits)

@@ -189,6 +189,20 @@ func TestHandoffIsPushed(t *testing.T) {
 	t.Logf("release to grant: %s", gap)
 }
 
+func TestMetadataIsListed(t *testing.T) {
+	c, _ := newClient(t)
+	name := storetest.Resource(t)
+	l, err := c.Acquire(t.Context(), name, dlm.WithMetadata("host-a pid 42"), dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(t.Context())
+	h := newLister(t, shared.Addr()).resource(name).GetHolders()
+	if len(h) != 1 || string(h[0].GetMetadata()) != "host-a pid 42" {
+		t.Fatalf("holders %v, want one with the metadata", h)
+	}
+}
+
 func TestTryLockAndTokensIncrease(t *testing.T) {
 	c, _ := newClient(t)
 	k := storetest.NewTokens(t, c, dlm.WithWait(0))

@@ -26,6 +26,7 @@ type FSM struct {
 	mu          sync.RWMutex
 	table       *locktable.Table
 	sessions    map[locktable.SessionID]*sessionRecord
+	metadata    map[locktable.LockID][]byte // holder descriptions of live locks
 	lastSession locktable.SessionID
 	applied     uint64
 
@@ -56,6 +57,7 @@ func NewFSM(lim locktable.Limits) *FSM {
 		limits:   lim,
 		table:    locktable.New(lim),
 		sessions: make(map[locktable.SessionID]*sessionRecord),
+		metadata: make(map[locktable.LockID][]byte),
 	}
 }
 
@@ -79,6 +81,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	obs := f.observer.Load()
 	for i, c := range b.GetCommands() {
 		out[i] = f.apply(st, c)
+		f.trackMetadata(c, &out[i])
 		if obs != nil {
 			(*obs)(c, &out[i])
 		}
@@ -86,6 +89,31 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.applied = l.Index
 	return out
 }
+
+// trackMetadata keeps the holder description of a new lock and forgets
+// those of locks that are gone.
+func (f *FSM) trackMetadata(c *dlmpb.Command, r *Result) {
+	if lk := c.GetLock(); lk != nil && len(lk.GetMetadata()) > 0 && r.Err == nil && !r.Duplicate {
+		f.metadata[r.Lock] = lk.GetMetadata()
+	}
+	if len(f.metadata) == 0 {
+		return
+	}
+	for i := range r.Events {
+		switch e := &r.Events[i]; e.Kind {
+		case locktable.EventReleased:
+			delete(f.metadata, e.Lock)
+		case locktable.EventCancelled, locktable.EventTimedOut:
+			if !e.Conversion {
+				delete(f.metadata, e.Lock)
+			}
+		}
+	}
+}
+
+// metadataOf returns the holder description of lock id. The caller holds the
+// FSM's read lock (inside View).
+func (f *FSM) metadataOf(id locktable.LockID) []byte { return f.metadata[id] }
 
 // View calls fn with the lock table for reading, under the FSM's read lock.
 // fn must only call the table's read-only methods and must not keep it.

@@ -76,10 +76,11 @@ type lockJSON struct {
 	Requested string `json:"requested,omitempty"`
 	Permits   uint32 `json:"permits,omitempty"`
 	Token     uint64 `json:"token,omitempty"`
+	Metadata  string `json:"metadata,omitempty"`
 }
 
-func lockJSONOf(l locktable.LockInfo) lockJSON {
-	j := lockJSON{ID: uint64(l.ID), Resource: l.Resource, State: l.State.String(), Permits: l.Permits, Token: l.Token}
+func lockJSONOf(l locktable.LockInfo, meta metaFunc) lockJSON {
+	j := lockJSON{ID: uint64(l.ID), Resource: l.Resource, State: l.State.String(), Permits: l.Permits, Token: l.Token, Metadata: string(meta(l.ID))}
 	if l.Mode.Valid() {
 		j.Mode = l.Mode.String()
 	}
@@ -95,7 +96,7 @@ func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
 		for _, si := range t.Sessions(0, MaxListLimit) {
 			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []lockJSON{}}
 			for _, l := range si.Locks {
-				sj.Locks = append(sj.Locks, lockJSONOf(l))
+				sj.Locks = append(sj.Locks, lockJSONOf(l, s.node.fsm.metadataOf))
 			}
 			if rec := s.node.fsm.sessions[si.ID]; rec != nil {
 				sj.TTL = rec.ttl.String()

@@ -22,19 +22,18 @@ func (s *Server) List(_ context.Context, req *dlmpb.ListRequest) (*dlmpb.ListRes
 		limit = DefaultListLimit
 	}
 	limit = min(limit, MaxListLimit)
-	var infos []locktable.ResourceInfo
-	s.node.FSM().View(func(t *locktable.Table) {
-		infos = t.ResourcesWithPrefix(req.GetPrefix(), req.GetAfter(), limit+1)
-	})
 	resp := &dlmpb.ListResponse{}
-	if len(infos) > limit {
-		infos = infos[:limit]
-		resp.Next = infos[limit-1].Name
-	}
-	resp.Resources = make([]*dlmpb.ResourceInfo, len(infos))
-	for i, r := range infos {
-		resp.Resources[i] = resourceInfoPB(r)
-	}
+	s.node.FSM().View(func(t *locktable.Table) {
+		infos := t.ResourcesWithPrefix(req.GetPrefix(), req.GetAfter(), limit+1)
+		if len(infos) > limit {
+			infos = infos[:limit]
+			resp.Next = infos[limit-1].Name
+		}
+		resp.Resources = make([]*dlmpb.ResourceInfo, len(infos))
+		for i, r := range infos {
+			resp.Resources[i] = resourceInfoPB(r, s.node.fsm.metadataOf)
+		}
+	})
 	return resp, nil
 }
 

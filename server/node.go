@@ -70,7 +70,8 @@ type Node struct {
 	stop      chan struct{}  // closed by Close
 	raftDown  chan struct{}  // closed once Raft has shut down
 	notify    chan bool      // Raft's leadership notifications
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // watchLeadership
+	pipeline  sync.WaitGroup // the batcher and the waiter
 
 	leaderMu sync.Mutex
 	leader   bool
@@ -104,7 +105,7 @@ func Open(cfg Config) (*Node, error) {
 		n.wg.Wait()
 		return nil, errors.Join(err, n.closeStores())
 	}
-	n.wg.Add(2)
+	n.pipeline.Add(2)
 	go n.batch()
 	go n.await()
 	return n, nil
@@ -310,16 +311,37 @@ func (n *Node) Barrier(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the batcher (pending proposals fail with ErrClosed or
-// ErrLeadershipLost), shuts Raft down and closes the transport and stores.
-// It is safe to call more than once.
+// Close stops the batcher (proposals not yet in an entry fail with
+// ErrClosed), waits for the entries in flight to be answered while Raft
+// still runs, then shuts Raft down and closes the transport and stores. It
+// is safe to call more than once.
+//
+// Raft can drop the answer to an entry still in its pipeline when it shuts
+// down, which would leave a proposer waiting forever; draining first avoids
+// that. If the entries are not answered within ApplyTimeout, Raft is shut
+// down anyway.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
-		err := n.raft.Shutdown().Error()
+		drained := make(chan struct{})
+		go func() { n.pipeline.Wait(); close(drained) }()
+		timer := time.NewTimer(n.cfg.ApplyTimeout)
+		defer timer.Stop()
+		var errs []error
+		select {
+		case <-drained:
+		case <-timer.C:
+			errs = append(errs, errors.New("dlm server: entries in flight unanswered at close"))
+		}
+		errs = append(errs, n.raft.Shutdown().Error())
 		close(n.raftDown)
 		n.wg.Wait()
-		n.closeErr = errors.Join(err, n.closeStores())
+		timer.Reset(n.cfg.ApplyTimeout)
+		select { // answered by the shutdown, or given up
+		case <-drained:
+		case <-timer.C:
+		}
+		n.closeErr = errors.Join(append(errs, n.closeStores())...)
 	})
 	return n.closeErr
 }

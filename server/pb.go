@@ -5,9 +5,13 @@ import (
 	"github.com/dlmhq/dlm/locktable"
 )
 
+// metaFunc returns the holder description of a lock (FSM.metadataOf).
+type metaFunc func(locktable.LockID) []byte
+
 // lockInfoPB converts a lock description to its protocol form.
-func lockInfoPB(l locktable.LockInfo) *dlmpb.LockInfo {
+func lockInfoPB(l locktable.LockInfo, meta metaFunc) *dlmpb.LockInfo {
 	return &dlmpb.LockInfo{
+		Metadata:          meta(l.ID),
 		LockId:            uint64(l.ID),
 		Session:           uint64(l.Session),
 		Owner:             uint64(l.Owner),
@@ -24,23 +28,23 @@ func lockInfoPB(l locktable.LockInfo) *dlmpb.LockInfo {
 	}
 }
 
-func lockInfosPB(ls []locktable.LockInfo) []*dlmpb.LockInfo {
+func lockInfosPB(ls []locktable.LockInfo, meta metaFunc) []*dlmpb.LockInfo {
 	out := make([]*dlmpb.LockInfo, len(ls))
 	for i, l := range ls {
-		out[i] = lockInfoPB(l)
+		out[i] = lockInfoPB(l, meta)
 	}
 	return out
 }
 
 // resourceInfoPB converts a resource description to its protocol form.
-func resourceInfoPB(r locktable.ResourceInfo) *dlmpb.ResourceInfo {
+func resourceInfoPB(r locktable.ResourceInfo, meta metaFunc) *dlmpb.ResourceInfo {
 	return &dlmpb.ResourceInfo{
 		Name:       r.Name,
 		Semaphore:  r.Kind == locktable.KindSemaphore,
 		Capacity:   r.Capacity,
 		Used:       r.Used,
-		Holders:    lockInfosPB(r.Holders),
-		Converting: lockInfosPB(r.Converting),
-		Waiting:    lockInfosPB(r.Waiting),
+		Holders:    lockInfosPB(r.Holders, meta),
+		Converting: lockInfosPB(r.Converting, meta),
+		Waiting:    lockInfosPB(r.Waiting, meta),
 	}
 }

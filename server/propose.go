@@ -110,7 +110,7 @@ func (p *Pending) Wait(ctx context.Context) ([]Result, error) {
 // to Raft. While 4×MaxBatch commands wait it takes no more, which holds
 // submitters back. It closes n.inflight when it stops.
 func (n *Node) batch() {
-	defer n.wg.Done()
+	defer n.pipeline.Done()
 	defer close(n.inflight)
 	var (
 		last    int64 // last stamp: stamps never go back on this node
@@ -186,7 +186,7 @@ func encodeBatch(props []*proposal, count int, stamp int64) []byte {
 // await is the waiter goroutine: it waits for each entry in order, hands
 // each proposal its slice of the results and frees the entry's slot.
 func (n *Node) await() {
-	defer n.wg.Done()
+	defer n.pipeline.Done()
 	for e := range n.inflight {
 		results, err := entryResults(e.future)
 		if err == nil && len(results) != e.count {

@@ -35,6 +35,8 @@ const (
 	DefaultMaxStreamInflight = 4096
 	// MaxMessageBytes is the largest message a client may send.
 	MaxMessageBytes = 64 << 10
+	// MaxMetadataBytes bounds a lock's holder description.
+	MaxMetadataBytes = 1024
 )
 
 // ServerConfig configures a Server.

@@ -1,9 +1,9 @@
 package server
 
 import (
-	"time"
-
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -57,6 +57,23 @@ func (f *FSM) marshal() ([]byte, error) {
 		}
 		s.Sessions = append(s.Sessions, pr)
 	}
+	if len(f.metadata) > 0 {
+		bySession := make(map[locktable.SessionID]*dlmpb.SessionRecord, len(s.Sessions))
+		for _, pr := range s.Sessions {
+			bySession[locktable.SessionID(pr.Id)] = pr
+		}
+		ids := make([]locktable.LockID, 0, len(f.metadata))
+		for id := range f.metadata {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			li, _ := f.table.Describe(id)
+			if pr := bySession[li.Session]; pr != nil {
+				pr.Metadata = append(pr.Metadata, &dlmpb.LockMetadata{LockId: uint64(id), Data: f.metadata[id]})
+			}
+		}
+	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("dlm server: encode snapshot: %w", err)
@@ -82,11 +99,25 @@ func (f *FSM) restore(data []byte) error {
 	if err != nil {
 		return err
 	}
+	metadata := make(map[locktable.LockID][]byte)
+	for _, pr := range s.GetSessions() {
+		var prev uint64
+		for _, m := range pr.GetMetadata() {
+			id := locktable.LockID(m.GetLockId())
+			li, ok := table.Describe(id)
+			if !ok || uint64(li.Session) != pr.GetId() || m.GetLockId() <= prev || len(m.GetData()) == 0 {
+				return fmt.Errorf("%w: session %d: metadata of lock %d, not one of its live locks in order", ErrMalformedSnapshot, pr.GetId(), id)
+			}
+			prev = m.GetLockId()
+			metadata[id] = m.GetData()
+		}
+	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.table = table
 	f.sessions = sessions
+	f.metadata = metadata
 	f.lastSession = locktable.SessionID(s.GetLastSession())
 	f.applied = 0
 	return nil

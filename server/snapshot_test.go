@@ -24,10 +24,40 @@ func busyFSM(t *testing.T) *FSM {
 		lockCmd(b, 1, "r1", dlmpb.Mode_MODE_PR),
 		lockCmd(c, 1, "r1", dlmpb.Mode_MODE_EX),
 		lockCmd(a, 2, "r2", dlmpb.Mode_MODE_EX),
-		&dlmpb.Command{Seq: 2, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{Session: uint64(b), Resource: "sem", Capacity: 4, Permits: 3}}},
+		&dlmpb.Command{Seq: 2, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{Session: uint64(b), Resource: "sem", Capacity: 4, Permits: 3, Metadata: []byte("job 7")}}},
+		&dlmpb.Command{Seq: 3, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{Session: uint64(c), Resource: "r3", Mode: dlmpb.Mode_MODE_EX, Metadata: []byte("gone with c")}}},
 	)...)
 	applyEntry(t, f, 3, 3*sec, expireCmd(c))
 	return f
+}
+
+// Metadata lives as long as its lock: kept through a snapshot, dropped with
+// the lock (here, c's lock went with its session).
+func TestMetadataFollowsTheLock(t *testing.T) {
+	f := busyFSM(t)
+	g := NewFSM(locktable.Limits{})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*FSM{f, g} {
+		if len(h.metadata) != 1 {
+			t.Fatalf("%d metadata entries, want the semaphore's only", len(h.metadata))
+		}
+		for id, m := range h.metadata {
+			if info, ok := h.table.Describe(id); !ok || info.Resource != "sem" || string(m) != "job 7" {
+				t.Fatalf("metadata %q on lock %d (%+v)", m, id, info)
+			}
+			applyEntry(t, h, 20, 5*sec, releaseCmd(info(h, id).Session, id))
+		}
+		if len(h.metadata) != 0 {
+			t.Fatal("metadata kept after the release")
+		}
+	}
+}
+
+func info(f *FSM, id locktable.LockID) locktable.LockInfo {
+	li, _ := f.table.Describe(id)
+	return li
 }
 
 // TestSnapshotRoundTrip: snapshot → restore → snapshot gives the same bytes,
@@ -87,6 +117,9 @@ func TestSnapshotMalformed(t *testing.T) {
 		"ttl":          variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].TtlNanos = 0 }),
 		"reply order":  variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].SeqFloor = 5 }),
 		"reason":       variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].Replies[0].Reason = 999 }),
+		"metadata": variant(func(s *dlmpb.FSMSnapshot) {
+			s.Sessions[0].Metadata = []*dlmpb.LockMetadata{{LockId: 999, Data: []byte("x")}}
+		}),
 	}
 	f := busyFSM(t)
 	before := snapshotBytes(t, f)

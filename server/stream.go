@@ -60,7 +60,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 				Session: uint64(sid), Ttl: pbDuration(rec.ttl), Resumed: open.GetSession() != 0,
 			}}},
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Sync{Sync: &dlmpb.SessionSync{
-				Session: uint64(sid), Index: s.node.fsm.applied, Locks: lockInfosPB(info.Locks),
+				Session: uint64(sid), Index: s.node.fsm.applied, Locks: lockInfosPB(info.Locks, s.node.fsm.metadataOf),
 			}}},
 		)
 	})
@@ -184,9 +184,13 @@ func requestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Co
 		if err != nil {
 			return nil, id, err
 		}
+		if n := len(r.Lock.GetMetadata()); n > MaxMetadataBytes {
+			return nil, id, fmt.Errorf("dlm server: metadata is %d bytes, the limit is %d", n, MaxMetadataBytes)
+		}
 		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
 			Session: s, Owner: r.Lock.GetOwner(), Resource: r.Lock.GetResource(), Mode: r.Lock.GetMode(),
 			NoQueue: r.Lock.GetNoQueue(), WaitNanos: wait, Capacity: r.Lock.GetCapacity(), Permits: r.Lock.GetPermits(),
+			Metadata: r.Lock.GetMetadata(),
 		}}}, id, nil
 	case *dlmpb.SessionRequest_Convert:
 		id := requestID(sid, r.Convert.GetId())

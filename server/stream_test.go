@@ -213,6 +213,8 @@ func TestStreamRefusesBadRequests(t *testing.T) {
 	r.refusal(r.lock("r", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Wait = durationpb.New(-time.Second) }), dlmpb.Reason_REASON_INVALID)
 	r.refusal(r.lock("sem", 0, func(l *dlmpb.LockRequest) { l.Capacity, l.Permits = 2, 3 }), dlmpb.Reason_REASON_INVALID)
 
+	r.refusal(r.lock("r", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = make([]byte, MaxMetadataBytes+1) }), dlmpb.Reason_REASON_INVALID)
+
 	// A granted lock; then requests about it from the wrong session.
 	g := r.granted(r.lock("r", dlmpb.Mode_MODE_EX))
 	other.release(g.GetLockId())
@@ -411,7 +413,7 @@ func TestStreamSurvivesRandomInput(t *testing.T) {
 func TestHTTPEndpoints(t *testing.T) {
 	s := startServer(t, ServerConfig{})
 	a, _ := open(t, s, 0, 5*time.Second)
-	a.granted(a.lock("orders/42", dlmpb.Mode_MODE_EX))
+	a.granted(a.lock("orders/42", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = []byte("worker 3") }))
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + s.HTTPAddr() + path)
 		if err != nil {
@@ -434,7 +436,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	var list struct {
 		Resources []struct {
 			Name    string
-			Holders []struct{ Session, Mode, Token string }
+			Holders []struct{ Session, Mode, Token, Metadata string }
 		}
 	}
 	if err := json.Unmarshal([]byte(body), &list); err != nil || code != 200 {
@@ -443,7 +445,10 @@ func TestHTTPEndpoints(t *testing.T) {
 	if len(list.Resources) != 1 || list.Resources[0].Name != "orders/42" || len(list.Resources[0].Holders) != 1 || list.Resources[0].Holders[0].Mode != "MODE_EX" {
 		t.Fatalf("/v1/resources:\n%s", body)
 	}
-	if code, body := get("/v1/sessions"); code != 200 || !strings.Contains(body, t.Name()) || !strings.Contains(body, `"expires_in"`) {
+	if m := list.Resources[0].Holders[0].Metadata; m != "d29ya2VyIDM=" { // bytes in protojson: base64
+		t.Fatalf("/v1/resources: holder metadata %q, want worker 3 in base64", m)
+	}
+	if code, body := get("/v1/sessions"); code != 200 || !strings.Contains(body, t.Name()) || !strings.Contains(body, `"expires_in"`) || !strings.Contains(body, `"metadata": "worker 3"`) {
 		t.Fatalf("/v1/sessions %d:\n%s", code, body)
 	}
 	if code, _ := get("/v1/resources?limit=x"); code != 400 {

@@ -371,6 +371,7 @@ type LockInfo struct {
 	GrantedAtUnixNano int64                  `protobuf:"varint,11,opt,name=granted_at_unix_nano,json=grantedAtUnixNano,proto3" json:"granted_at_unix_nano,omitempty"`
 	QueuedAtUnixNano  int64                  `protobuf:"varint,12,opt,name=queued_at_unix_nano,json=queuedAtUnixNano,proto3" json:"queued_at_unix_nano,omitempty"`
 	DeadlineUnixNano  int64                  `protobuf:"varint,13,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	Metadata          []byte                 `protobuf:"bytes,14,opt,name=metadata,proto3" json:"metadata,omitempty"` // as given with the request
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -494,6 +495,13 @@ func (x *LockInfo) GetDeadlineUnixNano() int64 {
 		return x.DeadlineUnixNano
 	}
 	return 0
+}
+
+func (x *LockInfo) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 // ResourceInfo describes a resource: holders in grant order, queues head first.
@@ -879,7 +887,7 @@ type LockRequest struct {
 	NoQueue       bool                   `protobuf:"varint,5,opt,name=no_queue,json=noQueue,proto3" json:"no_queue,omitempty"` // try-lock: refuse with WOULD_BLOCK instead of waiting
 	Wait          *durationpb.Duration   `protobuf:"bytes,6,opt,name=wait,proto3" json:"wait,omitempty"`                       // unset waits forever; zero does not wait
 	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`                         // the client's lease TTL; the server holds the lock while the session lives (the client enforces this TTL)
-	Metadata      []byte                 `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`               // reserved: the server does not store it yet (listings show the session label)
+	Metadata      []byte                 `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`               // holder description shown in listings, at most 1 KiB
 	Capacity      uint32                 `protobuf:"varint,9,opt,name=capacity,proto3" json:"capacity,omitempty"`              // semaphores: total permits (creates it)
 	Permits       uint32                 `protobuf:"varint,10,opt,name=permits,proto3" json:"permits,omitempty"`               // semaphores: permits to take
 	unknownFields protoimpl.UnknownFields
@@ -2876,6 +2884,7 @@ type LockCmd struct {
 	WaitNanos     *int64                 `protobuf:"varint,6,opt,name=wait_nanos,json=waitNanos,proto3,oneof" json:"wait_nanos,omitempty"` // unset waits forever; deadline = FSM now + wait (0: do not wait)
 	Capacity      uint32                 `protobuf:"varint,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	Permits       uint32                 `protobuf:"varint,8,opt,name=permits,proto3" json:"permits,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"` // holder description, kept while the lock lives
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2964,6 +2973,13 @@ func (x *LockCmd) GetPermits() uint32 {
 		return x.Permits
 	}
 	return 0
+}
+
+func (x *LockCmd) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 // ConvertCmd converts a granted lock.
@@ -3265,6 +3281,59 @@ func (x *FSMSnapshot) GetSessions() []*SessionRecord {
 	return nil
 }
 
+// LockMetadata is the holder description of one lock.
+type LockMetadata struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LockId        uint64                 `protobuf:"varint,1,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockMetadata) Reset() {
+	*x = LockMetadata{}
+	mi := &file_dlm_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockMetadata) ProtoMessage() {}
+
+func (x *LockMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
+func (*LockMetadata) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *LockMetadata) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *LockMetadata) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // SessionRecord is the server's replicated data about one open session.
 type SessionRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3272,13 +3341,14 @@ type SessionRecord struct {
 	TtlNanos      int64                  `protobuf:"varint,2,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
 	SeqFloor      uint64                 `protobuf:"varint,3,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"` // requests at or below it that are not cached are stale
 	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`                    // recent answers, increasing seq
+	Metadata      []*LockMetadata        `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty"`                  // of the session's locks, increasing lock id
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3360,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3373,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -3334,6 +3404,13 @@ func (x *SessionRecord) GetReplies() []*Reply {
 	return nil
 }
 
+func (x *SessionRecord) GetMetadata() []*LockMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // Reply is a cached answer to a request, for idempotent retries.
 type Reply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3348,7 +3425,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3360,7 +3437,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3373,7 +3450,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -3418,7 +3495,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\tdlm.proto\x12\x06dlm.v1\x1a\x1egoogle/protobuf/duration.proto\"7\n" +
 	"\tRequestID\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xa3\x04\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xbf\x04\n" +
 	"\bLockInfo\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x14\n" +
@@ -3433,7 +3510,8 @@ const file_dlm_proto_rawDesc = "" +
 	" \x01(\x04R\x05token\x12/\n" +
 	"\x14granted_at_unix_nano\x18\v \x01(\x03R\x11grantedAtUnixNano\x12-\n" +
 	"\x13queued_at_unix_nano\x18\f \x01(\x03R\x10queuedAtUnixNano\x12,\n" +
-	"\x12deadline_unix_nano\x18\r \x01(\x03R\x10deadlineUnixNano\"Z\n" +
+	"\x12deadline_unix_nano\x18\r \x01(\x03R\x10deadlineUnixNano\x12\x1a\n" +
+	"\bmetadata\x18\x0e \x01(\fR\bmetadata\"Z\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_WAITING\x10\x01\x12\x11\n" +
@@ -3607,7 +3685,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\x0fCloseSessionCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"/\n" +
 	"\x11ExpireSessionsCmd\x12\x1a\n" +
-	"\bsessions\x18\x01 \x03(\x04R\bsessions\"\xfb\x01\n" +
+	"\bsessions\x18\x01 \x03(\x04R\bsessions\"\x97\x02\n" +
 	"\aLockCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\x04R\x05owner\x12\x1a\n" +
@@ -3617,7 +3695,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\n" +
 	"wait_nanos\x18\x06 \x01(\x03H\x00R\twaitNanos\x88\x01\x01\x12\x1a\n" +
 	"\bcapacity\x18\a \x01(\rR\bcapacity\x12\x18\n" +
-	"\apermits\x18\b \x01(\rR\apermitsB\r\n" +
+	"\apermits\x18\b \x01(\rR\apermits\x12\x1a\n" +
+	"\bmetadata\x18\t \x01(\fR\bmetadataB\r\n" +
 	"\v_wait_nanos\"\xd4\x01\n" +
 	"\n" +
 	"ConvertCmd\x12\x18\n" +
@@ -3642,12 +3721,16 @@ const file_dlm_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\fR\x05table\x12!\n" +
 	"\flast_session\x18\x03 \x01(\x04R\vlastSession\x121\n" +
-	"\bsessions\x18\x04 \x03(\v2\x15.dlm.v1.SessionRecordR\bsessions\"\x82\x01\n" +
+	"\bsessions\x18\x04 \x03(\v2\x15.dlm.v1.SessionRecordR\bsessions\";\n" +
+	"\fLockMetadata\x12\x17\n" +
+	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xb4\x01\n" +
 	"\rSessionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x1b\n" +
 	"\tseq_floor\x18\x03 \x01(\x04R\bseqFloor\x12'\n" +
-	"\areplies\x18\x04 \x03(\v2\r.dlm.v1.ReplyR\areplies\"\x98\x01\n" +
+	"\areplies\x18\x04 \x03(\v2\r.dlm.v1.ReplyR\areplies\x120\n" +
+	"\bmetadata\x18\x05 \x03(\v2\x14.dlm.v1.LockMetadataR\bmetadata\"\x98\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12&\n" +
@@ -3708,7 +3791,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                   // 0: dlm.v1.Mode
 	(Reason)(0),                 // 1: dlm.v1.Reason
@@ -3753,9 +3836,10 @@ var file_dlm_proto_goTypes = []any{
 	(*CancelCmd)(nil),           // 40: dlm.v1.CancelCmd
 	(*AdvanceCmd)(nil),          // 41: dlm.v1.AdvanceCmd
 	(*FSMSnapshot)(nil),         // 42: dlm.v1.FSMSnapshot
-	(*SessionRecord)(nil),       // 43: dlm.v1.SessionRecord
-	(*Reply)(nil),               // 44: dlm.v1.Reply
-	(*durationpb.Duration)(nil), // 45: google.protobuf.Duration
+	(*LockMetadata)(nil),        // 43: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),       // 44: dlm.v1.SessionRecord
+	(*Reply)(nil),               // 45: dlm.v1.Reply
+	(*durationpb.Duration)(nil), // 46: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,  // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
@@ -3771,14 +3855,14 @@ var file_dlm_proto_depIdxs = []int32{
 	12, // 10: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
 	13, // 11: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	14, // 12: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	45, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 14: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 15: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	45, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	45, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	46, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 18: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 19: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	45, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	46, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	4,  // 21: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	4,  // 22: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
 	16, // 23: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
@@ -3793,8 +3877,8 @@ var file_dlm_proto_depIdxs = []int32{
 	25, // 32: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
 	27, // 33: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
 	26, // 34: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	45, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	45, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	46, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	46, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
 	4,  // 37: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
 	0,  // 38: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
 	4,  // 39: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
@@ -3819,21 +3903,22 @@ var file_dlm_proto_depIdxs = []int32{
 	41, // 58: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
 	0,  // 59: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
 	0,  // 60: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	43, // 61: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	44, // 62: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	2,  // 63: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,  // 64: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	7,  // 65: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	28, // 66: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	30, // 67: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	15, // 68: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	29, // 69: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	31, // 70: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	68, // [68:71] is the sub-list for method output_type
-	65, // [65:68] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	44, // 61: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	45, // 62: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	43, // 63: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	2,  // 64: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,  // 65: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	7,  // 66: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	28, // 67: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	30, // 68: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	15, // 69: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	29, // 70: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	31, // 71: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	69, // [69:72] is the sub-list for method output_type
+	66, // [66:69] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -3882,7 +3967,7 @@ func file_dlm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
