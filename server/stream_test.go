@@ -345,7 +345,7 @@ func TestStreamResumeSendsSessionState(t *testing.T) {
 	a, _ := open(t, s, 0, 5*time.Second)
 	g := a.granted(a.lock("held", dlmpb.Mode_MODE_PR))
 	b, _ := open(t, s, 0, 5*time.Second)
-	b.granted(b.lock("busy", dlmpb.Mode_MODE_EX))
+	gb := b.granted(b.lock("busy", dlmpb.Mode_MODE_EX))
 	a.lock("busy", dlmpb.Mode_MODE_EX)
 	a.recvSkipAcks().GetQueued()
 	a.cancel() // the connection drops
@@ -365,8 +365,10 @@ func TestStreamResumeSendsSessionState(t *testing.T) {
 		t.Fatalf("sync = %v", states)
 	}
 	// Events after the sync reach the new stream.
-	b.release(b.seq)
-	b.recvSkipAcks()
+	b.release(gb.GetLockId())
+	if rel := b.recvSkipAcks().GetReleased(); rel.GetLockId() != gb.GetLockId() {
+		t.Fatalf("release answer %v", rel)
+	}
 	if g := r.granted(0); g.GetLockId() == 0 {
 		t.Fatal("no pushed grant on the resumed stream")
 	}
