@@ -91,7 +91,7 @@ func lockJSONOf(l locktable.LockInfo, meta metaFunc) lockJSON {
 }
 
 func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
-	var out []sessionJSON
+	out := []sessionJSON{}
 	s.node.FSM().View(func(t *locktable.Table) {
 		for _, si := range t.Sessions(0, MaxListLimit) {
 			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []lockJSON{}}
@@ -118,7 +118,7 @@ func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
 
 // writeProto writes m as JSON (protobuf field names, enums by name).
 func writeProto(w http.ResponseWriter, m proto.Message) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true}.Marshal(m)
+	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
