@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
 )
@@ -31,4 +32,43 @@ func BenchmarkParallelDistinctKeys(b *testing.B) { modes(b, storetest.ParallelDi
 
 func BenchmarkContendedHandoff(b *testing.B) {
 	modes(b, func(b *testing.B, c *dlm.Client) { storetest.ContendedHandoff(b, c) })
+}
+
+// BenchmarkRoundTrip measures what bounds the figures above: one round trip
+// to the server process over gRPC, with no lock work: a unary Status call,
+// and a keepalive on an open session stream (answered once leadership is
+// confirmed).
+func BenchmarkRoundTrip(b *testing.B) {
+	pb := newLister(b, shared.Addr()).pb
+	ctx := b.Context()
+	b.Run("status", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := pb.Status(ctx, &dlmpb.StatusRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("keepalive", func(b *testing.B) {
+		st, err := pb.Session(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{}}}); err != nil {
+			b.Fatal(err)
+		}
+		for range 2 { // SessionOpened, SessionSync
+			if _, err := st.Recv(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := uint64(1); b.Loop(); i++ {
+			if err := st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{Seq: i}}}); err != nil {
+				b.Fatal(err)
+			}
+			if m, err := st.Recv(); err != nil || m.GetKeepAliveAck().GetSeq() != i {
+				b.Fatalf("ack %v, %v", m, err)
+			}
+		}
+		st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
+	})
 }
