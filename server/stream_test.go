@@ -232,6 +232,16 @@ func TestStreamRefusesBadRequests(t *testing.T) {
 	r.granted(r.lock("third", dlmpb.Mode_MODE_EX))
 	r.refusal(r.lock("fourth", dlmpb.Mode_MODE_EX), dlmpb.Reason_REASON_TOO_MANY_LOCKS)
 
+	// A message over MaxMessageBytes ends the stream with ResourceExhausted.
+	big, _ := open(t, s, 0, 5*time.Second)
+	big.lock(strings.Repeat("x", MaxMessageBytes+1), dlmpb.Mode_MODE_EX)
+	for {
+		if _, err := big.stream.Recv(); err != nil {
+			wantCode(t, err, codes.ResourceExhausted, "oversized message")
+			break
+		}
+	}
+
 	// An empty request keeps the stream open.
 	r.send(&dlmpb.SessionRequest{})
 	r.refusal(0, dlmpb.Reason_REASON_INVALID)
