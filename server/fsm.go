@@ -127,6 +127,11 @@ func (f *FSM) View(fn func(t *locktable.Table)) {
 func (f *FSM) Sessions() []SessionMeta {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.sessionsLocked()
+}
+
+// sessionsLocked is Sessions for a caller holding f.mu (inside View).
+func (f *FSM) sessionsLocked() []SessionMeta {
 	out := make([]SessionMeta, 0, len(f.sessions))
 	for id, s := range f.sessions {
 		out = append(out, SessionMeta{ID: id, TTL: s.ttl})

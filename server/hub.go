@@ -139,9 +139,15 @@ func answer(c *dlmpb.Command, r *Result) (locktable.SessionID, *dlmpb.SessionRes
 			Id: id, LockId: uint64(op.Release.GetLockId()), Token: r.Token,
 		}}}, ownLock(sid, locktable.LockID(op.Release.GetLockId()), locktable.EventReleased, locktable.EventCancelled)
 	case *dlmpb.Command_Cancel:
-		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Cancelled{Cancelled: &dlmpb.Cancelled{
-			Id: id, LockId: uint64(op.Cancel.GetLockId()),
-		}}}, ownLock(sid, locktable.LockID(op.Cancel.GetLockId()), locktable.EventCancelled)
+		lockID := locktable.LockID(op.Cancel.GetLockId())
+		c := &dlmpb.Cancelled{Id: id, LockId: uint64(lockID)}
+		for i := range r.Events { // what was cancelled: a request or a conversion
+			if e := &r.Events[i]; e.Kind == locktable.EventCancelled && e.Lock == lockID {
+				c.Mode, c.Conversion = dlmpb.Mode(e.Mode), e.Conversion
+			}
+		}
+		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Cancelled{Cancelled: c}},
+			ownLock(sid, lockID, locktable.EventCancelled)
 	}
 	if r.Status == locktable.StatusQueued {
 		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Queued{Queued: &dlmpb.Queued{

@@ -51,7 +51,10 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		}
 		s.log.Warn("dlm server: barrier failed, retrying", "err", err)
 	}
-	s.live.activate(s.node.FSM().Sessions(), time.Now(), s.cfg.SessionMargin)
+	// Read the sessions and start tracking them atomically with respect to
+	// applies: a session opened or ended in between is not missed.
+	fsm := s.node.FSM()
+	fsm.View(func(*locktable.Table) { s.live.activate(fsm.sessionsLocked(), time.Now(), s.cfg.SessionMargin) })
 	s.metrics.leaderChanges.Inc()
 	defer func() {
 		s.live.deactivate()

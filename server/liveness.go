@@ -2,6 +2,7 @@ package server
 
 import (
 	"container/heap"
+	"errors"
 	"sync"
 	"time"
 
@@ -95,14 +96,27 @@ func (l *liveness) deadline(sid locktable.SessionID) (time.Time, bool) {
 // observe is the FSM observer's part that follows sessions opening and
 // ending. Sessions opened by this leader count from the moment they apply.
 func (l *liveness) observe(c *dlmpb.Command, r *Result) {
+	var ended []uint64 // sessions the command ends, known or not
+	switch op := c.GetOp().(type) {
+	case *dlmpb.Command_ExpireSessions:
+		ended = op.ExpireSessions.GetSessions()
+	case *dlmpb.Command_CloseSession:
+		ended = []uint64{op.CloseSession.GetSession()}
+	}
 	open, isOpen := c.GetOp().(*dlmpb.Command_OpenSession)
-	if !isOpen && len(r.Events) == 0 {
+	if !isOpen && len(r.Events) == 0 && len(ended) == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.active {
 		return
+	}
+	_, isClose := c.GetOp().(*dlmpb.Command_CloseSession)
+	for _, id := range ended { // including ids already gone: no retry loop
+		if !isClose || r.Err == nil || errors.Is(r.Err, locktable.ErrUnknownSession) {
+			delete(l.sessions, locktable.SessionID(id))
+		}
 	}
 	if isOpen && r.Err == nil && !r.Duplicate {
 		ttl := time.Duration(open.OpenSession.GetTtlNanos())

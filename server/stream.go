@@ -68,6 +68,9 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		return stream.Send(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Expired{Expired: &dlmpb.SessionExpired{Session: uint64(sid)}}})
 	}
 	defer s.hub.detach(ob)
+	if !s.live.isActive() { // leadership lost since the check above
+		ob.end(false, errNotLeader)
+	}
 	if open.GetSession() != 0 {
 		s.live.touch(sid, time.Now())
 	}
