@@ -115,18 +115,63 @@ func (s *Store) refusedLocked(conn *streamConn, r *dlmpb.Refused) {
 	if c == nil {
 		return
 	}
-	switch r.GetReason() {
-	case dlmpb.Reason_REASON_NOT_LEADER, dlmpb.Reason_REASON_STALE_REQUEST:
+	reason := r.GetReason()
+	switch {
+	case reason == dlmpb.Reason_REASON_NOT_LEADER:
 		// Not applied, or outcome unknown: send it again on a new stream,
 		// where the session state settles it.
 		s.st.calls[c.seq] = c
 		conn.cancel()
 		return
-	}
-	if c.kind == callLock {
+	case reason == dlmpb.Reason_REASON_STALE_REQUEST:
+		// Resent after a reconnect and too old for the reply cache: the
+		// session state showed it was not applied, so it goes again anew.
+		s.reissueLocked(c)
+		return
+	case c.kind == callLock:
 		s.st.forget(c.lock)
+	case c.kind == callRelease && (reason == dlmpb.Reason_REASON_UNKNOWN_LOCK || reason == dlmpb.Reason_REASON_NOT_OWNER):
+		s.st.forget(c.lock) // already gone
+	case c.undo && c.kind == callConvert:
+		// A conversion could not be taken back: the lock is not in the
+		// mode its lease believes. Give it up.
+		s.abandonLockLocked(c.lock)
+	case c.undoOf != nil && reason == dlmpb.Reason_REASON_NOT_PENDING:
+		// The abandoned conversion was granted before the cancel came.
+		s.revertLocked(c.undoOf)
 	}
 	c.finish(refusal(r))
+}
+
+// abandonLockLocked ends a lock whose state the store can no longer vouch
+// for: its lease is told it is lost, and the server is asked to release it.
+func (s *Store) abandonLockLocked(ls *lockState) {
+	id := ls.id
+	s.st.lose(ls)
+	if id == 0 {
+		return
+	}
+	rel := s.sendLocked(callRelease, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
+		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{
+			Id: s.reqID(seq), LockId: id,
+		}}}
+	})
+	rel.undo = true
+}
+
+// revertLocked converts a lock back to the mode it had before an abandoned
+// conversion c was granted.
+func (s *Store) revertLocked(c *call) {
+	ls := c.lock
+	if ls.gone || !ls.granted || ls.mode != c.mode || c.from == c.mode {
+		return
+	}
+	back := s.sendLocked(callConvert, ls, c.from, c.mode, func(seq uint64) *dlmpb.SessionRequest {
+		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
+			Id: s.reqID(seq), LockId: ls.id, Mode: c.from, NoQueue: true,
+		}}}
+	})
+	back.undo = true
 }
 
 // endWaitLocked ends the wait of lock id's queued request or conversion
@@ -157,23 +202,21 @@ func (s *Store) undoLocked(c *call) {
 	}
 	switch {
 	case c.kind == callLock:
-		s.sendLocked(callRelease, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
+		rel := s.sendLocked(callRelease, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
 			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{
 				Id: s.reqID(seq), LockId: ls.id,
 			}}}
 		})
-	case ls.granted && ls.mode == c.mode && c.from != c.mode:
-		s.sendLocked(callConvert, ls, c.from, c.mode, func(seq uint64) *dlmpb.SessionRequest {
-			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
-				Id: s.reqID(seq), LockId: ls.id, Mode: c.from, NoQueue: true,
-			}}}
-		})
+		rel.undo = true
+	case ls.granted && ls.mode == c.mode:
+		s.revertLocked(c)
 	default:
-		s.sendLocked(callCancel, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
+		cancel := s.sendLocked(callCancel, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
 			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{
 				Id: s.reqID(seq), LockId: ls.id,
 			}}}
 		})
+		cancel.undo, cancel.undoOf = true, c
 	}
 }
 
@@ -223,6 +266,10 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 		case c.kind == callConvert && li.GetState() == dlmpb.LockInfo_STATE_CONVERTING && li.GetRequested() == c.mode:
 			ls.waiter = c
 		case c.kind == callCancel && li.GetState() == dlmpb.LockInfo_STATE_GRANTED:
+			s.applyInfo(ls, li)
+			if c.undoOf != nil { // the abandoned conversion won the race
+				s.revertLocked(c.undoOf)
+			}
 			c.finish(nil)
 		default:
 			settled = false

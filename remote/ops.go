@@ -147,12 +147,30 @@ func (s *Store) Convert(ctx context.Context, req driver.Request, g driver.Grant,
 		}}}
 	})
 	s.mu.Unlock()
+	if weaker(target, c.from) {
+		// A down-conversion never waits in the server: its answer is one
+		// round trip away, and abandoning it could leave the server and
+		// the lease disagreeing on the mode. It ends early only if the
+		// session is lost.
+		ctx = context.WithoutCancel(ctx)
+	}
 	if err := s.await(ctx, c); err != nil {
 		return driver.Grant{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.grantOf(ls), nil
+}
+
+// weaker reports whether mode to conflicts with no more modes than from:
+// converting from from to to is then granted in place.
+func weaker(to, from dlmpb.Mode) bool {
+	for m := driver.Mode(1); m.Valid(); m++ {
+		if m.Compatible(driver.Mode(from)) && !m.Compatible(driver.Mode(to)) {
+			return false
+		}
+	}
+	return true
 }
 
 // held returns the lock of a grant, or of the request's owner.
@@ -192,11 +210,33 @@ func (s *Store) sendLocked(kind callKind, ls *lockState, mode, from dlmpb.Mode, 
 	c.msg = build(c.seq)
 	s.st.calls[c.seq] = c
 	if conn := s.st.conn; conn != nil {
-		// Sending under s.mu keeps requests in order; a send only blocks
-		// when the connection's flow-control window is full.
-		_ = conn.send(c.msg) // a broken stream is seen by the receive loop
+		conn.send(c.msg) // queued in order; a broken stream is seen by the receive loop
 	}
 	return c
+}
+
+// reissueLocked gives an unanswered call a fresh sequence number and sends
+// it again: for a call the server called stale, which its session state
+// showed was not applied.
+func (s *Store) reissueLocked(c *call) {
+	delete(s.st.calls, c.seq)
+	s.st.seq++
+	c.seq = s.st.seq
+	id := s.reqID(c.seq)
+	switch m := c.msg.GetMsg().(type) {
+	case *dlmpb.SessionRequest_Lock:
+		m.Lock.Id = id
+	case *dlmpb.SessionRequest_Convert:
+		m.Convert.Id = id
+	case *dlmpb.SessionRequest_Release:
+		m.Release.Id = id
+	case *dlmpb.SessionRequest_Cancel:
+		m.Cancel.Id = id
+	}
+	s.st.calls[c.seq] = c
+	if conn := s.st.conn; conn != nil {
+		conn.send(c.msg)
+	}
 }
 
 // reqID is the id of request seq of the current session.
@@ -217,12 +257,11 @@ func (s *Store) await(ctx context.Context, c *call) error {
 	defer s.mu.Unlock()
 	select {
 	case err := <-c.done: // answered meanwhile
-		if err == nil && (c.kind == callLock || c.kind == callConvert) {
-			c.abandoned = true
-			s.undoLocked(c)
-		} else if err == nil {
-			return nil
+		if err != nil || (c.kind != callLock && c.kind != callConvert) {
+			return err
 		}
+		c.abandoned = true
+		s.undoLocked(c)
 	default:
 		c.abandoned = true
 		if c.lock.waiter == c { // queued: withdraw it

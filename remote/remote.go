@@ -188,12 +188,11 @@ func (s *Store) Close(ctx context.Context) error {
 
 	var err error
 	if conn != nil {
-		if serr := conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}}); serr == nil {
-			select {
-			case <-conn.done:
-			case <-ctx.Done():
-				err = fmt.Errorf("dlm: close session: %w", ctx.Err())
-			}
+		conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
+		select {
+		case <-conn.done:
+		case <-ctx.Done():
+			err = fmt.Errorf("dlm: close session: %w", ctx.Err())
 		}
 	}
 	s.cancel()

@@ -375,3 +375,112 @@ func TestRestartKeepsLocksAndTokens(t *testing.T) {
 		})
 	}
 }
+
+// A down-conversion is not abandoned when its context ends: the server
+// grants it at once (letting waiting readers in), and the lease must agree.
+func TestDownConversionIsNotAbandoned(t *testing.T) {
+	c, _ := newClient(t)
+	ls := newLister(t, shared.Addr())
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	w, err := c.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := make(chan *dlm.Lease, 1)
+	go func() {
+		r, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+		if err != nil {
+			t.Error(err)
+		}
+		reader <- r
+	}()
+	storetest.Await(t, 5*time.Second, "reader queued", func() bool { return ls.waiting(name) == 1 })
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := w.Convert(done, dlm.PR); err != nil {
+		t.Fatalf("EX->PR with an ended context: %v", err)
+	}
+	if w.Mode() != dlm.PR {
+		t.Fatalf("mode %v after the down-conversion", w.Mode())
+	}
+	r := <-reader
+	if got := ls.resource(name).GetHolders(); len(got) != 2 {
+		t.Fatalf("%d holders, want the converted writer and the reader", len(got))
+	}
+	r.Release(ctx)
+	w.Release(ctx)
+	storetest.Free(t, c, name, "both released")
+}
+
+// A conversion that waits and is given up leaves the lock held in its old
+// mode, in the server as in the lease; releasing it frees the resource.
+func TestAbandonedConversionKeepsTheOldMode(t *testing.T) {
+	c, _ := newClient(t)
+	ls := newLister(t, shared.Addr())
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	a, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := a.Convert(wait, dlm.EX); !errors.Is(err, dlm.ErrNotAcquired) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("PR->EX behind another reader: %v", err)
+	}
+	storetest.Await(t, 5*time.Second, "conversion withdrawn", func() bool { return ls.waiting(name) == 0 })
+	if a.Mode() != dlm.PR {
+		t.Fatalf("mode %v after a given-up conversion", a.Mode())
+	}
+	for _, l := range []*dlm.Lease{a, b} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+	}
+	storetest.Free(t, c, name, "both readers released")
+}
+
+// Releases made while the server is down wait for the reconnect and are
+// all carried out, in order, once the session is resumed.
+func TestReleasesSurviveAReconnect(t *testing.T) {
+	srv := testenv.StartDLM(t, bin)
+	c := dlm.New(dial(t, srv.Addr(), remote.WithSessionTTL(10*time.Second)))
+	ctx := storetest.Context(t)
+	const n = 60
+	names := make([]string, n)
+	leases := make([]*dlm.Lease, n)
+	for i := range n {
+		names[i] = storetest.Resource(t)
+		l, err := c.Acquire(ctx, names[i], dlm.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[i] = l
+	}
+	srv.Kill()
+	errs := make(chan error, n)
+	for _, l := range leases {
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			errs <- l.Release(rctx)
+		}()
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("release across the reconnect: %v", err)
+		}
+	}
+	other := dlm.New(dial(t, srv.Addr()))
+	for _, name := range names {
+		storetest.Free(t, other, name, "the release across a reconnect")
+	}
+}

@@ -1,10 +1,12 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -70,12 +72,12 @@ func (s *Store) connect(ctx context.Context) (*streamConn, error) {
 		return fail(errors.New("handshake cut short"))
 	}
 
-	conn := &streamConn{stream: stream, cancel: cancel, done: make(chan struct{})}
+	conn := newStreamConn(sctx, cancel, stream)
 	s.mu.Lock()
 	if s.st.closing || (sid != 0 && s.st.sid != sid) {
 		// Closed, or the session was given up meanwhile: do not revive it.
 		s.mu.Unlock()
-		_ = conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
+		_ = stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
 		return fail(errors.New("the session ended while reconnecting"))
 	}
 	if sid == 0 {
@@ -86,18 +88,26 @@ func (s *Store) connect(ctx context.Context) (*streamConn, error) {
 	}
 	s.reconcileLocked(sync)
 	s.st.conn = conn
-	resend := make([]*dlmpb.SessionRequest, 0, len(s.st.calls)+1)
+	s.st.lastAck = time.Now()
+	// What the session state did not settle is sent again, in order and
+	// ahead of any new request, with its sequence number: if it was still
+	// on its way through the server when the state was taken, the server
+	// answers it from its reply cache instead of applying it twice.
+	pending := make([]*call, 0, len(s.st.calls))
 	for _, c := range s.st.calls {
-		resend = append(resend, c.msg)
+		pending = append(pending, c)
 	}
+	slices.SortFunc(pending, func(a, b *call) int { return cmp.Compare(a.seq, b.seq) })
+	for _, c := range pending {
+		conn.send(c.msg)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		conn.write()
+	}()
 	s.mu.Unlock()
-
 	s.sendKeepAlive(conn)
-	for _, r := range resend {
-		if err := conn.send(r); err != nil {
-			break // the receive loop sees the broken stream
-		}
-	}
 	s.log.Debug("dlm remote: session stream open", "session", opened.GetSession(), "resumed", opened.GetResumed(), "locks", len(sync.GetLocks()))
 	return conn, nil
 }
@@ -175,8 +185,16 @@ func (s *Store) keepalive() {
 		}
 		s.mu.Lock()
 		conn := s.st.conn
+		silent := conn != nil && time.Since(s.st.lastAck) > 3*s.opt.interval
 		s.mu.Unlock()
-		if conn != nil {
+		switch {
+		case silent:
+			// Acks stopped on a stream that looks open (a dead or
+			// partitioned server): try another connection while the
+			// session is still valid.
+			s.log.Warn("dlm remote: no keepalive ack, reconnecting", "after", 3*s.opt.interval)
+			conn.cancel()
+		case conn != nil:
 			s.sendKeepAlive(conn)
 		}
 	}
@@ -199,7 +217,7 @@ func (s *Store) sendKeepAlive(conn *streamConn) {
 	seq := s.st.kaSeq
 	s.st.kaSent[seq] = now
 	s.mu.Unlock()
-	_ = conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{
+	conn.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{
 		Seq: seq, SentUnixNano: now.UnixNano(),
 	}}})
 }
@@ -211,6 +229,7 @@ func (s *Store) ackedLocked(seq uint64) {
 		return
 	}
 	delete(s.st.kaSent, seq)
+	s.st.lastAck = time.Now()
 	if v := sent.Add(s.st.ttl - s.Drift(s.st.ttl)); v.After(s.st.validUntil) {
 		s.st.validUntil = v
 	}

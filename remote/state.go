@@ -14,6 +14,7 @@ type state struct {
 	ttl        time.Duration // the session TTL the server granted
 	validUntil time.Time     // the session is certainly alive before it
 	conn       *streamConn   // the stream in use; nil while disconnected
+	lastAck    time.Time     // when the last keepalive ack (or the stream) came
 	closing    bool
 	lossTimer  *time.Timer
 
@@ -33,19 +34,56 @@ func (st *state) init() {
 	st.byOwner = make(map[string]*lockState)
 }
 
-// streamConn is one session stream.
+// streamConn is one session stream. Messages are queued and sent by the
+// stream's writer goroutine, so that nobody blocks on gRPC flow control while
+// holding Store.mu.
 type streamConn struct {
 	stream dlmpb.DLM_SessionClient
+	ctx    context.Context // the stream's; cancel ends it
 	cancel context.CancelFunc
-	sendMu sync.Mutex
 	done   chan struct{} // closed when its receive loop has ended
+
+	mu   sync.Mutex
+	q    []*dlmpb.SessionRequest
+	wake chan struct{} // capacity 1
 }
 
-// send sends one message; gRPC streams take one sender at a time.
-func (c *streamConn) send(m *dlmpb.SessionRequest) error {
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	return c.stream.Send(m)
+func newStreamConn(ctx context.Context, cancel context.CancelFunc, stream dlmpb.DLM_SessionClient) *streamConn {
+	return &streamConn{stream: stream, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+// send queues m for the writer; it never blocks.
+func (c *streamConn) send(m *dlmpb.SessionRequest) {
+	c.mu.Lock()
+	c.q = append(c.q, m)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// write sends the queued messages in order until the stream ends; a send
+// error cancels the stream, which its receive loop then reports.
+func (c *streamConn) write() {
+	var buf []*dlmpb.SessionRequest
+	for {
+		c.mu.Lock()
+		buf, c.q = c.q, buf[:0]
+		c.mu.Unlock()
+		for _, m := range buf {
+			if err := c.stream.Send(m); err != nil {
+				c.cancel()
+				return
+			}
+		}
+		clear(buf)
+		select {
+		case <-c.wake:
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 // lockState is one acquisition: a lock or semaphore request of this store,
@@ -85,7 +123,9 @@ type call struct {
 	from      dlmpb.Mode // convert: the mode before
 	done      chan error // capacity 1; nil error means granted or done
 	finished  bool
-	abandoned bool // the caller gave up: undo whatever it still gets
+	abandoned bool  // the caller gave up: undo whatever it still gets
+	undo      bool  // the call undoes an abandoned one
+	undoOf    *call // for an undoing cancel: the abandoned conversion
 }
 
 func (c *call) finish(err error) {
