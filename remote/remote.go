@@ -175,7 +175,8 @@ func (s *Store) Session() uint64 {
 // Close ends the session (the server releases its locks and cancels its
 // requests at once), closes the connection and stops the store's
 // goroutines. Leases still held report Lost. It waits for the server's
-// confirmation until ctx ends.
+// confirmation until ctx ends. If the server cannot be reached at that
+// moment, the session and its locks end at the session TTL instead.
 func (s *Store) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.st.closing {
