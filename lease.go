@@ -61,18 +61,22 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 		held:        true,
 		deadline:    start.Add(req.TTL - c.drift(req.TTL)),
 	}
-	l.mu.Lock() // the timer may fire at once
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
-	l.mu.Unlock()
-	if g.Lost != nil {
-		go l.watch(g.Lost)
-	}
+	// Every field is set before the timer and the goroutines start: any of
+	// them may end the lease at once.
+	var renewCtx context.Context
 	if cfg.autoRenew {
-		ctx, cancel := context.WithCancel(context.Background())
-		l.stopRenew = cancel
-		go l.renew(ctx)
+		renewCtx, l.stopRenew = context.WithCancel(context.Background())
 	} else {
 		close(l.renewerDone)
+	}
+	l.mu.Lock()
+	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.mu.Unlock()
+	if renewCtx != nil {
+		go l.renew(renewCtx)
+	}
+	if g.Lost != nil {
+		go l.watch(g.Lost)
 	}
 	c.log.Debug("dlm: acquired", "store", c.store, "resource", req.Resource, "mode", req.Mode, "token", g.Token)
 	return l
