@@ -1,15 +1,26 @@
-// Package server is the dlm server's replicated core: a hashicorp/raft FSM
-// over the lock table (package locktable) and a single-node Raft Node that
-// proposes commands to it in batches.
+// Package server is the dlm server: the lock table (package locktable)
+// replicated with hashicorp/raft and served over gRPC (api/dlm.proto).
 //
-// Every state change is a dlmpb.Command. The Node stamps each Raft entry (a
-// dlmpb.Batch of commands) with the leader's clock; the FSM applies the
-// commands in order with locktable.Stamp{Index: the entry's Raft index, Now:
-// the stamp} and never reads a clock itself, so every replica reaches the
-// same state. Fencing tokens are therefore at least the Raft index of the
-// entry that granted them and strictly increase, also within one entry.
+// The layers, bottom up:
 //
-// Session liveness is not decided here: keepalives are never logged, and a
-// session ends only through a replicated CloseSession or ExpireSessions
-// command proposed by the leader.
+//   - FSM: the Raft state machine. Every state change is a dlmpb.Command; the
+//     Node stamps each Raft entry (a dlmpb.Batch of commands) with the
+//     leader's clock, and the FSM applies the commands in order with
+//     locktable.Stamp{Index: the entry's Raft index, Now: the stamp}. It never
+//     reads a clock, so every replica reaches the same state. Fencing tokens
+//     are at least the Raft index of the entry that granted them and strictly
+//     increase, also within one entry.
+//   - Node: a Raft node (one voter for now) with a durable raft-wal log or an
+//     in-memory one, and a proposer that batches concurrent commands into
+//     entries.
+//   - Server: the gRPC service and HTTP endpoints. Each client session is one
+//     bidirectional stream; an FSM observer routes every answer and lock
+//     event to the stream of the session concerned, in log order. The leader
+//     keeps session liveness (keepalives are never logged): it proposes an
+//     ExpireSessions entry when a session's deadline passes, acknowledges
+//     keepalives only after confirming its leadership, and on becoming
+//     leader applies its whole log and gives every session a fresh deadline
+//     before serving.
+//
+// Start runs a Server; cmd/dlm's `dlm server` is its command line.
 package server
