@@ -54,13 +54,6 @@ func (h *hub) detach(ob *outbox) {
 	}
 }
 
-// box returns session sid's outbox, or nil.
-func (h *hub) box(sid locktable.SessionID) *outbox {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.boxes[sid]
-}
-
 // endAll ends every stream (on loss of leadership or shutdown).
 func (h *hub) endAll(err error) {
 	h.mu.Lock()

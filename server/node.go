@@ -270,13 +270,6 @@ func (n *Node) VerifyLeader() error {
 	return nil
 }
 
-// LastToken returns the last fencing token issued.
-func (n *Node) LastToken() uint64 {
-	var tok uint64
-	n.fsm.View(func(t *locktable.Table) { tok = t.LastToken() })
-	return tok
-}
-
 // WaitLeader waits until the node is the leader or ctx is done.
 func (n *Node) WaitLeader(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)

@@ -15,17 +15,16 @@ type outbox struct {
 	sid   locktable.SessionID
 	limit int
 
-	mu     sync.Mutex
-	msgs   []*dlmpb.SessionResponse
-	wake   chan struct{} // capacity 1: something was pushed or the outbox ended
-	ended  bool
-	drain  bool  // when ended: send what is queued first
-	err    error // why it ended; nil for a normal end (closed, expired)
-	doneCh chan struct{}
+	mu    sync.Mutex
+	msgs  []*dlmpb.SessionResponse
+	wake  chan struct{} // capacity 1: something was pushed or the outbox ended
+	ended bool
+	drain bool  // when ended: send what is queued first
+	err   error // why it ended; nil for a normal end (closed, expired)
 }
 
 func newOutbox(sid locktable.SessionID, limit int) *outbox {
-	return &outbox{sid: sid, limit: limit, wake: make(chan struct{}, 1), doneCh: make(chan struct{})}
+	return &outbox{sid: sid, limit: limit, wake: make(chan struct{}, 1)}
 }
 
 // push queues messages; it does nothing once the outbox has ended.
@@ -59,7 +58,6 @@ func (o *outbox) endLocked(drain bool, err error) {
 	if !drain {
 		o.msgs = nil
 	}
-	close(o.doneCh)
 	o.signal()
 }
 
@@ -79,6 +77,3 @@ func (o *outbox) take(buf []*dlmpb.SessionResponse) (msgs []*dlmpb.SessionRespon
 	msgs, o.msgs = o.msgs, buf[:0]
 	return msgs, o.ended, o.err
 }
-
-// done is closed when the outbox ends.
-func (o *outbox) done() <-chan struct{} { return o.doneCh }

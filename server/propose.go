@@ -58,8 +58,6 @@ func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]Result, e
 // Pending is a proposal handed to the node, whose results are to come.
 type Pending struct {
 	done chan proposed // buffered: the node never blocks on it
-	r    proposed
-	got  bool
 }
 
 // Submit hands cmds to the node and returns without waiting for them to be
@@ -89,18 +87,15 @@ func (n *Node) Submit(ctx context.Context, cmds ...*dlmpb.Command) (*Pending, er
 }
 
 // Wait returns the proposal's results (as Propose does) once it is applied,
-// or ctx's error wrapped, in which case the outcome is unknown. A Pending
-// is waited for by one goroutine at a time.
+// or ctx's error wrapped, in which case the outcome is unknown and Wait may
+// be called again. Once it has returned the results, it must not be.
 func (p *Pending) Wait(ctx context.Context) ([]Result, error) {
-	if !p.got {
-		select {
-		case p.r = <-p.done:
-			p.got = true
-		case <-ctx.Done():
-			return nil, fmt.Errorf("dlm server: propose (outcome unknown): %w", ctx.Err())
-		}
+	select {
+	case r := <-p.done:
+		return r.results, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("dlm server: propose (outcome unknown): %w", ctx.Err())
 	}
-	return p.r.results, p.r.err
 }
 
 // batch is the batcher goroutine. It takes proposals as they come, so that

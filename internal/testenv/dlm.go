@@ -151,16 +151,5 @@ func (d *DLM) Restart() error {
 	return fmt.Errorf("testenv: restart dlm server: %w", err)
 }
 
-// Output returns the last lines the server logged.
-func (d *DLM) Output() string {
-	d.mu.Lock()
-	p := d.proc
-	d.mu.Unlock()
-	if p == nil {
-		return ""
-	}
-	return p.output()
-}
-
 // String describes the server for test logs.
 func (d *DLM) String() string { return fmt.Sprintf("dlm server at %s", d.addr) }
