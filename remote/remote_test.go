@@ -65,15 +65,7 @@ func TestSharedReadersExclusiveWriterAndConversion(t *testing.T) {
 	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
 		t.Fatalf("writer beside readers: %v", err)
 	}
-	got := make(chan *dlm.Lease, 1)
-	go func() {
-		w, err := c.Acquire(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
-	storetest.Await(t, 5*time.Second, "writer queued", func() bool { return ls.waiting(name) == 1 })
+	got := queue(t, c, name, 1)
 	if err := r1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -242,15 +234,7 @@ func TestKilledClientReleasesAfterTTL(t *testing.T) {
 	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
 		t.Fatalf("lock not held by the child: %v", err)
 	}
-	got := make(chan *dlm.Lease, 1)
-	go func() {
-		l, err := c.Acquire(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return newLister(t, shared.Addr()).waiting(name) == 1 })
+	got := queue(t, c, name, 1)
 	killed := time.Now()
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -387,15 +371,7 @@ func TestDownConversionIsNotAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := make(chan *dlm.Lease, 1)
-	go func() {
-		r, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-		if err != nil {
-			t.Error(err)
-		}
-		reader <- r
-	}()
-	storetest.Await(t, 5*time.Second, "reader queued", func() bool { return ls.waiting(name) == 1 })
+	reader := queue(t, c, name, 1, dlm.WithMode(dlm.PR))
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := w.Convert(done, dlm.PR); err != nil {
@@ -483,4 +459,23 @@ func TestReleasesSurviveAReconnect(t *testing.T) {
 	for _, name := range names {
 		storetest.Free(t, other, name, "the release across a reconnect")
 	}
+}
+
+// queue starts c.Acquire of name with opts in the background and returns
+// once the server lists waiting requests and conversions on name; the lease
+// comes on the channel when granted (nil, with the test failed, on error).
+func queue(t *testing.T, c *dlm.Client, name string, waiting int, opts ...dlm.Option) <-chan *dlm.Lease {
+	t.Helper()
+	ctx := storetest.Context(t)
+	got := make(chan *dlm.Lease, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	ls := newLister(t, shared.Addr())
+	storetest.Await(t, 5*time.Second, "request queued", func() bool { return ls.waiting(name) == waiting })
+	return got
 }
