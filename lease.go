@@ -274,11 +274,13 @@ func (l *Lease) loseLocked(cause error) {
 	l.held = false
 	l.err = cause
 	l.expiry.Stop()
+	// Count and log the loss before anyone waiting on Lost wakes, so that
+	// what they observe (metrics, logs) already includes it.
+	l.c.metrics.Lost(l.c.store)
+	l.c.log.Warn("dlm: lock lost", "store", l.c.store, "resource", l.req.Resource, "token", l.grant.Token, "err", cause)
 	close(l.lost)
 	close(l.ended)
 	if l.stopRenew != nil {
 		l.stopRenew()
 	}
-	l.c.metrics.Lost(l.c.store)
-	l.c.log.Warn("dlm: lock lost", "store", l.c.store, "resource", l.req.Resource, "token", l.grant.Token, "err", cause)
 }
