@@ -39,6 +39,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "server":
 		return runServer(ctx, args[1:], stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "dlm", version)
 		return 0
