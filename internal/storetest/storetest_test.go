@@ -1,29 +1,10 @@
 package storetest
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
 )
-
-func TestJain(t *testing.T) {
-	for _, tc := range []struct {
-		counts []int
-		want   float64
-	}{
-		{[]int{5, 5, 5, 5}, 1},
-		{[]int{8, 0, 0, 0}, 0.25},
-		{[]int{1, 3}, 0.8},
-	} {
-		if got := jain(tc.counts); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("jain(%v) = %v, want %v", tc.counts, got, tc.want)
-		}
-	}
-	if got := jain([]int{0, 0}); !math.IsNaN(got) {
-		t.Errorf("jain of no acquisitions = %v, want NaN", got)
-	}
-}
 
 func TestResourceIsUnique(t *testing.T) {
 	a, b := Resource(t), Resource(t)

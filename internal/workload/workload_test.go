@@ -1,0 +1,93 @@
+package workload_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/workload"
+	"github.com/dlmhq/dlm/memory"
+)
+
+func TestJain(t *testing.T) {
+	for _, tc := range []struct {
+		counts []int
+		want   float64
+	}{
+		{[]int{5, 5, 5, 5}, 1},
+		{[]int{8, 0, 0, 0}, 0.25},
+		{[]int{1, 3}, 0.8},
+	} {
+		if got := workload.Jain(tc.counts); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("Jain(%v) = %v, want %v", tc.counts, got, tc.want)
+		}
+	}
+	if got := workload.Jain([]int{0, 0}); !math.IsNaN(got) {
+		t.Errorf("Jain of no acquisitions = %v, want NaN", got)
+	}
+}
+
+func TestWorkloadsOnMemory(t *testing.T) {
+	ctx := t.Context()
+	c := dlm.New(memory.New())
+	u, err := workload.Uncontended(ctx, c, "u", workload.Budget{Ops: 200})
+	if err != nil || u.Ops != 200 || u.P50 <= 0 || u.P99 < u.P50 || u.Violations != 0 {
+		t.Fatalf("uncontended: %+v, %v", u, err)
+	}
+	d, err := workload.DistinctKeys(ctx, c, "d", 16, workload.Budget{Ops: 800})
+	if err != nil || d.Ops != 800 || d.Workers != 16 || d.PerSecond <= 0 {
+		t.Fatalf("distinct keys: %+v, %v", d, err)
+	}
+	k, err := workload.Contended(ctx, c, "k", 4, 100*time.Microsecond, workload.Budget{Ops: 100})
+	if err != nil || k.Ops != 100 || k.Violations != 0 || k.Jain <= 0 || k.MaxWait <= 0 {
+		t.Fatalf("contended: %+v, %v", k, err)
+	}
+	// The memory store queues in FIFO order, so the turns are fair.
+	if k.Jain < 0.9 {
+		t.Errorf("contended Jain = %v on a FIFO store", k.Jain)
+	}
+}
+
+func TestDurationBudget(t *testing.T) {
+	c := dlm.New(memory.New())
+	start := time.Now()
+	r, err := workload.Contended(t.Context(), c, "k", 2, 0, workload.Budget{Duration: 50 * time.Millisecond})
+	if err != nil || r.Ops == 0 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("a 50ms budget ran %s", el)
+	}
+}
+
+func TestBadBudget(t *testing.T) {
+	c := dlm.New(memory.New())
+	if _, err := workload.Uncontended(t.Context(), c, "u", workload.Budget{}); err == nil {
+		t.Fatal("an empty budget was accepted")
+	}
+	if _, err := workload.DistinctKeys(t.Context(), c, "u", 0, workload.Budget{Ops: 1}); err == nil {
+		t.Fatal("zero lockers were accepted")
+	}
+}
+
+// grantAll is a deliberately broken store that grants every request, so
+// that the workloads' exclusion check can be seen to fail.
+type grantAll struct{}
+
+func (grantAll) Acquire(context.Context, driver.Request) (driver.Grant, error) {
+	return driver.Grant{Token: 1}, nil
+}
+func (grantAll) Extend(context.Context, driver.Request, driver.Grant) error  { return nil }
+func (grantAll) Release(context.Context, driver.Request, driver.Grant) error { return nil }
+
+func TestViolationIsCaught(t *testing.T) {
+	c := dlm.New(grantAll{})
+	r, err := workload.Contended(t.Context(), c, "k", 8, time.Millisecond, workload.Budget{Ops: 200})
+	if !errors.Is(err, workload.ErrViolation) || r.Violations == 0 {
+		t.Fatalf("a store granting everyone gave %+v, %v", r, err)
+	}
+}
