@@ -18,6 +18,7 @@ type Client struct {
 	store    string
 	log      *slog.Logger
 	metrics  Metrics
+	tracer   Tracer
 	defaults []Option
 }
 
@@ -42,7 +43,7 @@ func WithStoreName(name string) ClientOption { return func(c *Client) { c.store 
 
 // New returns a client over the store d.
 func New(d driver.Driver, opts ...ClientOption) *Client {
-	c := &Client{drv: d, store: "store", metrics: nopMetrics{}}
+	c := &Client{drv: d, store: "store", metrics: nopMetrics{}, tracer: nopTracer{}}
 	if n, ok := d.(driver.Namer); ok {
 		c.store = n.Name()
 	}
@@ -54,6 +55,9 @@ func New(d driver.Driver, opts ...ClientOption) *Client {
 	}
 	if c.metrics == nil {
 		c.metrics = nopMetrics{}
+	}
+	if c.tracer == nil {
+		c.tracer = nopTracer{}
 	}
 	return c
 }
@@ -87,13 +91,17 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (
 func (c *Client) acquire(ctx context.Context, resource string, base, opts []Option) (*Lease, error) {
 	began := time.Now()
 	cfg, err := c.config(resource, base, opts)
+	ctx, end := c.tracer.StartAcquire(ctx, c.store, resource, cfg.mode)
 	if err != nil {
 		c.metrics.Acquired(c.store, OutcomeFailed, time.Since(began))
+		end(0, OutcomeFailed, err)
 		return nil, err
 	}
 	if cfg.capacity > 0 && !driver.Has(c.drv, driver.FeatureSemaphores) {
+		err := fmt.Errorf("%w: the %s store has no semaphores", ErrUnsupported, c.store)
 		c.metrics.Acquired(c.store, OutcomeFailed, time.Since(began))
-		return nil, fmt.Errorf("%w: the %s store has no semaphores", ErrUnsupported, c.store)
+		end(0, OutcomeFailed, err)
+		return nil, err
 	}
 	req := driver.Request{
 		Resource: resource,
@@ -106,14 +114,17 @@ func (c *Client) acquire(ctx context.Context, resource string, base, opts []Opti
 	}
 	l, err := c.attempts(ctx, req, &cfg)
 	outcome := OutcomeAcquired
+	var token uint64
 	switch {
 	case err == nil:
+		token = l.Token()
 	case errors.Is(err, ErrNotAcquired):
 		outcome = OutcomeContended
 	default:
 		outcome = OutcomeFailed
 	}
 	c.metrics.Acquired(c.store, outcome, time.Since(began))
+	end(token, outcome, err)
 	return l, err
 }
 

@@ -184,20 +184,23 @@ func (l *Lease) Extend(ctx context.Context) error {
 // store also matches ErrNotHeld. When the store cannot be reached, Release
 // returns that error and may be called again; the lock otherwise expires at
 // the end of its TTL.
-func (l *Lease) Release(ctx context.Context) error {
+func (l *Lease) Release(ctx context.Context) (err error) {
 	l.mu.Lock()
 	if !l.held {
-		err := l.err
+		err = l.err
 		l.mu.Unlock()
 		return err
 	}
+	mode, token := l.req.Mode, l.grant.Token
 	l.mu.Unlock()
+	ctx, end := l.c.tracer.StartRelease(ctx, l.c.store, l.req.Resource, mode, token)
+	defer func() { end(err) }()
 	if l.stopRenew != nil {
 		l.stopRenew()
 	}
 	<-l.renewerDone
 	req, g := l.current()
-	err := l.c.drv.Release(ctx, req, g)
+	err = l.c.drv.Release(ctx, req, g)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {

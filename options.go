@@ -79,3 +79,8 @@ func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
 func WithSemaphore(capacity, permits int) Option {
 	return func(c *config) { c.capacity, c.permits = capacity, permits }
 }
+
+// WithTracer sets the tracer of Acquire and Release calls, such as
+// dlmotel.New(nil) for OpenTelemetry spans. The default, and nil, traces
+// nothing.
+func WithTracer(t Tracer) ClientOption { return func(c *Client) { c.tracer = t } }

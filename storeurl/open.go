@@ -1,0 +1,266 @@
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/etcd"
+	"github.com/dlmhq/dlm/postgres"
+	"github.com/dlmhq/dlm/redis"
+	"github.com/dlmhq/dlm/redlock"
+	"github.com/dlmhq/dlm/remote"
+)
+
+// Store is an open store and the connections it owns.
+type Store struct {
+	spec    *Spec
+	d       driver.Driver
+	closers []func(context.Context) error
+}
+
+// Driver returns the store, for dlm.New.
+func (s *Store) Driver() driver.Driver { return s.d }
+
+// Kind returns the kind of store.
+func (s *Store) Kind() Kind { return s.spec.Kind }
+
+// String returns the store's URL with its credentials redacted.
+func (s *Store) String() string { return Redact(s.spec.URL.String()) }
+
+// Close closes the store and its connections: a dlm session ends (its locks
+// are released at once), client pools close. It returns the first error.
+func (s *Store) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i](ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Option configures Open.
+type Option func(*openOptions)
+
+type openOptions struct {
+	label string
+	log   *slog.Logger
+}
+
+// WithLabel names this client to the stores that show one (a dlm server
+// session's label); a URL's label parameter takes precedence.
+func WithLabel(label string) Option { return func(o *openOptions) { o.label = label } }
+
+// WithLogger sets the logger of the stores that log (dlm server sessions).
+func WithLogger(l *slog.Logger) Option { return func(o *openOptions) { o.log = l } }
+
+// Open parses rawURL (DefaultURL when empty) and opens the store. It
+// connects where a store needs a connection to exist (a dlm server
+// session); other stores connect lazily and report an unreachable server at
+// their first call. ctx bounds the connection.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	spec, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Store{spec: spec}
+	switch spec.Kind {
+	case KindDLM:
+		err = s.openDLM(ctx, o)
+	case KindRedis:
+		err = s.openRedis()
+	case KindRedlock:
+		err = s.openRedlock()
+	case KindPostgres:
+		err = s.openPostgres(ctx)
+	case KindEtcd:
+		err = s.openEtcd()
+	}
+	if err != nil {
+		return nil, errors.Join(err, s.Close(context.Background()))
+	}
+	return s, nil
+}
+
+// openDLM opens a session with the first of the URL's servers that answers.
+func (s *Store) openDLM(ctx context.Context, o openOptions) error {
+	ttl, err := s.spec.duration("session_ttl", remote.DefaultSessionTTL)
+	if err != nil {
+		return err
+	}
+	ropts := []remote.Option{remote.WithSessionTTL(ttl)}
+	if _, ok := s.spec.Params["keepalive"]; ok {
+		ka, err := s.spec.duration("keepalive", 0)
+		if err != nil {
+			return err
+		}
+		ropts = append(ropts, remote.WithKeepAliveInterval(ka))
+	}
+	if l, ok := s.spec.Params["label"]; ok {
+		o.label = l
+	}
+	if o.label != "" {
+		ropts = append(ropts, remote.WithLabel(o.label))
+	}
+	if o.log != nil {
+		ropts = append(ropts, remote.WithLogger(o.log))
+	}
+	var errs []error
+	for _, addr := range s.spec.Hosts {
+		st, err := remote.Dial(ctx, addr, ropts...)
+		if err == nil {
+			s.d = st
+			s.closers = append(s.closers, st.Close)
+			return nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || errors.Is(err, driver.ErrInvalid) {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// redisOptions parses a redis URL for one host.
+func (s *Store) redisOptions(host string) (*goredis.Options, error) {
+	u := *s.spec.URL
+	u.Scheme = "redis"
+	if s.spec.TLS {
+		u.Scheme = "rediss"
+	}
+	u.Host = host
+	ro, err := goredis.ParseURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
+	}
+	// Calls end with their context, as dlm's retry and wait policies
+	// (and redlock's per-node timeouts) need.
+	ro.ContextTimeoutEnabled = true
+	return ro, nil
+}
+
+func (s *Store) openRedis() error {
+	refresh, err := s.spec.duration("queue_refresh", redis.DefaultQueueRefresh)
+	if err != nil {
+		return err
+	}
+	retention, err := s.spec.duration("fence_retention", redis.DefaultFenceRetention)
+	if err != nil {
+		return err
+	}
+	ro, err := s.redisOptions(s.spec.Hosts[0])
+	if err != nil {
+		return err
+	}
+	rdb := goredis.NewClient(ro)
+	s.closers = append(s.closers, func(context.Context) error { return rdb.Close() })
+	opts := []redis.Option{redis.WithQueueRefresh(refresh), redis.WithFenceRetention(retention)}
+	if p, ok := s.spec.Params["prefix"]; ok {
+		opts = append(opts, redis.WithPrefix(p))
+	}
+	st := redis.New(rdb, opts...)
+	s.d = st
+	s.closers = append(s.closers, func(context.Context) error { return st.Close() })
+	return nil
+}
+
+func (s *Store) openRedlock() error {
+	timeout, err := s.spec.duration("node_timeout", 0)
+	if err != nil {
+		return err
+	}
+	retention, err := s.spec.duration("fence_retention", redlock.DefaultFenceRetention)
+	if err != nil {
+		return err
+	}
+	opts := []redlock.Option{redlock.WithFenceRetention(retention)}
+	if timeout > 0 {
+		opts = append(opts, redlock.WithNodeTimeout(timeout))
+	}
+	if v, ok := s.spec.Params["drift"]; ok {
+		f, err := s.spec.drift(v)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, redlock.WithDriftFactor(f))
+	}
+	if p, ok := s.spec.Params["prefix"]; ok {
+		opts = append(opts, redlock.WithPrefix(p))
+	}
+	clients := make([]goredis.UniversalClient, 0, len(s.spec.Hosts))
+	for _, h := range s.spec.Hosts {
+		ro, err := s.redisOptions(h)
+		if err != nil {
+			return err
+		}
+		rdb := goredis.NewClient(ro)
+		clients = append(clients, rdb)
+		s.closers = append(s.closers, func(context.Context) error { return rdb.Close() })
+	}
+	s.d = redlock.New(clients, opts...)
+	return nil
+}
+
+func (s *Store) openPostgres(ctx context.Context) error {
+	opts := []postgres.Option{}
+	if v, ok := s.spec.Params["sequence"]; ok {
+		opts = append(opts, postgres.WithSequence(v))
+	}
+	check, err := s.spec.boolean("pooler_check", true)
+	if err != nil {
+		return err
+	}
+	setup, err := s.spec.boolean("setup", true)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, postgres.WithPoolerCheck(check), postgres.WithSetup(setup))
+	cfg, err := pgxpool.ParseConfig(s.spec.URL.String())
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadURL, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("%w: postgres: %v", driver.ErrUnavailable, err)
+	}
+	s.closers = append(s.closers, func(context.Context) error { pool.Close(); return nil })
+	s.d = postgres.New(pool, opts...)
+	return nil
+}
+
+func (s *Store) openEtcd() error {
+	timeout, err := s.spec.duration("request_timeout", etcd.DefaultRequestTimeout)
+	if err != nil {
+		return err
+	}
+	endpoints := make([]string, len(s.spec.Hosts))
+	for i, h := range s.spec.Hosts {
+		endpoints[i] = "http://" + h
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return fmt.Errorf("%w: etcd: %v", driver.ErrUnavailable, err)
+	}
+	s.closers = append(s.closers, func(context.Context) error { return cli.Close() })
+	opts := []etcd.Option{etcd.WithRequestTimeout(timeout)}
+	if p, ok := s.spec.Params["prefix"]; ok {
+		opts = append(opts, etcd.WithPrefix(p))
+	}
+	s.d = etcd.New(cli, opts...)
+	return nil
+}

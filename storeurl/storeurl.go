@@ -1,0 +1,340 @@
+// Package storeurl opens a dlm lock store from a URL, so that tools and
+// configuration files can name a store in one string:
+//
+//	dlm://host:port[,host:port...][?session_ttl=10s&keepalive=2.5s&label=NAME]
+//	redis://[user:password@]host:port[/db][?prefix=dlm:&queue_refresh=500ms&...]
+//	rediss://...                          (the same, over TLS)
+//	redlock://[user:password@]host:port,host:port,...[/db][?prefix=&drift=0.01&node_timeout=50ms]
+//	postgres://user:password@host:port/db[?sequence=dlm_fence&pooler_check=true&...]
+//	postgresql://...                      (the same)
+//	etcd://host:port[,host:port...][?prefix=dlm/&request_timeout=5s]
+//
+// Parameters the store does not take are passed on: a redis URL's to
+// go-redis (dial_timeout, pool_size, ...), a postgres URL's to pgx (sslmode,
+// pool_max_conns, ...). An unknown parameter is an error, never ignored.
+// DefaultURL, the local dlm server, is used when the URL is empty.
+//
+// A URL holds credentials: show it with Redact, never as given.
+package storeurl
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// DefaultURL is the store used when none is named: the dlm server that
+// `dlm server` runs on this machine by default.
+const DefaultURL = "dlm://127.0.0.1:7420"
+
+// MaxURLBytes is the longest URL accepted.
+const MaxURLBytes = 4096
+
+// MaxHosts is the largest number of hosts in one URL.
+const MaxHosts = 64
+
+// Default ports, used when a host has none.
+const (
+	DefaultDLMPort   = "7420"
+	DefaultRedisPort = "6379"
+	DefaultEtcdPort  = "2379"
+)
+
+// ErrBadURL is returned, wrapped with what is wrong, for a URL that does not
+// name a store. It also matches driver.ErrInvalid.
+var ErrBadURL = fmt.Errorf("%w: bad store URL", driver.ErrInvalid)
+
+// Kind is the store a URL names.
+type Kind string
+
+// The kinds of store.
+const (
+	KindDLM      Kind = "dlm"
+	KindRedis    Kind = "redis"
+	KindRedlock  Kind = "redlock"
+	KindPostgres Kind = "postgres"
+	KindEtcd     Kind = "etcd"
+)
+
+// Spec is a parsed store URL.
+type Spec struct {
+	// Kind is the store.
+	Kind Kind
+	// Hosts are the host:port addresses, each with a port (the default
+	// one where the URL had none). Empty for postgres, whose URL pgx
+	// reads as it is.
+	Hosts []string
+	// URL is the parsed URL with the parameters Params took out.
+	URL *url.URL
+	// Params are the dlm parameters of the URL, checked against the
+	// store's list.
+	Params map[string]string
+	// TLS is true for rediss.
+	TLS bool
+}
+
+// params lists the dlm parameters each kind takes. Other parameters are
+// passed on to the client library (redis, postgres) or are errors.
+var params = map[Kind][]string{
+	KindDLM:      {"session_ttl", "keepalive", "label"},
+	KindRedis:    {"prefix", "queue_refresh", "fence_retention"},
+	KindRedlock:  {"prefix", "drift", "node_timeout", "fence_retention"},
+	KindPostgres: {"sequence", "pooler_check", "setup"},
+	KindEtcd:     {"prefix", "request_timeout"},
+}
+
+// passOn reports whether a kind passes its other parameters to its client
+// library.
+func passOn(k Kind) bool { return k == KindRedis || k == KindRedlock || k == KindPostgres }
+
+// Parse checks rawURL and splits it into a Spec without connecting to
+// anything. An empty rawURL is DefaultURL.
+func Parse(rawURL string) (*Spec, error) {
+	if rawURL == "" {
+		rawURL = DefaultURL
+	}
+	if len(rawURL) > MaxURLBytes {
+		return nil, fmt.Errorf("%w: longer than %d bytes", ErrBadURL, MaxURLBytes)
+	}
+	// A host list (a:1,b:2) is not a host url.Parse accepts: take it out,
+	// parse the rest, and put it back.
+	hosts, rest := cutHosts(rawURL)
+	u, err := url.Parse(rest)
+	if err == nil && hosts != "" {
+		u.Host = hosts
+	}
+	if err != nil {
+		// url's error repeats the URL, credentials included.
+		return nil, fmt.Errorf("%w: %s", ErrBadURL, urlErr(err))
+	}
+	spec := &Spec{URL: u, Params: map[string]string{}}
+	switch u.Scheme {
+	case "dlm":
+		spec.Kind = KindDLM
+	case "redis", "rediss":
+		spec.Kind, spec.TLS = KindRedis, u.Scheme == "rediss"
+	case "redlock":
+		spec.Kind = KindRedlock
+	case "postgres", "postgresql":
+		spec.Kind = KindPostgres
+	case "etcd":
+		spec.Kind = KindEtcd
+	case "":
+		return nil, fmt.Errorf("%w: %q has no scheme; want dlm://, redis://, rediss://, redlock://, postgres:// or etcd://", ErrBadURL, Redact(rawURL))
+	default:
+		return nil, fmt.Errorf("%w: unknown scheme %q; want dlm, redis, rediss, redlock, postgres or etcd", ErrBadURL, u.Scheme)
+	}
+	if u.Opaque != "" {
+		return nil, fmt.Errorf("%w: %s: want %s://host:port", ErrBadURL, Redact(rawURL), u.Scheme)
+	}
+	if err := spec.takeParams(); err != nil {
+		return nil, err
+	}
+	if err := spec.checkParams(); err != nil {
+		return nil, err
+	}
+	if spec.Kind == KindPostgres {
+		return spec, nil
+	}
+	if err := spec.splitHosts(); err != nil {
+		return nil, err
+	}
+	if (spec.Kind == KindDLM || spec.Kind == KindEtcd) && u.User != nil {
+		return nil, fmt.Errorf("%w: %s URLs take no user or password", ErrBadURL, spec.Kind)
+	}
+	if (spec.Kind == KindDLM || spec.Kind == KindEtcd) && strings.Trim(u.Path, "/") != "" {
+		return nil, fmt.Errorf("%w: %s URLs take no path, got %q", ErrBadURL, spec.Kind, u.Path)
+	}
+	if spec.Kind == KindRedis && len(spec.Hosts) != 1 {
+		return nil, fmt.Errorf("%w: a redis URL names one host, got %d (use redlock:// for several independent masters)", ErrBadURL, len(spec.Hosts))
+	}
+	return spec, nil
+}
+
+// takeParams moves the kind's parameters from the query into Params and
+// rejects unknown ones where nothing else would read them.
+func (s *Spec) takeParams() error {
+	q, err := url.ParseQuery(s.URL.RawQuery)
+	if err != nil {
+		return fmt.Errorf("%w: query: %s", ErrBadURL, urlErr(err))
+	}
+	for _, name := range params[s.Kind] {
+		vs, ok := q[name]
+		if !ok {
+			continue
+		}
+		if len(vs) != 1 {
+			return fmt.Errorf("%w: parameter %s given %d times", ErrBadURL, name, len(vs))
+		}
+		s.Params[name] = vs[0]
+		delete(q, name)
+	}
+	if len(q) > 0 && !passOn(s.Kind) {
+		for name := range q {
+			return fmt.Errorf("%w: %s URLs have no parameter %q (they take %s)", ErrBadURL, s.Kind, name, strings.Join(params[s.Kind], ", "))
+		}
+	}
+	s.URL.RawQuery = q.Encode()
+	return nil
+}
+
+// splitHosts fills Hosts from a comma-separated host list.
+func (s *Spec) splitHosts() error {
+	if s.URL.Host == "" {
+		return fmt.Errorf("%w: %s URL names no host", ErrBadURL, s.Kind)
+	}
+	port := map[Kind]string{KindDLM: DefaultDLMPort, KindRedis: DefaultRedisPort, KindRedlock: DefaultRedisPort, KindEtcd: DefaultEtcdPort}[s.Kind]
+	parts := strings.Split(s.URL.Host, ",")
+	if len(parts) > MaxHosts {
+		return fmt.Errorf("%w: %d hosts, at most %d", ErrBadURL, len(parts), MaxHosts)
+	}
+	seen := map[string]bool{}
+	for _, h := range parts {
+		if h == "" {
+			return fmt.Errorf("%w: empty host in %q", ErrBadURL, s.URL.Host)
+		}
+		host, p, err := net.SplitHostPort(h)
+		if err != nil {
+			host, p = h, port
+			if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+				return fmt.Errorf("%w: host %q: %v", ErrBadURL, h, err)
+			}
+			host = strings.Trim(host, "[]")
+		}
+		if host == "" {
+			return fmt.Errorf("%w: host %q has no name", ErrBadURL, h)
+		}
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: host %q: port %q is not a number from 1 to 65535", ErrBadURL, h, p)
+		}
+		addr := net.JoinHostPort(host, p)
+		if seen[addr] {
+			return fmt.Errorf("%w: host %s named twice", ErrBadURL, addr)
+		}
+		seen[addr] = true
+		s.Hosts = append(s.Hosts, addr)
+	}
+	return nil
+}
+
+// cutHosts returns the host list of rawURL when it has several hosts, and
+// rawURL with that list replaced by a single placeholder host; otherwise ""
+// and rawURL unchanged.
+func cutHosts(rawURL string) (hosts, rest string) {
+	i := strings.Index(rawURL, "://")
+	if i < 0 {
+		return "", rawURL
+	}
+	start := i + 3
+	end := len(rawURL)
+	if j := strings.IndexAny(rawURL[start:], "/?#"); j >= 0 {
+		end = start + j
+	}
+	if at := strings.LastIndex(rawURL[start:end], "@"); at >= 0 {
+		start += at + 1
+	}
+	hosts = rawURL[start:end]
+	if !strings.Contains(hosts, ",") {
+		return "", rawURL
+	}
+	return hosts, rawURL[:start] + "hosts" + rawURL[end:]
+}
+
+// kinds of parameter values, checked by Parse.
+var (
+	durationParams = []string{"session_ttl", "keepalive", "queue_refresh", "fence_retention", "node_timeout", "request_timeout"}
+	boolParams     = []string{"pooler_check", "setup"}
+)
+
+// checkParams checks the values of the dlm parameters.
+func (s *Spec) checkParams() error {
+	for _, name := range durationParams {
+		if _, err := s.duration(name, 0); err != nil {
+			return err
+		}
+	}
+	for _, name := range boolParams {
+		if _, err := s.boolean(name, false); err != nil {
+			return err
+		}
+	}
+	if v, ok := s.Params["drift"]; ok {
+		if _, err := s.drift(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drift parses a drift factor.
+func (s *Spec) drift(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0 && f < 1) {
+		return 0, fmt.Errorf("%w: parameter drift=%q: want a fraction of the TTL from 0 to below 1, such as 0.01", ErrBadURL, v)
+	}
+	return f, nil
+}
+
+// duration reads the duration parameter name, or def when absent.
+func (s *Spec) duration(name string, def time.Duration) (time.Duration, error) {
+	v, ok := s.Params[name]
+	if !ok {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%w: parameter %s=%q: want a positive duration such as 500ms", ErrBadURL, name, v)
+	}
+	return d, nil
+}
+
+// boolean reads the boolean parameter name, or def when absent.
+func (s *Spec) boolean(name string, def bool) (bool, error) {
+	v, ok := s.Params[name]
+	if !ok {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: parameter %s=%q: want true or false", ErrBadURL, name, v)
+	}
+	return b, nil
+}
+
+// Redact returns rawURL with its password (in the user part or a password
+// parameter) replaced by "xxxxx", for logs and messages. A URL that does not
+// parse is returned as its scheme only.
+func Redact(rawURL string) string {
+	hosts, rest := cutHosts(rawURL)
+	u, err := url.Parse(rest)
+	if err == nil && hosts != "" {
+		u.Host = hosts
+	}
+	if err != nil {
+		if i := strings.Index(rawURL, "://"); i > 0 && i < 16 {
+			return rawURL[:i] + "://..."
+		}
+		return "(unparsable URL)"
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// urlErr is the cause inside a url error, without the URL it repeats.
+func urlErr(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
