@@ -1,7 +1,14 @@
 // Command dlm is the dlm lock server and its tools.
 //
-//	dlm server [flags]   run a dlm server (see dlm server -h)
-//	dlm version          print the version
+//	dlm server [flags]                   run a dlm server
+//	dlm run --lock NAME [flags] -- cmd   run a command while holding a lock
+//	dlm ls [flags]                       list locks, holders and waiters
+//	dlm status [flags]                   describe the store
+//	dlm bench [flags]                    measure a store with the standard workloads
+//	dlm demo [flags]                     the inventory story, end to end
+//	dlm version                          print the version
+//
+// Each command takes -h for its flags.
 package main
 
 import (
@@ -26,8 +33,16 @@ func main() {
 const usage = `dlm is a distributed lock manager.
 
 Usage:
-  dlm server [flags]   run a dlm server (dlm server -h for its flags)
-  dlm version          print the version
+  dlm server [flags]                   run a dlm server
+  dlm run --lock NAME [flags] -- cmd   run a command while holding a lock
+  dlm ls [flags]                       list locks, holders and waiters
+  dlm status [flags]                   describe the store and its health
+  dlm bench [flags]                    measure a store with the standard workloads
+  dlm demo [flags]                     the inventory story, end to end, with no setup
+  dlm version                          print the version
+
+Each command takes -h for its flags. Commands that use a store take
+--store URL (default $DLM_STORE, else dlm://127.0.0.1:7420).
 `
 
 // run runs one subcommand and returns the process exit code.
@@ -39,6 +54,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "server":
 		return runServer(ctx, args[1:], stderr)
+	case "run":
+		// dlm run handles its own signals: it passes them to the command.
+		return runRun(context.WithoutCancel(ctx), args[1:], stderr)
+	case "ls":
+		return runLs(ctx, args[1:], stdout, stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "version":

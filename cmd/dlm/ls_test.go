@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm/internal/testenv"
+)
+
+// list runs dlm ls --json and returns the resources.
+func list(t *testing.T, store, prefix string) []resourceJSON {
+	t.Helper()
+	code, out, stderr := runDLM(t, nil, "ls", store, "--prefix", prefix, "--json")
+	if code != 0 {
+		t.Fatalf("dlm ls: exit %d; stderr:\n%s", code, stderr)
+	}
+	var res []resourceJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("dlm ls --json: %v\n%s", err, out)
+	}
+	return res
+}
+
+// awaitList polls dlm ls until the resource named name satisfies cond (an
+// absent resource is seen as one without holders or waiters). The state is
+// inside the store, which offers no event to wait on.
+func awaitList(t *testing.T, store, name string, cond func(resourceJSON) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := resourceJSON{Resource: name}
+		for _, r := range list(t, store, name) {
+			if r.Resource == name {
+				got = r
+			}
+		}
+		if cond(got) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached the awaited state; last: %+v", name, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestLsShowsHoldersAndQueue(t *testing.T) {
+	stores := map[string]func(t *testing.T) string{
+		"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t)) },
+		"redis": func(t *testing.T) string { return "--store=redis://" + testenv.StartRedis(t).Addr() },
+	}
+	for kind, storeOf := range stores {
+		t.Run(kind, func(t *testing.T) {
+			store := storeOf(t)
+			name := "ls-" + kind + "/orders"
+			holder := startDLM(t, nil, "run", store, "--lock", name, "--metadata", "the holder", "--", "sh", "-c", holdScript)
+			holder.stdout.expect(t, "held", 30*time.Second)
+			startDLM(t, nil, "run", store, "--lock", name, "--metadata", "first waiter", "--", "true")
+			awaitList(t, store, name, func(r resourceJSON) bool { return len(r.Waiters) == 1 })
+			startDLM(t, nil, "run", store, "--lock", name, "--metadata", "second waiter", "--", "true")
+			awaitList(t, store, name, func(r resourceJSON) bool { return len(r.Waiters) == 2 })
+
+			res := list(t, store, "ls-"+kind+"/")
+			if len(res) != 1 || res[0].Resource != name {
+				t.Fatalf("ls --prefix: %+v", res)
+			}
+			r := res[0]
+			h := r.Holders[0]
+			if len(r.Holders) != 1 || h.Mode != "EX" || h.Token == 0 || h.Metadata != "the holder" {
+				t.Errorf("holder %+v", h)
+			}
+			if h.TTLMs <= 0 || h.TTLMs > 10_000 {
+				t.Errorf("holder TTL left %d ms, want in (0, 10s]", h.TTLMs)
+			}
+			if r.Waiters[0].Metadata != "first waiter" || r.Waiters[1].Metadata != "second waiter" {
+				t.Errorf("waiters out of order: %+v", r.Waiters)
+			}
+			if other := list(t, store, "ls-none/"); len(other) != 0 {
+				t.Errorf("a prefix that matches nothing listed %+v", other)
+			}
+
+			code, out, _ := runDLM(t, nil, "ls", store, "--prefix", "ls-"+kind+"/")
+			if code != 0 || !strings.Contains(out, "RESOURCE") || !strings.Contains(out, name) ||
+				!strings.Contains(out, "waiting #2") || !strings.Contains(out, fmt.Sprint(h.Token)) {
+				t.Errorf("dlm ls table:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	code, out, stderr := runDLM(t, nil, "status", store)
+	if code != 0 || !strings.Contains(out, "reachable: yes") || !strings.Contains(out, "(leader)") {
+		t.Fatalf("status: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = runDLM(t, nil, "status", store, "--json")
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.Server == nil || !rep.Server.Leader || rep.Server.Sessions < 1 {
+		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
+	}
+	dead := fmt.Sprintf("--store=dlm://127.0.0.1:%d", testenv.FreePort(t))
+	code, out, _ = runDLM(t, nil, "status", dead)
+	if code != exitUnavailable || !strings.Contains(out, "reachable: no") {
+		t.Fatalf("status of a dead server: exit %d\n%s", code, out)
+	}
+	r := testenv.StartRedis(t)
+	if code, out, stderr := runDLM(t, nil, "status", "--store=redis://"+r.Addr()); code != 0 || !strings.Contains(out, "reachable: yes") {
+		t.Fatalf("status of redis: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+func TestBench(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	code, out, stderr := runDLM(t, nil, "bench", store, "--ops", "200", "--lockers", "8", "--json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\n%s", code, stderr)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err, out)
+	}
+	if len(rep.Results) != 3 {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	for _, r := range rep.Results {
+		if r.Ops != 200 || r.Violations != 0 || r.PerSecond <= 0 || r.P50 <= 0 {
+			t.Errorf("%s: %+v", r.Workload, r)
+		}
+	}
+	if c := rep.Results[2]; c.Workload != "contended" || c.Jain < 0.9 || c.MaxWait <= 0 {
+		t.Errorf("contended: %+v", c)
+	}
+	code, out, _ = runDLM(t, nil, "bench", store, "--ops", "50", "--workloads", "uncontended")
+	if code != 0 || !strings.Contains(out, "WORKLOAD") || !strings.Contains(out, "uncontended") {
+		t.Fatalf("bench table: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{
+		{"bench", store, "--workloads", "nope"},
+		{"bench", store, "--ops", "0", "--duration", "0"},
+		{"bench", store, "--lockers", "0"},
+		{"bench", "--store", "ftp://x"},
+	} {
+		if code, _, stderr := runDLM(t, nil, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2; stderr:\n%s", args, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/storeurl"
+)
+
+// Exit codes of `dlm run`, besides the command's own.
+const (
+	exitUsage       = 2   // bad flags or arguments
+	exitUnavailable = 69  // the store could not be reached or refused the request
+	exitBusy        = 75  // the lock was held by others until --wait ran out
+	exitLost        = 76  // the lock was lost while the command ran; it was stopped
+	exitCannotExec  = 126 // the command was found but could not be started
+	exitNotFound    = 127 // the command was not found
+	exitSignalBase  = 128 // + N: the command died of signal N, or dlm itself was stopped by signal N while waiting
+)
+
+const runUsage = `Usage: dlm run --lock NAME [flags] -- command [args...]
+
+Runs the command while holding the lock NAME, renewing it, and releases it
+when the command exits. The command runs in its own process group and gets
+DLM_LOCK_NAME and DLM_LOCK_TOKEN (the fencing token) in its environment.
+Signals sent to dlm run (INT, TERM, HUP, QUIT, USR1, USR2) go to the command.
+
+If the lock is lost while the command runs, the command's process group gets
+SIGTERM at once and SIGKILL after --grace, and dlm run exits 76.
+
+Exit codes:
+  the command's own   the command ran and exited
+  128+N               the command died of signal N (or dlm run was stopped by
+                      signal N before the command started)
+  2                   usage error, or a request the store refuses as invalid
+                      (such as a name longer than 512 bytes)
+  69                  the store could not be reached, or refused the request
+  75                  the lock was busy: not acquired within --wait
+  76                  the lock was lost while the command ran
+  126, 127            the command could not be started, or was not found
+
+Flags:
+`
+
+// forwarded are the signals dlm run passes on to the command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// runFlags are the settings of `dlm run`.
+type runFlags struct {
+	lock, mode, store, metadata, logLevel string
+	ttl, wait, grace, connect             time.Duration
+	slots                                 int
+}
+
+// waitFlag is --wait: unset means wait as long as it takes.
+type waitFlag struct {
+	d   *time.Duration
+	set bool
+}
+
+func (w *waitFlag) String() string {
+	if w.d == nil || !w.set {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration of 0 or more, such as 0 or 30s")
+	}
+	*w.d, w.set = d, true
+	return nil
+}
+
+func runRun(ctx context.Context, args []string, stderr io.Writer) int {
+	var f runFlags
+	fs := flag.NewFlagSet("dlm run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	wait := &waitFlag{d: &f.wait}
+	fs.StringVar(&f.lock, "lock", "", "the lock's name (required)")
+	fs.StringVar(&f.mode, "mode", "ex", "lock mode: nl, cr, cw, pr, pw or ex (stores other than the dlm server have ex only; postgres also pr)")
+	fs.StringVar(&f.store, "store", env("DLM_STORE", storeurl.DefaultURL), "store URL: dlm://, redis://, rediss://, redlock://, postgres:// or etcd:// (env DLM_STORE)")
+	fs.DurationVar(&f.ttl, "ttl", dlm.DefaultTTL, "the lock's time to live; it is renewed every ttl/3 while the command runs")
+	fs.Var(wait, "wait", "how long to wait for the lock (default: until acquired); 0 gives up at once if it is held")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	fs.DurationVar(&f.connect, "connect-timeout", 10*time.Second, "how long to try to reach the store")
+	fs.IntVar(&f.slots, "n", 0, "make the lock a semaphore of n slots; the command takes one")
+	fs.StringVar(&f.metadata, "metadata", "", "a description of this holder shown by dlm ls (default: host, pid and command)")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	cmdArgs := fs.Args()
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "dlm run: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case f.lock == "":
+		return usage("--lock NAME is required")
+	case len(cmdArgs) == 0:
+		return usage("no command given: dlm run --lock NAME -- command [args...]")
+	case f.slots < 0 || f.slots == 1:
+		return usage("-n %d: a semaphore needs at least 2 slots (without -n the lock has one holder)", f.slots)
+	case f.slots > 0 && f.mode != "ex":
+		return usage("-n and --mode do not go together: a semaphore has no modes")
+	case f.grace < 0:
+		return usage("--grace %s is negative", f.grace)
+	case f.connect <= 0:
+		return usage("--connect-timeout %s is not positive", f.connect)
+	}
+	mode, err := dlm.ParseMode(f.mode)
+	if err != nil {
+		return usage("--mode: %v", err)
+	}
+	log, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return usage("--log-level: %v", err)
+	}
+	if _, err := storeurl.Parse(f.store); err != nil {
+		return usage("--store: %v", err)
+	}
+	opts := []dlm.Option{dlm.WithTTL(f.ttl), dlm.WithAutoRenew(true), dlm.WithMode(mode), dlm.WithMetadata(f.metadata)}
+	if f.metadata == "" {
+		opts[len(opts)-1] = dlm.WithMetadata(defaultMetadata(cmdArgs))
+	}
+	if wait.set {
+		opts = append(opts, dlm.WithWait(f.wait))
+	}
+	if f.slots > 0 {
+		opts = append(opts, dlm.WithSemaphore(f.slots, 1))
+	}
+	r := &runner{f: f, opts: opts, args: cmdArgs, stderr: stderr, log: log}
+	return r.run(ctx)
+}
+
+// runner is one `dlm run`.
+type runner struct {
+	f      runFlags
+	opts   []dlm.Option
+	args   []string
+	stderr io.Writer
+	log    *slog.Logger
+}
+
+func (r *runner) errorf(format string, a ...any) {
+	fmt.Fprintf(r.stderr, "dlm run: "+format+"\n", a...)
+}
+
+func (r *runner) run(ctx context.Context) int {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	// Until the command starts, a signal abandons the wait.
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case s := <-sigs:
+			cancel(signalError{s.(syscall.Signal)})
+		case <-stopWatch:
+		}
+	}()
+	lease, store, code := r.acquire(waitCtx)
+	close(stopWatch)
+	<-watched
+	if lease == nil {
+		return code
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		if err := store.Close(cctx); err != nil {
+			r.log.Warn("closing the store", "err", err)
+		}
+	}()
+	return r.supervise(lease, sigs)
+}
+
+// signalError is the cause of a wait abandoned on a signal.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return "stopped by signal " + e.sig.String() }
+
+// acquire opens the store and takes the lock. It returns the lease, or the
+// exit code when there is none.
+func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int) {
+	fail := func(err error) (*dlm.Lease, *storeurl.Store, int) {
+		var se signalError
+		if errors.As(context.Cause(ctx), &se) {
+			r.errorf("%v while waiting for %q", se, r.f.lock)
+			return nil, nil, exitSignalBase + int(se.sig)
+		}
+		if errors.Is(err, dlm.ErrInvalid) {
+			r.errorf("%v", err)
+			return nil, nil, exitUsage
+		}
+		if errors.Is(err, dlm.ErrNotAcquired) {
+			r.errorf("%q is busy: %v", r.f.lock, err)
+			return nil, nil, exitBusy
+		}
+		r.errorf("%v", err)
+		return nil, nil, exitUnavailable
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.f.connect)
+	store, err := storeurl.Open(cctx, r.f.store, storeurl.WithLabel(label(r.args)), storeurl.WithLogger(r.log))
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	c := dlm.New(store.Driver(), dlm.WithLogger(r.log))
+	lease, err := c.Acquire(ctx, r.f.lock, r.opts...)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		store.Close(cctx)
+		cancel()
+		return fail(err)
+	}
+	r.log.Info("acquired", "lock", r.f.lock, "token", lease.Token(), "store", store)
+	return lease, store, 0
+}
+
+// supervise runs the command under lease and returns dlm run's exit code.
+func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) int {
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := lease.Release(ctx); err != nil && !errors.Is(err, dlm.ErrLost) {
+			r.errorf("release %q: %v", r.f.lock, err)
+		}
+	}()
+	cmd := exec.Command(r.args[0], r.args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(),
+		"DLM_LOCK_NAME="+r.f.lock,
+		"DLM_LOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
+	)
+	// Its own process group, so that a lost lock stops all of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		r.errorf("%v", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotExec
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cmd.Wait()
+	}()
+	signalGroup := func(s syscall.Signal) {
+		if err := syscall.Kill(-pgid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
+			r.log.Warn("signal the command", "signal", s, "err", err)
+		}
+	}
+	lost := lease.Lost()
+	var kill <-chan time.Time
+	for {
+		select {
+		case s := <-sigs:
+			signalGroup(s.(syscall.Signal))
+		case <-lost:
+			lost = nil
+			r.errorf("lost %q: %v; stopping the command (SIGTERM, SIGKILL after %s)", r.f.lock, lease.Err(), r.f.grace)
+			signalGroup(syscall.SIGTERM)
+			t := time.NewTimer(r.f.grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			r.errorf("the command outlived its grace period; SIGKILL")
+			signalGroup(syscall.SIGKILL)
+		case <-done:
+			if err := lease.Err(); err != nil {
+				if lost != nil {
+					r.errorf("lost %q as the command ended: %v", r.f.lock, err)
+				}
+				return exitLost
+			}
+			return exitCode(cmd.ProcessState)
+		}
+	}
+}
+
+// exitCode is the shell's view of how a process ended.
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitSignalBase + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// label names this process to stores that show sessions.
+func label(args []string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("dlm run %s (%s pid %d)", args[0], host, os.Getpid())
+}
+
+// defaultMetadata describes the holder for dlm ls.
+func defaultMetadata(args []string) string {
+	host, _ := os.Hostname()
+	m := fmt.Sprintf("%s pid %d: %s", host, os.Getpid(), strings.Join(args, " "))
+	if len(m) > 200 {
+		m = m[:200]
+	}
+	return strings.ToValidUTF8(m, "?")
+}
+
+// newLogger logs to w at the named level.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, err
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlmhq/dlm/internal/testenv"
+)
+
+// Several dlm run processes contend on one lock; the commands never
+// overlap (mkdir fails for a second one inside) and their tokens grow in
+// the order they ran.
+func TestRunNeverOverlaps(t *testing.T) {
+	stores := map[string]func(t *testing.T) string{
+		"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t)) },
+		"redis": func(t *testing.T) string { return "--store=redis://" + testenv.StartRedis(t).Addr() },
+	}
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			flag := store(t)
+			dir := t.TempDir()
+			script := `mkdir "$D/inside" || exit 99; echo "$DLM_LOCK_TOKEN" >> "$D/tokens"; sleep 0.02; rmdir "$D/inside"`
+			const procs, rounds = 4, 4
+			var wg sync.WaitGroup
+			for range procs {
+				wg.Go(func() {
+					for range rounds {
+						code, _, stderr := runDLM(t, []string{"D=" + dir}, "run", flag, "--lock", "overlap-"+name, "--", "sh", "-c", script)
+						if code != 0 {
+							t.Errorf("dlm run exit %d; stderr:\n%s", code, stderr)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			data, err := os.ReadFile(filepath.Join(dir, "tokens"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Fields(string(data))
+			if len(lines) != procs*rounds {
+				t.Fatalf("%d critical sections recorded, want %d", len(lines), procs*rounds)
+			}
+			var tokens []uint64
+			for _, l := range lines {
+				n, err := strconv.ParseUint(l, 10, 64)
+				if err != nil || n == 0 {
+					t.Fatalf("DLM_LOCK_TOKEN %q", l)
+				}
+				tokens = append(tokens, n)
+			}
+			if !slices.IsSorted(tokens) || len(slices.Compact(slices.Clone(tokens))) != len(tokens) {
+				t.Fatalf("tokens in the order the commands ran: %v, want strictly increasing", tokens)
+			}
+		})
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-executable")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	dead := fmt.Sprintf("--store=dlm://127.0.0.1:%d", testenv.FreePort(t))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"the command's code", []string{"run", store, "--lock", "codes", "--", "sh", "-c", "exit 3"}, 3},
+		{"success", []string{"run", store, "--lock", "codes", "--", "true"}, 0},
+		{"killed by a signal", []string{"run", store, "--lock", "codes", "--", "sh", "-c", "kill -9 $$"}, 128 + 9},
+		{"not found", []string{"run", store, "--lock", "codes", "--", "no-such-command-dlm"}, exitNotFound},
+		{"not executable", []string{"run", store, "--lock", "codes", "--", notExec}, exitCannotExec},
+		{"store unreachable", []string{"run", dead, "--connect-timeout=500ms", "--lock", "codes", "--", "true"}, exitUnavailable},
+		{"no lock", []string{"run", store, "--", "true"}, exitUsage},
+		{"no command", []string{"run", store, "--lock", "x"}, exitUsage},
+		{"one slot", []string{"run", store, "--lock", "x", "-n", "1", "--", "true"}, exitUsage},
+		{"slots and mode", []string{"run", store, "--lock", "x", "-n", "2", "--mode", "pr", "--", "true"}, exitUsage},
+		{"bad mode", []string{"run", store, "--lock", "x", "--mode", "xx", "--", "true"}, exitUsage},
+		{"bad wait", []string{"run", store, "--lock", "x", "--wait", "-1s", "--", "true"}, exitUsage},
+		{"bad store", []string{"run", "--store", "mysql://h", "--lock", "x", "--", "true"}, exitUsage},
+		{"empty name", []string{"run", store, "--lock", "", "--", "true"}, exitUsage},
+		{"name too long", []string{"run", store, "--lock", strings.Repeat("n", 513), "--", "true"}, exitUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runDLM(t, nil, tc.args...)
+			if code != tc.want {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.want, stderr)
+			}
+			if code != 0 && code != 3 && code < 128 && !strings.Contains(stderr, "dlm run") {
+				t.Errorf("no explanation on stderr: %q", stderr)
+			}
+		})
+	}
+}
+
+func TestRunGivesTheCommandItsLock(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	code, out, stderr := runDLM(t, nil, "run", store, "--lock", "env-check", "--", "sh", "-c", `echo "$DLM_LOCK_NAME $DLM_LOCK_TOKEN"`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	f := strings.Fields(out)
+	if len(f) != 2 || f[0] != "env-check" {
+		t.Fatalf("the command saw %q", out)
+	}
+	if n, err := strconv.ParseUint(f[1], 10, 64); err != nil || n == 0 {
+		t.Fatalf("DLM_LOCK_TOKEN=%q", f[1])
+	}
+}
+
+// holdScript prints "held" and then runs until it is stopped.
+const holdScript = `echo held; exec sleep 60`
+
+// --wait 0 skips a lock that is held (the cron use); a longer wait gives up
+// when it runs out; a wait that a signal interrupts leaves no waiter behind.
+func TestRunBusy(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	holder := startDLM(t, nil, "run", store, "--lock", "busy", "--", "sh", "-c", holdScript)
+	holder.stdout.expect(t, "held", 30*time.Second)
+
+	code, _, stderr := runDLM(t, nil, "run", store, "--lock", "busy", "--wait", "0", "--", "echo", "ran")
+	if code != exitBusy || !strings.Contains(stderr, "busy") {
+		t.Fatalf("--wait 0 on a held lock: exit %d, want %d; stderr:\n%s", code, exitBusy, stderr)
+	}
+	start := time.Now()
+	code, _, _ = runDLM(t, nil, "run", store, "--lock", "busy", "--wait", "300ms", "--", "echo", "ran")
+	if code != exitBusy {
+		t.Fatalf("--wait 300ms on a held lock: exit %d, want %d", code, exitBusy)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("--wait 300ms gave up after %s", el)
+	}
+
+	waiter := startDLM(t, nil, "run", store, "--lock", "busy", "--", "echo", "ran")
+	awaitList(t, store, "busy", func(r resourceJSON) bool { return len(r.Waiters) == 1 })
+	waiter.cmd.Process.Signal(syscall.SIGTERM)
+	if code := waiter.wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("a waiter stopped by SIGTERM exited %d; stderr:\n%s", code, waiter.stderr)
+	}
+	if strings.Contains(waiter.stdout.String(), "ran") {
+		t.Fatal("the command ran although the lock was never acquired")
+	}
+	awaitList(t, store, "busy", func(r resourceJSON) bool { return len(r.Waiters) == 0 && len(r.Holders) == 1 })
+
+	// The holder ends on SIGTERM, passed to its command, and frees the lock.
+	holder.cmd.Process.Signal(syscall.SIGTERM)
+	if code := holder.wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("holder exit %d after SIGTERM; stderr:\n%s", code, holder.stderr)
+	}
+	if code, out, stderr := runDLM(t, nil, "run", store, "--lock", "busy", "--wait", "0", "--", "echo", "ran"); code != 0 || out != "ran\n" {
+		t.Fatalf("after the holder ended: exit %d, %q; stderr:\n%s", code, out, stderr)
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	p := startDLM(t, nil, "run", store, "--lock", "signals", "--", "sh", "-c",
+		`trap 'echo got-usr1; exit 7' USR1; echo held; while :; do sleep 0.02; done`)
+	p.stdout.expect(t, "held", 30*time.Second)
+	p.cmd.Process.Signal(syscall.SIGUSR1)
+	p.stdout.expect(t, "got-usr1", 10*time.Second)
+	if code := p.wait(t, 10*time.Second); code != 7 {
+		t.Fatalf("exit %d, want the command's 7; stderr:\n%s", code, p.stderr)
+	}
+}
+
+// A semaphore of two slots: two commands hold it at once, a third is busy,
+// and gets in when one ends.
+func TestRunSemaphore(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	a := startDLM(t, nil, "run", store, "--lock", "sem", "-n", "2", "--", "sh", "-c", holdScript)
+	b := startDLM(t, nil, "run", store, "--lock", "sem", "-n", "2", "--", "sh", "-c", holdScript)
+	a.stdout.expect(t, "held", 30*time.Second)
+	b.stdout.expect(t, "held", 30*time.Second)
+	if code, _, stderr := runDLM(t, nil, "run", store, "--lock", "sem", "-n", "2", "--wait", "0", "--", "true"); code != exitBusy {
+		t.Fatalf("a third on two slots: exit %d; stderr:\n%s", code, stderr)
+	}
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	a.wait(t, 10*time.Second)
+	if code, _, stderr := runDLM(t, nil, "run", store, "--lock", "sem", "-n", "2", "--wait", "10s", "--", "true"); code != 0 {
+		t.Fatalf("a slot freed: exit %d; stderr:\n%s", code, stderr)
+	}
+}
+
+// A lost lock stops the command: SIGTERM at once, SIGKILL after the grace
+// period for a command that ignores SIGTERM, and exit 76. The loss is made
+// by deleting the lock's key in Redis; the lease notices at its next
+// renewal (every TTL/3).
+func TestRunLostLockStopsTheCommand(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	const ttl, grace = 600 * time.Millisecond, 400 * time.Millisecond
+	for _, tc := range []struct {
+		name, script string
+		killed       bool
+	}{
+		{"obeys SIGTERM", `trap 'echo got-term; exit 0' TERM; echo held; while :; do sleep 0.02; done`, false},
+		{"ignores SIGTERM", `trap '' TERM; echo held; while :; do sleep 0.02; done`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lock := "lost-" + strings.ReplaceAll(tc.name, " ", "-")
+			p := startDLM(t, nil, "run", "--store=redis://"+r.Addr(), "--lock", lock,
+				"--ttl", ttl.String(), "--grace", grace.String(), "--", "sh", "-c", tc.script)
+			p.stdout.expect(t, "held", 30*time.Second)
+			lostAt := time.Now()
+			if n, err := rdb.Del(t.Context(), "dlm:{"+lock+"}").Result(); err != nil || n != 1 {
+				t.Fatalf("delete the lock key: %d, %v", n, err)
+			}
+			// Loss is seen within a renewal interval (TTL/3) plus a round
+			// trip; the command then has the grace period. Allow a second
+			// for process scheduling under the race detector.
+			bound := ttl/3 + grace + time.Second
+			code := p.wait(t, 10*time.Second)
+			took := time.Since(lostAt)
+			if code != exitLost {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLost, p.stderr)
+			}
+			if took > bound {
+				t.Errorf("the command stopped %s after the loss, bound %s", took, bound)
+			}
+			if got := strings.Contains(p.stdout.String(), "got-term"); got == tc.killed {
+				t.Errorf("the command's TERM trap ran: %v; output:\n%s", got, p.stdout)
+			}
+			if tc.killed && took < grace {
+				t.Errorf("SIGKILL came %s after the loss, before the %s grace period", took, grace)
+			}
+			if !strings.Contains(p.stderr.String(), "lost") {
+				t.Errorf("stderr does not say the lock was lost:\n%s", p.stderr)
+			}
+		})
+	}
+}
