@@ -110,7 +110,7 @@ func (s *Store) request(req driver.Request, flags locktable.Flags, deadline int6
 		}
 		return nil, locktable.Result{}, err
 	}
-	e := &entry{owner: req.Owner, session: sid, lock: res.Lock, ttl: req.TTL, index: -1}
+	e := &entry{owner: req.Owner, meta: req.Metadata, session: sid, lock: res.Lock, ttl: req.TTL, index: -1}
 	s.byOwner[req.Owner] = e
 	s.byLock[res.Lock] = e
 	s.dispatch(res.Events)

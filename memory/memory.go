@@ -41,6 +41,7 @@ type Store struct {
 // entry is one acquisition: its session, its lock and its TTL.
 type entry struct {
 	owner   string
+	meta    string // the request's metadata, for List
 	session locktable.SessionID
 	lock    locktable.LockID
 	ttl     time.Duration

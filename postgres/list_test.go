@@ -1,0 +1,298 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
+	"github.com/dlmhq/dlm/postgres"
+)
+
+// appClient returns a dlm client and its store over a pool of its own whose
+// connections carry the application name app.
+func (e *env) appClient(app string) (*dlm.Client, *postgres.Store) {
+	e.t.Helper()
+	cfg, err := pgxpool.ParseConfig(e.srv.DSN())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg.MaxConns = 8
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { closePool(e.t, p) })
+	s := postgres.New(p)
+	return dlm.New(s), s
+}
+
+// list lists through s and fails the test on an error.
+func list(t *testing.T, s *postgres.Store, prefix string, limit int) []driver.ResourceInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	infos, err := s.List(ctx, prefix, limit)
+	if err != nil {
+		t.Fatalf("List(%q, %d): %v", prefix, limit, err)
+	}
+	return infos
+}
+
+// one returns the listing of name alone, with ok false if it is not listed.
+func one(t *testing.T, s *postgres.Store, name string) (driver.ResourceInfo, bool) {
+	t.Helper()
+	for _, r := range list(t, s, name, 1000) {
+		if r.Resource == name {
+			return r, true
+		}
+	}
+	return driver.ResourceInfo{}, false
+}
+
+func names(infos []driver.ResourceInfo) []string {
+	out := make([]string, len(infos))
+	for i, r := range infos {
+		out[i] = r.Resource
+	}
+	return out
+}
+
+// pids returns the backends that hold (granted) or wait for key, by
+// pg_locks, in pid order.
+func (e *env) pids(key int64, granted bool) []string {
+	e.t.Helper()
+	rows, err := e.admin.Query(context.Background(), `SELECT pid FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 1 AND classid = $1 AND objid = $2 AND granted = $3 ORDER BY pid`,
+		uint32(uint64(key)>>32), uint32(key), granted)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		var pid int32
+		if err := rows.Scan(&pid); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, strconv.Itoa(int(pid)))
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func TestListHolderAndWaitersInOrder(t *testing.T) {
+	e := newEnv(t)
+	hc, s := e.appClient("list-holder")
+	wc, _ := e.appClient("list-waiter")
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	key := postgres.KeyOf(name)
+	shown := postgres.Key(key)
+
+	holder, err := hc.Acquire(ctx, name, dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := one(t, s, shown)
+	want := driver.HolderInfo{Owner: e.pids(key, true)[0], Mode: driver.EX, Metadata: "list-holder"}
+	if !ok || len(r.Holders) != 1 || r.Holders[0] != want || len(r.Waiters) != 0 {
+		t.Fatalf("listing of %s = %+v (listed %v), want the holder %+v alone", shown, r, ok, want)
+	}
+
+	const waiters = 3
+	leases := make(chan *dlm.Lease, waiters)
+	var order []string
+	for i := range waiters {
+		go func() {
+			l, err := wc.Acquire(ctx, name, dlm.WithWait(time.Minute))
+			if err != nil {
+				t.Error(err)
+			}
+			leases <- l
+		}()
+		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
+			r, _ = one(t, s, shown)
+			return len(r.Waiters) == i+1 && !r.Waiters[i].Since.IsZero()
+		})
+		w := r.Waiters[i]
+		if w.Mode != driver.EX || w.Metadata != "list-waiter" || w.Owner == want.Owner || slices.Contains(order, w.Owner) {
+			t.Fatalf("new waiter = %+v, earlier ones %q", w, order)
+		}
+		var got []string
+		for _, w := range r.Waiters {
+			got = append(got, w.Owner)
+		}
+		if !slices.Equal(got[:i], order) {
+			t.Fatalf("waiters = %q, want %q first", got, order)
+		}
+		if since := time.Since(w.Since); since < 0 || since > time.Minute {
+			t.Fatalf("waiter since %s, %s ago", w.Since, since)
+		}
+		order = append(order, w.Owner)
+	}
+	if got := e.pids(key, false); !slices.Equal(got, slices.Sorted(slices.Values(order))) {
+		t.Fatalf("pg_locks shows the waiters %q, the listing %q", got, order)
+	}
+
+	// The server grants the first waiter; the others stay queued in order.
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-leases
+	r, _ = one(t, s, shown)
+	if len(r.Holders) != 1 || r.Holders[0].Owner != order[0] || len(r.Waiters) != waiters-1 ||
+		r.Waiters[0].Owner != order[1] || r.Waiters[1].Owner != order[2] {
+		t.Fatalf("after the release: %+v, want holder %s and waiters %q", r, order[0], order[1:])
+	}
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters - 1 {
+		if err := (<-leases).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, ok := one(t, s, shown); ok {
+		t.Fatalf("released resource still listed: %+v", r)
+	}
+}
+
+func TestListSharedHoldersAndWriter(t *testing.T) {
+	e := newEnv(t)
+	c, s := e.appClient("list-modes")
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	key := postgres.KeyOf(name)
+	for range 2 {
+		l, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+	}
+	writer := make(chan *dlm.Lease, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		l, _ := c.Acquire(wctx, name) // ends with the test
+		writer <- l
+	}()
+	var r driver.ResourceInfo
+	storetest.Await(t, 10*time.Second, "writer queued", func() bool {
+		r, _ = one(t, s, postgres.Key(key))
+		return len(r.Waiters) == 1
+	})
+	holders := e.pids(key, true)
+	if len(r.Holders) != 2 || r.Holders[0].Owner != holders[0] || r.Holders[1].Owner != holders[1] ||
+		r.Holders[0].Mode != driver.PR || r.Holders[1].Mode != driver.PR || r.Waiters[0].Mode != driver.EX {
+		t.Fatalf("listing = %+v, want PR holders %q and an EX waiter", r, holders)
+	}
+	cancel()
+	if l := <-writer; l != nil {
+		t.Fatal("the writer was granted beside readers")
+	}
+}
+
+func TestListPrefixLimitAndForeignLocks(t *testing.T) {
+	e := newEnv(t)
+	c, s := e.appClient("list-prefix")
+	ctx := storetest.Context(t)
+	const base = 7400000100
+	var want []string
+	for _, n := range []int64{base + 3, base + 1, base + 2} {
+		l, err := c.Acquire(ctx, postgres.Key(n), dlm.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		want = append(want, postgres.Key(n))
+	}
+	hashed := storetest.Resource(t)
+	l, err := c.Acquire(ctx, hashed, dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	// Locks that other code holds in the same database: one on a 64-bit
+	// key shows, one on two 32-bit keys does not.
+	conn, err := e.admin.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d), pg_advisory_lock(74, 1)", base+5)); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock_all()")
+	want = append(want, postgres.Key(base+5))
+	slices.Sort(want)
+
+	for _, tc := range []struct {
+		prefix string
+		limit  int
+		want   []string
+	}{
+		{"pgkey:74000001", 100, want},
+		{"pgkey:74000001", 2, want[:2]},
+		{postgres.Key(base + 1), 100, want[:1]},
+		{"pgkey:74000002", 100, nil},
+	} {
+		if got := names(list(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
+			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
+		}
+	}
+	all := names(list(t, s, "", 1000))
+	if !slices.IsSorted(all) || !slices.Contains(all, postgres.Key(postgres.KeyOf(hashed))) || !slices.Contains(all, want[0]) {
+		t.Fatalf("List all = %q, want sorted names with %s and %s", all, postgres.Key(postgres.KeyOf(hashed)), want[0])
+	}
+	if names := names(list(t, s, "pgkey:", 1000)); !slices.Equal(names, all) {
+		t.Fatalf("List(%q) = %q, want every lock %q", "pgkey:", names, all)
+	}
+	if _, err := s.List(ctx, hashed, 10); !errors.Is(err, driver.ErrUnsupported) {
+		t.Fatalf("List by a name prefix: %v, want ErrUnsupported", err)
+	}
+}
+
+func TestListErrors(t *testing.T) {
+	e := newEnv(t)
+	_, s := e.appClient("list-errors")
+	if _, err := s.List(context.Background(), "", 0); !errors.Is(err, driver.ErrInvalid) {
+		t.Fatalf("limit 0: %v, want ErrInvalid", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.List(ctx, "", 10); !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("cancelled context: %v, want context.Canceled only", err)
+	}
+	// A server that is not there.
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", testenv.FreePort(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := postgres.New(p).List(ctx, "", 10); !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("no server: %v, want ErrUnavailable", err)
+	}
+	if _, err := postgres.New(nil).List(ctx, "", 10); !errors.Is(err, driver.ErrInvalid) {
+		t.Fatalf("nil pool: %v, want ErrInvalid", err)
+	}
+}

@@ -1,0 +1,136 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
+)
+
+var _ driver.Lister = (*Store)(nil)
+
+// maxListPage is the largest page the server returns (server.MaxListLimit).
+const maxListPage = 1000
+
+// List returns the resources whose name starts with prefix that have a
+// holder or a waiter, sorted by name, at most limit of them, from the
+// server the store is connected to, in pages of at most 1000. Each page is
+// read at one moment; a listing of several pages is not one snapshot. A
+// server that is not the Raft leader answers from its own state, which may
+// lag the leader's. List is a plain call on the store's connection: it
+// works without a live session, and fails with driver.ErrUnavailable when
+// the server cannot be reached.
+//
+// Holders are in grant order, with their mode (zero for a semaphore),
+// permits (semaphores), token, metadata and when they were granted. Owners
+// are the server's: Session is the holder's session id and Owner its owner
+// number within that session, both in decimal; the request's own owner id
+// does not reach the server. The server keeps a lock while its session
+// lives, and the lease TTL is enforced by the client that holds it, so TTL
+// is zero. Waiters are in the order they will be served: conversions first
+// (with Conversion set and the mode they asked for), then new requests,
+// each with when it was queued and its metadata. Capacity is the number of
+// permits of a semaphore.
+func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.ResourceInfo, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: list limit %d is not positive", driver.ErrInvalid, limit)
+	}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	var out []driver.ResourceInfo
+	after := ""
+	for len(out) < limit {
+		page := min(limit-len(out), maxListPage)
+		resp, err := s.client.List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page)})
+		if err != nil {
+			return nil, s.rpcError(ctx, "list", err)
+		}
+		for _, r := range resp.GetResources() {
+			out = append(out, resourceInfo(r))
+		}
+		if resp.GetNext() == "" || len(resp.GetResources()) == 0 {
+			break
+		}
+		after = resp.GetNext()
+	}
+	return out[:min(len(out), limit)], nil
+}
+
+// resourceInfo converts the server's description of a resource.
+func resourceInfo(r *dlmpb.ResourceInfo) driver.ResourceInfo {
+	info := driver.ResourceInfo{Resource: r.GetName()}
+	sem := r.GetSemaphore()
+	if sem {
+		info.Capacity = int(r.GetCapacity())
+	}
+	for _, l := range r.GetHolders() {
+		h := driver.HolderInfo{
+			Owner:    strconv.FormatUint(l.GetOwner(), 10),
+			Session:  strconv.FormatUint(l.GetSession(), 10),
+			Mode:     driver.Mode(l.GetMode()),
+			Token:    l.GetToken(),
+			Since:    unixNano(l.GetGrantedAtUnixNano()),
+			Metadata: string(l.GetMetadata()),
+		}
+		if sem {
+			h.Permits = int(l.GetPermits())
+		}
+		info.Holders = append(info.Holders, h)
+	}
+	for _, q := range [][]*dlmpb.LockInfo{r.GetConverting(), r.GetWaiting()} {
+		for _, l := range q {
+			w := driver.WaiterInfo{
+				Owner:      strconv.FormatUint(l.GetOwner(), 10),
+				Session:    strconv.FormatUint(l.GetSession(), 10),
+				Mode:       driver.Mode(l.GetRequested()),
+				Conversion: l.GetState() == dlmpb.LockInfo_STATE_CONVERTING,
+				Since:      unixNano(l.GetQueuedAtUnixNano()),
+				Metadata:   string(l.GetMetadata()),
+			}
+			if sem {
+				w.Permits = int(l.GetPermits())
+			}
+			info.Waiters = append(info.Waiters, w)
+		}
+	}
+	return info
+}
+
+// unixNano returns the time of a Unix time in nanoseconds, or the zero time
+// for 0.
+func unixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// open returns an error once the store is closed.
+func (s *Store) open() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.closing {
+		return fmt.Errorf("%w: the store is closed", driver.ErrUnavailable)
+	}
+	return nil
+}
+
+// rpcError classifies the error of a unary call to the server: the end of
+// ctx as such, an argument the server rejected as driver.ErrInvalid, and
+// anything else as the server being unavailable.
+func (s *Store) rpcError(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("dlm %s: %w", op, cerr)
+	}
+	if status.Code(err) == codes.InvalidArgument {
+		return fmt.Errorf("%w: dlm %s: %s", driver.ErrInvalid, op, status.Convert(err).Message())
+	}
+	return fmt.Errorf("%w: dlm %s: %w", driver.ErrUnavailable, op, err)
+}
