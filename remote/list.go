@@ -32,8 +32,9 @@ const maxListPage = 1000
 // are the server's: Session is the holder's session id and Owner its owner
 // number within that session, both in decimal; the request's own owner id
 // does not reach the server. The server keeps a lock while its session
-// lives, and the lease TTL is enforced by the client that holds it, so TTL
-// is zero. Waiters are in the order they will be served: conversions first
+// lives, so TTL is the time left before the holder's session expires
+// without a keepalive, as the leader sees it (zero from another node); the
+// lease TTL itself is enforced by the client that holds it. Waiters are in the order they will be served: conversions first
 // (with Conversion set and the mode they asked for), then new requests,
 // each with when it was queued and its metadata. Capacity is the number of
 // permits of a semaphore.
@@ -76,6 +77,7 @@ func resourceInfo(r *dlmpb.ResourceInfo) driver.ResourceInfo {
 			Session:  strconv.FormatUint(l.GetSession(), 10),
 			Mode:     driver.Mode(l.GetMode()),
 			Token:    l.GetToken(),
+			TTL:      time.Duration(l.GetSessionExpiresInMs()) * time.Millisecond,
 			Since:    unixNano(l.GetGrantedAtUnixNano()),
 			Metadata: string(l.GetMetadata()),
 		}

@@ -67,9 +67,10 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 	}
 	h := r.Holders[0]
 	if h.Session != strconv.FormatUint(hs.Session(), 10) || h.Owner == "" || h.Mode != driver.EX ||
-		h.Token != holder.Token() || h.Metadata != "host-c pid 3" || h.TTL != 0 ||
+		h.Token != holder.Token() || h.Metadata != "host-c pid 3" ||
+		h.TTL <= 0 || h.TTL > remote.DefaultSessionTTL+time.Second || // the session's time left; +1s: the leader's margin
 		h.Since.Before(start.Add(-time.Second)) || h.Since.After(time.Now().Add(time.Second)) {
-		t.Fatalf("holder = %+v, want session %d, EX, token %d, metadata %q, granted since %s",
+		t.Fatalf("holder = %+v, want session %d, EX, token %d, metadata %q, the session's TTL left, granted since %s",
 			h, hs.Session(), holder.Token(), "host-c pid 3", start)
 	}
 

@@ -30,6 +30,16 @@ if ((${#missing[@]})); then
 	fi
 fi
 
+# The dashboard's browser test: Debian's chromium and playwright-core. As
+# root they are installed and the test must run; otherwise it runs if they
+# are there and is skipped (with a message) if not.
+if [ "$(id -u)" = 0 ]; then
+	bash scripts/browser-setup.sh
+	export DLM_BROWSER_TEST=1
+elif ! bash scripts/browser-setup.sh; then
+	echo "test.sh: the dashboard's browser test will be skipped" >&2
+fi
+
 pkgs=("$@")
 ((${#pkgs[@]})) || pkgs=(./...)
 go vet "${pkgs[@]}"

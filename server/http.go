@@ -12,18 +12,28 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
+	"github.com/dlmhq/dlm/web"
 )
 
 // httpHandler serves:
 //
+//	GET /                           the dashboard (package web), which follows /v1/events
 //	GET /healthz                    200 while the process serves HTTP
 //	GET /readyz                     200 when the node takes requests, else 503
 //	GET /metrics                    Prometheus metrics
 //	GET /v1/resources?prefix=&after=&limit=   resources, holders and queues (JSON)
 //	GET /v1/sessions                open sessions with their locks (JSON)
 //	GET /v1/status                  the node's status (JSON)
+//	GET /v1/members                 the Raft configuration's servers and the leader (JSON)
+//	GET /v1/events?prefix=&limit=   live snapshots as Server-Sent Events (see eventFeed);
+//	                                at most MaxEventStreams at once, else 503
+//
+// It also hooks the node's apply latency to the metrics, which only HTTP
+// serves.
 func (s *Server) httpHandler() http.Handler {
+	s.metrics.instrument(s.node)
 	mux := http.NewServeMux()
+	mux.Handle("GET /", web.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -41,7 +51,19 @@ func (s *Server) httpHandler() http.Handler {
 		st, _ := s.Status(r.Context(), nil)
 		writeProto(w, st)
 	})
+	mux.HandleFunc("GET /v1/members", s.httpMembers)
+	mux.Handle("GET /v1/events", newEventFeed(s))
 	return mux
+}
+
+func (s *Server) httpMembers(w http.ResponseWriter, _ *http.Request) {
+	members, err := s.node.Members()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	leaderID, leaderAddr := s.node.Leader()
+	writeJSON(w, map[string]any{"leader_id": leaderID, "leader_address": leaderAddr, "members": members})
 }
 
 func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +129,12 @@ func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
 			out = append(out, sj)
 		}
 	})
-	b, err := json.MarshalIndent(map[string]any{"sessions": out}, "", "  ")
+	writeJSON(w, map[string]any{"sessions": out})
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

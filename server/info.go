@@ -30,8 +30,17 @@ func (s *Server) List(_ context.Context, req *dlmpb.ListRequest) (*dlmpb.ListRes
 			resp.Next = infos[limit-1].Name
 		}
 		resp.Resources = make([]*dlmpb.ResourceInfo, len(infos))
+		now := time.Now()
 		for i, r := range infos {
-			resp.Resources[i] = resourceInfoPB(r, s.node.fsm.metadataOf)
+			ri := resourceInfoPB(r, s.node.fsm.metadataOf)
+			for _, q := range [][]*dlmpb.LockInfo{ri.Holders, ri.Converting, ri.Waiting} {
+				for _, l := range q {
+					if d, ok := s.live.deadline(locktable.SessionID(l.Session)); ok {
+						l.SessionExpiresInMs = max(d.Sub(now).Milliseconds(), 1)
+					}
+				}
+			}
+			resp.Resources[i] = ri
 		}
 	})
 	return resp, nil

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"time"
+
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -16,6 +19,8 @@ type serverMetrics struct {
 	expired       prometheus.Counter
 	leaderChanges prometheus.Counter
 	streams       prometheus.Gauge
+	eventStreams  prometheus.Gauge
+	applyLatency  prometheus.Histogram
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -41,10 +46,25 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Name: "dlm_server_streams",
 			Help: "Session streams attached to this node.",
 		}),
+		eventStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dlm_server_event_streams",
+			Help: "Live feed streams (GET /v1/events) open on this node.",
+		}),
+		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "dlm_server_apply_duration_seconds",
+			Help:    "Time from a proposal's submission to this node until its entry was committed and applied (leader only).",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 17), // 100µs to 6.6s
+		}),
 	}
-	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams,
+	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// instrument makes node n report to the metrics what only it measures: the
+// apply latency of its proposals.
+func (m *serverMetrics) instrument(n *Node) {
+	n.observeApplyLatency(func(d time.Duration) { m.applyLatency.Observe(d.Seconds()) })
 }
 
 // observe counts the events and refusals of an applied command.
@@ -61,7 +81,7 @@ func (m *serverMetrics) observe(r *Result) {
 type tableCollector struct{ s *Server }
 
 var tableDescs = struct {
-	sessions, resources, locks, pending, lastToken, applied, leader, ready *prometheus.Desc
+	sessions, resources, locks, pending, lastToken, applied, leader, ready, raftState, raftTerm *prometheus.Desc
 }{
 	sessions:  prometheus.NewDesc("dlm_server_sessions", "Open sessions.", nil, nil),
 	resources: prometheus.NewDesc("dlm_server_resources", "Resources with a lock or a waiter.", nil, nil),
@@ -71,11 +91,19 @@ var tableDescs = struct {
 	applied:   prometheus.NewDesc("dlm_server_applied_index", "The Raft index last applied.", nil, nil),
 	leader:    prometheus.NewDesc("dlm_server_leader", "1 if this node is the Raft leader.", nil, nil),
 	ready:     prometheus.NewDesc("dlm_server_ready", "1 if this node serves requests (leader, log applied).", nil, nil),
+	raftState: prometheus.NewDesc("dlm_server_raft_state", "1 for this node's Raft state (leader, follower, candidate, shutdown), 0 for the others.", []string{"state"}, nil),
+	raftTerm:  prometheus.NewDesc("dlm_server_raft_term", "The node's current Raft term: it grows by one or more with every election the node takes part in or hears of.", nil, nil),
 }
+
+// raftStates are the values of dlm_server_raft_state's label.
+var raftStates = [...]struct {
+	state raft.RaftState
+	label string
+}{{raft.Leader, "leader"}, {raft.Follower, "follower"}, {raft.Candidate, "candidate"}, {raft.Shutdown, "shutdown"}}
 
 func (tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := tableDescs
-	for _, x := range []*prometheus.Desc{d.sessions, d.resources, d.locks, d.pending, d.lastToken, d.applied, d.leader, d.ready} {
+	for _, x := range []*prometheus.Desc{d.sessions, d.resources, d.locks, d.pending, d.lastToken, d.applied, d.leader, d.ready, d.raftState, d.raftTerm} {
 		ch <- x
 	}
 }
@@ -97,6 +125,11 @@ func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(tableDescs.applied, float64(c.s.node.FSM().AppliedIndex()))
 	gauge(tableDescs.leader, boolFloat(c.s.node.IsLeader()))
 	gauge(tableDescs.ready, boolFloat(c.s.Ready()))
+	state := c.s.node.raft.State()
+	for _, rs := range raftStates {
+		ch <- prometheus.MustNewConstMetric(tableDescs.raftState, prometheus.GaugeValue, boolFloat(state == rs.state), rs.label)
+	}
+	gauge(tableDescs.raftTerm, float64(c.s.node.raft.CurrentTerm()))
 }
 
 func boolFloat(b bool) float64 {

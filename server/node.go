@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -72,6 +73,8 @@ type Node struct {
 	notify    chan bool      // Raft's leadership notifications
 	wg        sync.WaitGroup // watchLeadership
 	pipeline  sync.WaitGroup // the batcher and the waiter
+
+	applyObserver atomic.Pointer[func(time.Duration)] // see observeApplyLatency
 
 	leaderMu sync.Mutex
 	leader   bool

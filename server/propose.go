@@ -21,9 +21,16 @@ const (
 
 // proposal is one Propose call: its encoded commands and where to answer.
 type proposal struct {
-	cmds [][]byte
-	done chan proposed // buffered: the waiter never blocks
+	cmds      [][]byte
+	done      chan proposed // buffered: the waiter never blocks
+	submitted time.Time     // for the apply latency
 }
+
+// observeApplyLatency makes the node call fn, from its waiter goroutine,
+// with the time each proposal took from Submit until its entry was applied
+// (failed proposals are not counted). fn must be quick. It lasts until the
+// node closes.
+func (n *Node) observeApplyLatency(fn func(time.Duration)) { n.applyObserver.Store(&fn) }
 
 // proposed is the answer to a proposal.
 type proposed struct {
@@ -68,7 +75,7 @@ func (n *Node) Submit(ctx context.Context, cmds ...*dlmpb.Command) (*Pending, er
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("dlm server: propose: %w", err)
 	}
-	p := &proposal{cmds: make([][]byte, len(cmds)), done: make(chan proposed, 1)}
+	p := &proposal{cmds: make([][]byte, len(cmds)), done: make(chan proposed, 1), submitted: time.Now()}
 	for i, c := range cmds {
 		b, err := proto.Marshal(c)
 		if err != nil {
@@ -187,6 +194,7 @@ func (n *Node) await() {
 		if err == nil && len(results) != e.count {
 			err = fmt.Errorf("dlm server: propose: %d results for %d commands", len(results), e.count)
 		}
+		applied := time.Now()
 		off := 0
 		for _, p := range e.props {
 			if err != nil {
@@ -195,6 +203,11 @@ func (n *Node) await() {
 			}
 			p.done <- proposed{results: results[off : off+len(p.cmds) : off+len(p.cmds)]}
 			off += len(p.cmds)
+		}
+		if fn := n.applyObserver.Load(); fn != nil && err == nil {
+			for _, p := range e.props {
+				(*fn)(applied.Sub(p.submitted))
+			}
 		}
 		<-n.slots
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,8 +97,15 @@ func startDLM(t *testing.T, env []string, args ...string) *proc {
 		p.code = cmd.ProcessState.ExitCode() // -1 if killed by a signal
 	}()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
+		// SIGTERM first: dlm run passes it to its command's process group,
+		// which SIGKILL of dlm run alone would leave running.
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-p.done
+		}
 	})
 	return p
 }

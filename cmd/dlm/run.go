@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -17,17 +19,6 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/storeurl"
-)
-
-// Exit codes of `dlm run`, besides the command's own.
-const (
-	exitUsage       = 2   // bad flags or arguments
-	exitUnavailable = 69  // the store could not be reached or refused the request
-	exitBusy        = 75  // the lock was held by others until --wait ran out
-	exitLost        = 76  // the lock was lost while the command ran; it was stopped
-	exitCannotExec  = 126 // the command was found but could not be started
-	exitNotFound    = 127 // the command was not found
-	exitSignalBase  = 128 // + N: the command died of signal N, or dlm itself was stopped by signal N while waiting
 )
 
 const runUsage = `Usage: dlm run --lock NAME [flags] -- command [args...]
@@ -257,8 +248,7 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) int {
 		"DLM_LOCK_NAME="+r.f.lock,
 		"DLM_LOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 	)
-	// Its own process group, so that a lost lock stops all of it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
 		r.errorf("%v", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {

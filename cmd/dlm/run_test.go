@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -242,5 +243,24 @@ func TestRunLostLockStopsTheCommand(t *testing.T) {
 				t.Errorf("stderr does not say the lock was lost:\n%s", p.stderr)
 			}
 		})
+	}
+}
+
+// On Linux, a dlm run killed with SIGKILL (which it cannot pass on) takes
+// its command with it: the kernel's parent-death signal.
+func TestRunKilledTakesItsCommandWithIt(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	store := storeFlag(sharedServer(t))
+	p := startDLM(t, nil, "run", store, "--lock", "killed", "--", "sh", "-c", holdScript)
+	p.stdout.expect(t, "held", 30*time.Second)
+	p.cmd.Process.Kill()
+	// The command (sleep, exec'd by sh) held the output pipe open: it
+	// closes when the command dies.
+	select {
+	case <-p.stdout.eof:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command still runs 10s after dlm run was killed")
 	}
 }

@@ -1,0 +1,420 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+)
+
+// feed is a client of /v1/events: its snapshots arrive on c, which is
+// closed when the stream ends.
+type feed struct {
+	t      *testing.T
+	c      chan *eventSnapshot
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the reader has returned
+}
+
+// openFeed opens /v1/events with the given query and checks the response.
+func openFeed(t *testing.T, s *Server, query string) *feed {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	resp := getEvents(t, ctx, s, query)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("/v1/events?%s: %d %s", query, resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	f := &feed{t: t, c: make(chan *eventSnapshot, 64), cancel: cancel, done: make(chan struct{})}
+	go f.read(resp.Body)
+	return f
+}
+
+func getEvents(t *testing.T, ctx context.Context, s *Server, query string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.HTTPAddr()+"/v1/events?"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// read parses the event stream: "event: snapshot" and one "data:" line per
+// event, a blank line after each.
+func (f *feed) read(body io.ReadCloser) {
+	defer close(f.done)
+	defer close(f.c)
+	defer body.Close()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	var event, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if event == "snapshot" {
+				var snap eventSnapshot
+				if err := json.Unmarshal([]byte(data), &snap); err != nil {
+					f.t.Errorf("event data: %v\n%s", err, data)
+					return
+				}
+				f.c <- &snap
+			}
+			event, data = "", ""
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data += strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+// next returns the next snapshot.
+func (f *feed) next() *eventSnapshot {
+	f.t.Helper()
+	select {
+	case snap, ok := <-f.c:
+		if !ok {
+			f.t.Fatal("event stream ended")
+		}
+		return snap
+	case <-time.After(5 * time.Second):
+		f.t.Fatal("no event within 5s")
+	}
+	return nil
+}
+
+// await returns the first snapshot that satisfies ok, within 10s.
+func (f *feed) await(what string, ok func(*eventSnapshot) bool) *eventSnapshot {
+	f.t.Helper()
+	deadline := time.After(10 * time.Second)
+	var last *eventSnapshot
+	for {
+		select {
+		case snap, open := <-f.c:
+			if !open {
+				f.t.Fatalf("event stream ended before %s", what)
+			}
+			if ok(snap) {
+				return snap
+			}
+			last = snap
+		case <-deadline:
+			b, _ := json.MarshalIndent(last, "", "  ")
+			f.t.Fatalf("no event with %s within 10s; last:\n%s", what, b)
+		}
+	}
+}
+
+func (s *eventSnapshot) resource(name string) *eventResource {
+	for i := range s.Resources {
+		if s.Resources[i].Name == name {
+			return &s.Resources[i]
+		}
+	}
+	return nil
+}
+
+func (s *eventSnapshot) session(id uint64) *eventSession {
+	for i := range s.Sessions {
+		if s.Sessions[i].ID == id {
+			return &s.Sessions[i]
+		}
+	}
+	return nil
+}
+
+func sessionsOf(ls []eventLock) []uint64 {
+	out := []uint64{}
+	for _, l := range ls {
+		out = append(out, l.Session)
+	}
+	return out
+}
+
+func TestEventsFollowTheTable(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	f := openFeed(t, s, "")
+
+	first := f.next()
+	if first.NodeID != "node-1" || !first.Ready || first.RaftState != "leader" || first.LeaderID != "node-1" ||
+		len(first.Resources) != 0 || first.Limit != DefaultListLimit {
+		t.Fatalf("first snapshot: %+v", first)
+	}
+	if len(first.Members) != 1 {
+		t.Fatalf("members of a single node: %+v", first.Members)
+	}
+	if m := first.Members[0]; m.ID != "node-1" || m.Address != s.Node().Addr() || m.Suffrage != "voter" || !m.Leader || !m.Self {
+		t.Fatalf("member: %+v", m)
+	}
+
+	// An acquisition shows up, then a waiter, then the hand-over.
+	a, _ := open(t, s, 0, 5*time.Second)
+	b, _ := open(t, s, 0, 5*time.Second)
+	ga := a.granted(a.lock("orders/42", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = []byte("worker <3>") }))
+	snap := f.await("orders/42 held by a", func(s *eventSnapshot) bool {
+		r := s.resource("orders/42")
+		return r != nil && len(r.Holders) == 1 && r.Holders[0].Session == a.sid
+	})
+	h := snap.resource("orders/42").Holders[0]
+	if h.Mode != "EX" || h.Token != ga.GetToken() || h.Metadata != "worker <3>" || h.HeldMillis == nil || h.State != "granted" {
+		t.Fatalf("holder: %+v", h)
+	}
+	if snap.AppliedIndex <= first.AppliedIndex || snap.Stats.Sessions != 2 || snap.Stats.Resources != 1 {
+		t.Fatalf("snapshot: index %d after %d, stats %+v", snap.AppliedIndex, first.AppliedIndex, snap.Stats)
+	}
+	sa := snap.session(a.sid)
+	if sa == nil || sa.Label != t.Name() || sa.TTLMilli != 5000 || sa.ExpiresInMillis == nil || *sa.ExpiresInMillis > 5000 || sa.Held != 1 {
+		t.Fatalf("session a: %+v", sa)
+	}
+
+	b.lock("orders/42", dlmpb.Mode_MODE_PR, func(l *dlmpb.LockRequest) { l.Wait = durationpb.New(time.Minute) })
+	snap = f.await("b waiting", func(s *eventSnapshot) bool {
+		r := s.resource("orders/42")
+		return r != nil && slices.Equal(sessionsOf(r.Waiting), []uint64{b.sid})
+	})
+	w := snap.resource("orders/42").Waiting[0]
+	if w.Requested != "PR" || w.State != "waiting" || w.WaitedMillis == nil || w.DeadlineMillis == nil || w.HeldMillis != nil {
+		t.Fatalf("waiter: %+v", w)
+	}
+	if sb := snap.session(b.sid); sb == nil || sb.Waiting != 1 || sb.Held != 0 {
+		t.Fatalf("session b: %+v", sb)
+	}
+
+	a.release(ga.GetLockId())
+	f.await("b holding", func(s *eventSnapshot) bool {
+		r := s.resource("orders/42")
+		return r != nil && slices.Equal(sessionsOf(r.Holders), []uint64{b.sid}) && len(r.Waiting) == 0
+	})
+}
+
+// Events come at most every eventInterval however fast the table changes,
+// and at least every eventRefresh when it does not.
+func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	a, _ := open(t, s, 0, time.Minute) // no keepalives: it must outlive the test
+	f := openFeed(t, s, "")
+	f.next()
+
+	// Many entries a second for a while; the feed's reader buffers the
+	// events meanwhile.
+	entries := 0
+	for end := time.Now().Add(12 * eventInterval); time.Now().Before(end); entries += 2 {
+		g := a.granted(a.lock("churn", dlmpb.Mode_MODE_EX))
+		a.release(g.GetLockId())
+		a.recvSkipAcks() // Released
+	}
+	var times []time.Time
+	for len(f.c) > 0 {
+		times = append(times, f.next().Time)
+	}
+	if len(times) < 5 || len(times) > 14 {
+		t.Fatalf("%d events for %d entries in %v, want about one per %v", len(times), entries, 12*eventInterval, eventInterval)
+	}
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < eventInterval*8/10 {
+			t.Fatalf("events %v apart while the table churned, want at least about %v", gap, eventInterval)
+		}
+	}
+
+	// Quiet: the refresh still comes (and the TTL left moves).
+	applied := s.Node().FSM().AppliedIndex()
+	s1 := f.await("the last entry", func(s *eventSnapshot) bool { return s.AppliedIndex == applied })
+	s2 := f.next()
+	if gap := s2.Time.Sub(s1.Time); gap < eventRefresh/2 || gap > 3*eventRefresh {
+		t.Fatalf("quiet refresh after %v, want about %v", gap, eventRefresh)
+	}
+	if s1.AppliedIndex != s2.AppliedIndex {
+		t.Fatalf("applied index moved while quiet: %d then %d", s1.AppliedIndex, s2.AppliedIndex)
+	}
+	e1, e2 := s1.session(a.sid).ExpiresInMillis, s2.session(a.sid).ExpiresInMillis
+	if e1 == nil || e2 == nil || *e2 >= *e1 {
+		t.Fatalf("TTL left does not move: %v then %v", e1, e2)
+	}
+}
+
+func TestEventsPrefixAndLimit(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	a, _ := open(t, s, 0, 5*time.Second)
+	b, _ := open(t, s, 0, 5*time.Second)
+	c, _ := open(t, s, 0, 5*time.Second)
+	a.granted(a.lock("jobs/1", dlmpb.Mode_MODE_EX))
+	b.granted(b.lock("jobs/2", dlmpb.Mode_MODE_EX))
+	c.granted(c.lock("other/1", dlmpb.Mode_MODE_EX))
+
+	snap := openFeed(t, s, "prefix="+url.QueryEscape("jobs/")).next()
+	var names []string
+	for _, r := range snap.Resources {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"jobs/1", "jobs/2"}) || snap.MoreResources || snap.Prefix != "jobs/" {
+		t.Fatalf("prefix jobs/: resources %q (more %v, prefix %q)", names, snap.MoreResources, snap.Prefix)
+	}
+	var sids []uint64
+	for _, x := range snap.Sessions {
+		sids = append(sids, x.ID)
+	}
+	if !slices.Equal(sids, []uint64{a.sid, b.sid}) {
+		t.Fatalf("prefix jobs/: sessions %v, want those of jobs/ (%d, %d)", sids, a.sid, b.sid)
+	}
+	if snap.Stats.Resources != 3 || snap.Stats.Sessions != 3 {
+		t.Fatalf("stats are the whole table's: %+v", snap.Stats)
+	}
+
+	snap = openFeed(t, s, "limit=1").next()
+	if len(snap.Resources) != 1 || snap.Resources[0].Name != "jobs/1" || !snap.MoreResources ||
+		len(snap.Sessions) != 1 || !snap.MoreSessions || snap.Limit != 1 {
+		t.Fatalf("limit=1: %+v", snap)
+	}
+	if snap := openFeed(t, s, "prefix=nothing/").next(); len(snap.Resources) != 0 || len(snap.Sessions) != 0 {
+		t.Fatalf("prefix nothing/: %+v", snap)
+	}
+
+	for _, q := range []string{"limit=-1", "limit=x", "prefix=" + strings.Repeat("p", DefaultMaxNameLen+1)} {
+		resp := getEvents(t, t.Context(), s, q)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s: %d, want 400", q[:min(len(q), 20)], resp.StatusCode)
+		}
+	}
+}
+
+// streamGoroutines counts the goroutines serving an event stream.
+func streamGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "server.(*Server).streamEvents(")
+}
+
+// waitStreams waits until n streams are served, by the metric and by the
+// goroutines.
+func waitStreams(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, m := streamGoroutines(), int(testutil.ToFloat64(s.metrics.eventStreams))
+		if g == n && m == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stream goroutines and dlm_server_event_streams %d, want %d", g, m, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestEventsStreamEndsWhenTheClientGoes(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	f := openFeed(t, s, "")
+	f.next()
+	waitStreams(t, s, 1)
+	f.cancel()
+	<-f.done
+	waitStreams(t, s, 0)
+}
+
+func TestEventsStreamsAreBounded(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	feeds := make([]*feed, MaxEventStreams)
+	for i := range feeds {
+		feeds[i] = openFeed(t, s, "")
+		feeds[i].next()
+	}
+	resp := getEvents(t, t.Context(), s, "")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("stream %d: %d (Retry-After %q), want 503 with Retry-After", MaxEventStreams+1, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	feeds[0].cancel()
+	<-feeds[0].done
+	waitStreams(t, s, MaxEventStreams-1)
+	openFeed(t, s, "").next()
+}
+
+// Close ends the streams, and their goroutines, at once.
+func TestEventsEndWhenTheServerCloses(t *testing.T) {
+	s, err := Start(ServerConfig{Node: Config{InMemory: true, Raft: fastRaft}, HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := openFeed(t, s, "")
+	f.next()
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Close took %v with a stream open", d)
+	}
+	select {
+	case <-f.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream still open after Close")
+	}
+	if n := streamGoroutines(); n != 0 {
+		t.Fatalf("%d stream goroutines after Close", n)
+	}
+	checkNoLeaks(t)
+}
+
+func TestDashboardAndMembers(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	get := func(path string) (*http.Response, string) {
+		resp, err := http.Get("http://" + s.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := get("/")
+	if resp.StatusCode != 200 || !strings.Contains(body, "<title>dlm dashboard</title>") ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Fatalf("/: %d %v\n%s", resp.StatusCode, resp.Header, body)
+	}
+	if resp, body := get("/app.js"); resp.StatusCode != 200 || !strings.Contains(body, "v1/events") {
+		t.Fatalf("/app.js: %d", resp.StatusCode)
+	}
+	if resp, _ := get("/no-such-file"); resp.StatusCode != 404 {
+		t.Fatalf("/no-such-file: %d, want 404", resp.StatusCode)
+	}
+	resp, body = get("/v1/members")
+	var m struct {
+		LeaderID string   `json:"leader_id"`
+		Members  []Member `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(body), &m); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/v1/members: %d %v\n%s", resp.StatusCode, err, body)
+	}
+	if m.LeaderID != "node-1" || len(m.Members) != 1 || !m.Members[0].Leader || !m.Members[0].Self {
+		t.Fatalf("/v1/members:\n%s", body)
+	}
+}

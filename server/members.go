@@ -1,0 +1,58 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+)
+
+// Member is one server of the Raft configuration, as this node knows it.
+type Member struct {
+	// ID and Address are the server's Raft id and transport address.
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// Suffrage is "voter", "nonvoter" or "staging".
+	Suffrage string `json:"suffrage"`
+	// Leader is true for the server this node takes for the leader.
+	Leader bool `json:"leader"`
+	// Self is true for this node.
+	Self bool `json:"self"`
+}
+
+// Members returns the servers of the latest Raft configuration this node
+// knows (committed or not), in id order, with the leader marked as this
+// node sees it: none while an election runs. A single node is a cluster of
+// one member. It does not wait for the Raft loop.
+func (n *Node) Members() ([]Member, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("dlm server: raft configuration: %w", err)
+	}
+	_, leader := n.raft.LeaderWithID()
+	servers := f.Configuration().Servers
+	out := make([]Member, len(servers))
+	for i, s := range servers {
+		out[i] = Member{
+			ID:       string(s.ID),
+			Address:  string(s.Address),
+			Suffrage: strings.ToLower(s.Suffrage.String()),
+			Leader:   leader != "" && s.ID == leader,
+			Self:     s.ID == raft.ServerID(n.cfg.ID),
+		}
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Leader returns the id and address of the server this node takes for the
+// leader, empty when it knows none.
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// RaftState returns the node's Raft state: "follower", "candidate",
+// "leader" or "shutdown".
+func (n *Node) RaftState() string { return strings.ToLower(n.raft.State().String()) }

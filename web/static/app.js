@@ -1,0 +1,245 @@
+// The dlm dashboard. It follows the server's feed (v1/events, Server-Sent
+// Events carrying JSON snapshots) and redraws the page from each snapshot.
+//
+// Names, labels and metadata come from clients and are untrusted: they are
+// only ever set as text (textContent, text nodes, dataset), never as markup.
+'use strict';
+
+(() => {
+  const feedPath = 'v1/events'; // relative: the page may be mounted under a prefix
+  const retryAfterMs = 3000;    // after the feed refused or failed
+  const staleAfterMs = 5000;    // the server sends at least one event a second
+
+  const $ = (id) => document.getElementById(id);
+
+  let source = null;
+  let retryTimer = 0;
+  let lastEventAt = 0;
+  let prefix = new URLSearchParams(location.search).get('prefix') || '';
+
+  // el builds an element: props may set className, title and data-*
+  // attributes (dataset); children are nodes or strings (made text nodes).
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    if (props) {
+      if (props.className) e.className = props.className;
+      if (props.title) e.title = props.title;
+      if (props.data) {
+        for (const [k, v] of Object.entries(props.data)) e.dataset[k] = String(v);
+      }
+    }
+    for (const c of children) {
+      if (c === null || c === undefined) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function setText(id, text) {
+    $(id).textContent = text;
+  }
+
+  function pad2(n) {
+    return String(n).padStart(2, '0');
+  }
+
+  // duration formats milliseconds: 850 ms, 4.2 s, 37 s, 3m 07s, 2h 05m.
+  function duration(ms) {
+    if (ms === undefined || ms === null) return '–';
+    if (ms < 0) ms = 0;
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    const s = ms / 1000;
+    if (s < 10) return `${s.toFixed(1)} s`;
+    if (s < 60) return `${Math.floor(s)} s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m}m ${pad2(Math.floor(s % 60))}s`;
+    const h = Math.floor(m / 60);
+    if (h < 48) return `${h}h ${pad2(m % 60)}m`;
+    return `${Math.floor(h / 24)}d ${pad2(h % 24)}h`;
+  }
+
+  function setConn(state, text) {
+    const c = $('conn');
+    c.dataset.state = state;
+    c.textContent = text;
+  }
+
+  // --- the feed -----------------------------------------------------------
+
+  function connect() {
+    clearTimeout(retryTimer);
+    if (source) source.close();
+    const url = prefix ? `${feedPath}?prefix=${encodeURIComponent(prefix)}` : feedPath;
+    setConn('connecting', 'connecting…');
+    const es = new EventSource(url);
+    source = es;
+    es.addEventListener('snapshot', (ev) => {
+      if (es !== source) return;
+      lastEventAt = Date.now();
+      let snap;
+      try {
+        snap = JSON.parse(ev.data);
+      } catch (err) {
+        setConn('error', `bad event: ${err}`);
+        return;
+      }
+      setConn('live', 'live');
+      render(snap);
+    });
+    es.onerror = () => {
+      if (es !== source) return;
+      if (es.readyState === EventSource.CLOSED) {
+        // Refused (too many streams, bad request) or the server is gone:
+        // EventSource gives up, so try again later.
+        setConn('down', 'disconnected; retrying…');
+        retryTimer = setTimeout(connect, retryAfterMs);
+      } else {
+        setConn('connecting', 'reconnecting…');
+      }
+    };
+  }
+
+  setInterval(() => {
+    if (lastEventAt && source && source.readyState === EventSource.OPEN && Date.now() - lastEventAt > staleAfterMs) {
+      setConn('stale', `no update for ${duration(Date.now() - lastEventAt)}`);
+    }
+  }, 1000);
+
+  // --- rendering ------------------------------------------------------------
+
+  function render(s) {
+    document.body.dataset.prefix = s.prefix || '';
+    document.body.dataset.applied = String(s.applied_index);
+    document.title = `dlm · ${s.node_id}`;
+    setText('node-id', s.node_id);
+    setText('node-role', `${s.raft_state}${s.ready ? ', serving' : ''}`);
+    setText('leader', s.leader_id ? `${s.leader_id} (${s.leader_address})` : 'none known');
+    setText('applied', String(s.applied_index));
+    setText('updated', new Date(s.time).toLocaleTimeString());
+    const st = s.stats;
+    setText('stats', `${st.sessions} sessions · ${st.resources} resources · ${st.locks} locks · ` +
+      `${st.waiters} waiting · last token ${st.last_token}`);
+
+    renderMembers(s.members || []);
+    const labels = new Map((s.sessions || []).map((x) => [x.id, x.label]));
+    renderResources(s, labels);
+    renderSessions(s);
+  }
+
+  function renderMembers(members) {
+    const rows = members.map((m) => {
+      const role = [];
+      role.push(m.leader ? el('span', { className: 'badge leader' }, 'leader') : 'follower');
+      if (m.self) role.push(' ', el('span', { className: 'badge self' }, 'this node'));
+      return el('tr', { className: m.leader ? 'member leader' : 'member', data: { member: m.id } },
+        el('td', null, m.id), el('td', null, m.address), el('td', null, m.suffrage), el('td', null, ...role));
+    });
+    if (rows.length === 0) rows.push(el('tr', null, el('td', { className: 'empty' }, 'no configuration known')));
+    $('members').tBodies[0].replaceChildren(...rows);
+  }
+
+  function sessionCell(id, labels) {
+    const label = labels.get(id);
+    return el('td', { className: 'session' }, `#${id}`, label ? el('span', { className: 'label' }, ` ${label}`) : null);
+  }
+
+  function lockRow(kind, position, l, labels) {
+    let role, mode, time;
+    switch (kind) {
+      case 'holder':
+        role = 'holder';
+        mode = l.mode || `${l.permits} permit${l.permits === 1 ? '' : 's'}`;
+        time = `held ${duration(l.held_ms)}`;
+        break;
+      case 'converting':
+        role = `converting #${position}`;
+        mode = `${l.mode} → ${l.requested}`;
+        time = `waiting ${duration(l.waited_ms)}`;
+        break;
+      default:
+        role = `waiting #${position}`;
+        mode = l.requested || `${l.permits} permit${l.permits === 1 ? '' : 's'}`;
+        time = `waiting ${duration(l.waited_ms)}`;
+    }
+    const deadline = l.deadline_in_ms !== undefined ? `times out in ${duration(l.deadline_in_ms)}` : '';
+    return el('tr', { className: kind, data: { session: l.session, lock: l.id, label: labels.get(l.session) || '' } },
+      el('td', { className: 'role' }, role),
+      sessionCell(l.session, labels),
+      el('td', { className: 'mode' }, mode),
+      el('td', { className: 'token' }, l.token ? `token ${l.token}` : ''),
+      el('td', { className: 'time' }, time),
+      el('td', { className: 'deadline' }, deadline),
+      el('td', { className: 'meta', title: l.metadata || '' }, l.metadata || ''));
+  }
+
+  function more(shown, total, what) {
+    if (total <= shown) return null;
+    return el('tr', { className: 'more' }, el('td', { className: 'note' }, `… ${total - shown} more ${what}`));
+  }
+
+  function renderResources(s, labels) {
+    const cards = (s.resources || []).map((r) => {
+      const kind = r.kind === 'semaphore' ? `semaphore ${r.used}/${r.capacity}` : 'lock';
+      const rows = [];
+      r.holders.forEach((l, i) => rows.push(lockRow('holder', i + 1, l, labels)));
+      rows.push(more(r.holders.length, r.holders_total, 'holders'));
+      r.converting.forEach((l, i) => rows.push(lockRow('converting', i + 1, l, labels)));
+      rows.push(more(r.converting.length, r.converting_total, 'conversions'));
+      r.waiting.forEach((l, i) => rows.push(lockRow('waiting', i + 1, l, labels)));
+      rows.push(more(r.waiting.length, r.waiting_total, 'waiters'));
+      return el('article', { className: 'resource', data: { resource: r.name } },
+        el('h3', null, el('span', { className: 'name' }, r.name), el('span', { className: 'kind' }, kind),
+          el('span', { className: 'counts' },
+            `${r.holders_total} holding · ${r.converting_total + r.waiting_total} waiting`)),
+        el('table', null, el('tbody', null, ...rows)));
+    });
+    $('resources').replaceChildren(...cards);
+    const none = $('no-resources');
+    none.hidden = cards.length > 0;
+    none.textContent = s.prefix ? `No resource whose name begins with “${s.prefix}” is locked or awaited.` :
+      'No resource is locked or awaited.';
+    const m = $('more-resources');
+    m.hidden = !s.more_resources;
+    m.textContent = `Only the first ${s.limit} resources are shown; narrow the prefix to see others.`;
+  }
+
+  function renderSessions(s) {
+    const now = Date.parse(s.time);
+    const rows = (s.sessions || []).map((x) => el('tr', { className: 'session-row', data: { session: x.id, label: x.label } },
+      el('td', null, `#${x.id}`),
+      el('td', { className: 'label' }, x.label),
+      el('td', null, duration(x.ttl_ms)),
+      el('td', { className: 'ttl-left', title: x.expires_in_ms === undefined ? 'known to the serving leader only' : '' },
+        duration(x.expires_in_ms)),
+      el('td', null, String(x.held)),
+      el('td', null, String(x.waiting)),
+      el('td', null, `${duration(now - Date.parse(x.opened_at))} ago`)));
+    $('sessions').tBodies[0].replaceChildren(...rows);
+    const note = $('sessions-note');
+    note.hidden = !s.prefix;
+    note.textContent = s.prefix ? 'Sessions holding or awaiting the resources shown.' : '';
+    const m = $('more-sessions');
+    m.hidden = !s.more_sessions;
+    m.textContent = `Only the first ${s.limit} sessions are shown.`;
+  }
+
+  // --- the filter -------------------------------------------------------------
+
+  const input = $('prefix');
+  input.value = prefix;
+  let debounce = 0;
+  input.addEventListener('input', () => {
+    clearTimeout(debounce);
+    debounce = setTimeout(() => {
+      if (input.value === prefix) return;
+      prefix = input.value;
+      const u = new URL(location.href);
+      if (prefix) u.searchParams.set('prefix', prefix);
+      else u.searchParams.delete('prefix');
+      history.replaceState(null, '', u);
+      connect();
+    }, 250);
+  });
+
+  connect();
+})();
