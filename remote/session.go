@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -265,7 +266,11 @@ func (s *Store) loseSessionLocked(cause error) {
 	if s.st.sid == 0 {
 		return
 	}
-	s.log.Warn("dlm remote: session lost", "session", s.st.sid, "locks", len(s.st.byOwner), "cause", cause)
+	level := slog.LevelWarn
+	if s.st.closing && len(s.st.byOwner) == 0 {
+		level = slog.LevelDebug // an ordinary Close
+	}
+	s.log.Log(context.Background(), level, "dlm remote: session ended", "session", s.st.sid, "locks", len(s.st.byOwner), "cause", cause)
 	err := fmt.Errorf("%w: session %d lost: %w", driver.ErrUnavailable, s.st.sid, cause)
 	for _, ls := range s.st.byOwner {
 		if ls.waiter != nil {

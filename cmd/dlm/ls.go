@@ -179,10 +179,15 @@ func dashS(s string) string {
 }
 
 func dur(d time.Duration) string {
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		return "-"
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond).String()
 	}
-	return round(d).String()
+	return d.Round(time.Microsecond).String()
 }
 
 func since(now, t time.Time) string {
