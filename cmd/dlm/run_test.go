@@ -227,6 +227,7 @@ func TestRunLostLockStopsTheCommand(t *testing.T) {
 			bound := ttl/3 + grace + time.Second
 			code := p.wait(t, 10*time.Second)
 			took := time.Since(lostAt)
+			t.Logf("dlm run exited %s after the key was deleted", took)
 			if code != exitLost {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLost, p.stderr)
 			}
