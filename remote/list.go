@@ -49,7 +49,7 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	after := ""
 	for len(out) < limit {
 		page := min(limit-len(out), maxListPage)
-		resp, err := s.client.List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page)})
+		resp, err := s.rpc().List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page)})
 		if err != nil {
 			return nil, s.rpcError(ctx, "list", err)
 		}

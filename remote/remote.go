@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -92,10 +93,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // concurrent use. Close it when done: that ends the session and releases
 // its locks at once.
 type Store struct {
-	opt    options
-	conn   *grpc.ClientConn
-	client dlmpb.DLMClient
-	log    *slog.Logger
+	opt options
+	srv *servers
+	log *slog.Logger
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -114,6 +114,13 @@ var (
 // Dial connects to the dlm server at addr (host:port) and opens a session.
 // It returns once the session is open, or with an error wrapping
 // dlm.ErrUnavailable if that fails before ctx ends.
+//
+// For a cluster, addr lists several servers separated by commas (at most
+// MaxServers). The store keeps its session on the leader: a follower
+// refuses the session and names the leader, whom the store then tries
+// first; otherwise it tries the addresses in turn. When the leader changes
+// or its server dies, the store moves on by itself and resumes the session
+// on the new leader, which keeps the session's locks while it is valid.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 	o := options{ttl: DefaultSessionTTL, label: "dlm client", reconnect: 50 * time.Millisecond}
 	for _, opt := range opts {
@@ -132,22 +139,17 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 		o.log = slog.New(slog.DiscardHandler)
 	}
 	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dialOpts...)
-	conn, err := grpc.NewClient(addr, dial...)
+	srv, err := newServers(addr, dial)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dlm server %s: %w", driver.ErrUnavailable, addr, err)
+		return nil, err
 	}
-	s := &Store{
-		opt:    o,
-		conn:   conn,
-		client: dlmpb.NewDLMClient(conn),
-		log:    o.log,
-	}
+	s := &Store{opt: o, srv: srv, log: o.log}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.st.init()
-	first, err := s.connect(ctx)
+	first, err := s.dialSession(ctx)
 	if err != nil {
 		s.cancel()
-		return nil, errors.Join(err, conn.Close())
+		return nil, errors.Join(err, srv.close())
 	}
 	s.wg.Add(2)
 	go s.run(first)
@@ -201,5 +203,29 @@ func (s *Store) Close(ctx context.Context) error {
 	s.loseSessionLocked(errors.New("the store was closed"))
 	s.mu.Unlock()
 	s.wg.Wait()
-	return errors.Join(err, s.conn.Close())
+	return errors.Join(err, s.srv.close())
+}
+
+// rpc returns the client of the server in use, for unary calls.
+func (s *Store) rpc() dlmpb.DLMClient { return s.srv.current().client }
+
+// dialSession opens the first session. While dlm nodes answer but none
+// serves as leader (an election), it tries again until ctx ends; when no
+// server answers at all it fails at once.
+func (s *Store) dialSession(ctx context.Context) (*streamConn, error) {
+	pause := s.opt.reconnect
+	for {
+		conn, leaderless, err := s.connectOnce(ctx)
+		if err == nil || !leaderless {
+			return conn, err
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		pause = min(pause*2, time.Second)
+	}
 }

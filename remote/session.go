@@ -10,30 +10,68 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/driver"
 )
 
-// connect opens a stream and opens or resumes the session on it. On return
-// the stream is installed, the session's state reconciled with the server's,
-// and unanswered requests sent again.
+// connect opens a stream and opens or resumes the session on it, trying
+// the store's servers in turn: the current one first, then the leader a
+// follower names, or the next address. On return the stream is installed,
+// the session's state reconciled with the server's, and unanswered
+// requests sent again.
 func (s *Store) connect(ctx context.Context) (*streamConn, error) {
+	conn, _, err := s.connectOnce(ctx)
+	return conn, err
+}
+
+// connectOnce is one round of connect over the addresses. leaderless
+// reports that a dlm node answered but none was a leader ready to serve
+// (an election, or a leader still starting): worth waiting for.
+func (s *Store) connectOnce(ctx context.Context) (conn *streamConn, leaderless bool, err error) {
+	srv := s.srv.current()
+	var errs []error
+	for range s.srv.size() + 1 { // every address, and a leader named on the way
+		conn, trailer, err := s.connectTo(ctx, srv)
+		if err == nil {
+			return conn, false, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || s.ctx.Err() != nil || errors.Is(err, errSessionEnded) {
+			break
+		}
+		if _, notLeader := leaderHint(err, trailer); notLeader {
+			leaderless = true
+		}
+		srv = s.srv.failed(srv, err, trailer)
+	}
+	return nil, leaderless, errors.Join(errs...)
+}
+
+// errSessionEnded is a reconnection that found the session given up or
+// the store closed meanwhile.
+var errSessionEnded = errors.New("the session ended while reconnecting")
+
+// connectTo is connect on one server. On failure it also returns the
+// stream's trailer, which may name the leader.
+func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metadata.MD, error) {
 	s.mu.Lock()
 	sid := s.st.sid
 	s.mu.Unlock()
 
 	sctx, cancel := context.WithCancel(s.ctx)
 	stopHandshake := context.AfterFunc(ctx, cancel)
-	fail := func(err error) (*streamConn, error) {
+	var trailer metadata.MD
+	fail := func(err error) (*streamConn, metadata.MD, error) {
 		cancel()
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", err, ctx.Err())
 		}
-		return nil, fmt.Errorf("%w: dlm server: %w", driver.ErrUnavailable, err)
+		return nil, trailer, fmt.Errorf("%w: dlm server %s: %w", driver.ErrUnavailable, srv.addr, err)
 	}
-	stream, err := s.client.Session(sctx)
+	stream, err := srv.client.Session(sctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -46,6 +84,7 @@ func (s *Store) connect(ctx context.Context) (*streamConn, error) {
 	}
 	m, err := stream.Recv()
 	if err != nil {
+		trailer = stream.Trailer()
 		return fail(err)
 	}
 	if m.GetExpired() != nil {
@@ -55,7 +94,7 @@ func (s *Store) connect(ctx context.Context) (*streamConn, error) {
 			s.loseSessionLocked(errors.New("the server expired the session while the client was disconnected"))
 		}
 		s.mu.Unlock()
-		return s.connect(ctx) // opens a new session
+		return s.connectTo(ctx, srv) // opens a new session
 	}
 	opened := m.GetOpened()
 	if opened == nil {
@@ -79,7 +118,7 @@ func (s *Store) connect(ctx context.Context) (*streamConn, error) {
 		// Closed, or the session was given up meanwhile: do not revive it.
 		s.mu.Unlock()
 		_ = stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
-		return fail(errors.New("the session ended while reconnecting"))
+		return fail(errSessionEnded)
 	}
 	if sid == 0 {
 		s.st.sid = opened.GetSession()
@@ -109,8 +148,8 @@ func (s *Store) connect(ctx context.Context) (*streamConn, error) {
 	}()
 	s.mu.Unlock()
 	s.sendKeepAlive(conn)
-	s.log.Debug("dlm remote: session stream open", "session", opened.GetSession(), "resumed", opened.GetResumed(), "locks", len(sync.GetLocks()))
-	return conn, nil
+	s.log.Debug("dlm remote: session stream open", "server", srv.addr, "session", opened.GetSession(), "resumed", opened.GetResumed(), "locks", len(sync.GetLocks()))
+	return conn, nil, nil
 }
 
 // run receives on the current stream and reconnects when it breaks, until

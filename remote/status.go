@@ -19,7 +19,7 @@ func (s *Store) Status(ctx context.Context) (*dlmpb.StatusResponse, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Status(ctx, &dlmpb.StatusRequest{})
+	resp, err := s.rpc().Status(ctx, &dlmpb.StatusRequest{})
 	if err != nil {
 		return nil, s.rpcError(ctx, "status", err)
 	}

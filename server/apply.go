@@ -62,6 +62,8 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 		})
 	case *dlmpb.Command_Advance:
 		return newResult(st.Index, 0, f.table.Advance(st), nil)
+	case *dlmpb.Command_SetMember:
+		return f.setMember(st.Index, op.SetMember)
 	default:
 		return Result{Index: st.Index, Err: fmt.Errorf("%w: no known operation", ErrInvalidCommand)}
 	}

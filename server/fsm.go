@@ -27,6 +27,7 @@ type FSM struct {
 	table       *locktable.Table
 	sessions    map[locktable.SessionID]*sessionRecord
 	metadata    map[locktable.LockID][]byte // holder descriptions of live locks
+	members     map[string]memberAddrs      // client addresses by Raft id
 	lastSession locktable.SessionID
 	applied     uint64
 
@@ -58,6 +59,7 @@ func NewFSM(lim locktable.Limits) *FSM {
 		table:    locktable.New(lim),
 		sessions: make(map[locktable.SessionID]*sessionRecord),
 		metadata: make(map[locktable.LockID][]byte),
+		members:  make(map[string]memberAddrs),
 	}
 }
 

@@ -52,6 +52,8 @@ func (s *Server) httpHandler() http.Handler {
 		writeProto(w, st)
 	})
 	mux.HandleFunc("GET /v1/members", s.httpMembers)
+	mux.HandleFunc("POST /v1/cluster/join", s.httpJoin)
+	mux.HandleFunc("POST /v1/cluster/remove", s.httpRemove)
 	mux.Handle("GET /v1/events", newEventFeed(s))
 	return mux
 }

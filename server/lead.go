@@ -61,6 +61,7 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		s.hub.endAll(errNotLeader)
 	}()
 	s.log.Info("dlm server: serving as leader", "sessions", len(s.node.FSM().Sessions()), "margin", s.cfg.SessionMargin)
+	s.announce(ctx)
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -89,6 +90,30 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// announce records this node's client addresses in the replicated state,
+// unless they are there already, so that followers can redirect clients
+// here. It is best effort: a failure only loses the redirect hint.
+func (s *Server) announce(ctx context.Context) {
+	client, http := s.cfg.AdvertiseAddr, s.cfg.AdvertiseHTTPAddr
+	if client == "" {
+		client = s.Addr()
+	}
+	if http == "" {
+		http = s.HTTPAddr()
+	}
+	if c, h, ok := s.node.FSM().MemberAddrs(s.node.cfg.ID); ok && c == client && h == http {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := s.node.Propose(pctx, &dlmpb.Command{Op: &dlmpb.Command_SetMember{SetMember: &dlmpb.SetMemberCmd{
+		Id: s.node.cfg.ID, ClientAddr: client, HttpAddr: http,
+	}}})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("dlm server: could not record this node's addresses", "err", err)
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,42 @@ type Config struct {
 	// Raft, if set, adjusts the Raft configuration (timeouts, snapshot
 	// thresholds) before the node starts.
 	Raft func(*raft.Config)
+	// Peers, for a node without Raft state, is the cluster to bootstrap:
+	// every voter, this node included, each node given the same list. Empty
+	// bootstraps a cluster of this node alone, unless Join is set.
+	Peers []Peer
+	// Join, for a node without Raft state, bootstraps nothing: the node
+	// waits to be added to an existing cluster (see Server.Join).
+	Join bool
+	// Advertise is the Raft address other nodes reach this one at; default
+	// the bound address.
+	Advertise string
+}
+
+// Peer is one voter of a cluster to bootstrap.
+type Peer struct {
+	ID, Addr string
+}
+
+// ParsePeers parses "id=host:port,id=host:port,...".
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("dlm server: peer %q: want id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("dlm server: peer %q: %v", part, err)
+		}
+		if seen[id] || seen[addr] {
+			return nil, fmt.Errorf("dlm server: peer %q named twice", part)
+		}
+		seen[id], seen[addr] = true, true
+		out = append(out, Peer{ID: id, Addr: addr})
+	}
+	return out, nil
 }
 
 // Node is a single-voter Raft node (a cluster of one until members are
@@ -160,7 +198,13 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	n.transport, err = raft.NewTCPTransportWithLogger(n.cfg.BindAddr, nil, 3, 10*time.Second, hl.Named("transport"))
+	var advertise net.Addr
+	if n.cfg.Advertise != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", n.cfg.Advertise); err != nil {
+			return fmt.Errorf("dlm server: raft advertise address: %w", err)
+		}
+	}
+	n.transport, err = raft.NewTCPTransportWithLogger(n.cfg.BindAddr, advertise, 3, 10*time.Second, hl.Named("transport"))
 	if err != nil {
 		return fmt.Errorf("dlm server: raft transport: %w", err)
 	}
@@ -170,10 +214,11 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("dlm server: raft state: %w", err)
 	}
-	if !exists {
-		conf := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.transport.LocalAddr(),
-		}}}
+	if !exists && !n.cfg.Join {
+		conf, err := n.bootstrapConfig(rc.LocalID)
+		if err != nil {
+			return err
+		}
 		if err := raft.BootstrapCluster(rc, logs, stable, snaps, n.transport, conf); err != nil {
 			return fmt.Errorf("dlm server: bootstrap: %w", err)
 		}
@@ -185,6 +230,50 @@ func (n *Node) start() error {
 	n.log.Info("dlm server: raft started", "id", n.cfg.ID, "addr", n.transport.LocalAddr(),
 		"dir", n.cfg.Dir, "in_memory", n.cfg.InMemory, "bootstrapped", !exists)
 	return nil
+}
+
+// bootstrapConfig is the first configuration: Peers, or this node alone.
+func (n *Node) bootstrapConfig(self raft.ServerID) (raft.Configuration, error) {
+	if len(n.cfg.Peers) == 0 {
+		return raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: self, Address: n.transport.LocalAddr(),
+		}}}, nil
+	}
+	var conf raft.Configuration
+	found := false
+	for _, p := range n.cfg.Peers {
+		found = found || raft.ServerID(p.ID) == self
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+	}
+	if !found {
+		return conf, fmt.Errorf("dlm server: this node's id %q is not among the peers", self)
+	}
+	return conf, nil
+}
+
+// AddVoter adds a voter to the cluster, or updates its address. Only the
+// leader can; others return raft.ErrNotLeader.
+func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
+	return n.waitFuture(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.ApplyTimeout))
+}
+
+// RemoveServer removes a server from the cluster. Only the leader can;
+// others return raft.ErrNotLeader. A leader may remove itself: it steps
+// down once the change commits.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	return n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout))
+}
+
+// waitFuture waits for a Raft future or ctx.
+func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("dlm server: membership change: %w", ctx.Err())
+	}
 }
 
 // openStores opens the log, stable and snapshot stores: raft-wal (segment

@@ -48,6 +48,10 @@ type ServerConfig struct {
 	// HTTPAddr is the HTTP listen address for /healthz, /readyz, /metrics
 	// and the JSON listings; empty disables HTTP.
 	HTTPAddr string
+	// AdvertiseAddr and AdvertiseHTTPAddr are the addresses other nodes
+	// give clients for this node (to redirect them to the leader); default
+	// the listeners' addresses.
+	AdvertiseAddr, AdvertiseHTTPAddr string
 	// SessionMargin is added to every session's deadline when this node
 	// becomes leader (at start, after a restart, after a fail-over): no
 	// session is expired for keepalives it sent to a previous leader or

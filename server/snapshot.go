@@ -37,6 +37,7 @@ func (f *FSM) marshal() ([]byte, error) {
 		Table:       f.table.Snapshot(),
 		LastSession: uint64(f.lastSession),
 		Sessions:    make([]*dlmpb.SessionRecord, 0, len(f.sessions)),
+		Members:     f.membersPB(),
 	}
 	for _, id := range sortedIDs(f.sessions) {
 		rec := f.sessions[id]
@@ -99,6 +100,10 @@ func (f *FSM) restore(data []byte) error {
 	if err != nil {
 		return err
 	}
+	members, err := restoreMembers(s.GetMembers())
+	if err != nil {
+		return err
+	}
 	metadata := make(map[locktable.LockID][]byte)
 	for _, pr := range s.GetSessions() {
 		var prev uint64
@@ -118,6 +123,7 @@ func (f *FSM) restore(data []byte) error {
 	f.table = table
 	f.sessions = sessions
 	f.metadata = metadata
+	f.members = members
 	f.lastSession = locktable.SessionID(s.GetLastSession())
 	f.applied = 0
 	return nil

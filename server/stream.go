@@ -27,7 +27,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		return status.Error(codes.InvalidArgument, "dlm server: the first message of a session stream must be an open request")
 	}
 	if !s.live.isActive() {
-		return status.Error(codes.Unavailable, "dlm server: this node is not the leader, or not ready yet")
+		return s.notLeader(stream)
 	}
 	sid := locktable.SessionID(open.GetSession())
 	if sid == 0 {

@@ -2566,6 +2566,7 @@ type Command struct {
 	//	*Command_Release
 	//	*Command_Cancel
 	//	*Command_Advance
+	//	*Command_SetMember
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2687,6 +2688,15 @@ func (x *Command) GetAdvance() *AdvanceCmd {
 	return nil
 }
 
+func (x *Command) GetSetMember() *SetMemberCmd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetMember); ok {
+			return x.SetMember
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -2723,6 +2733,10 @@ type Command_Advance struct {
 	Advance *AdvanceCmd `protobuf:"bytes,17,opt,name=advance,proto3,oneof"`
 }
 
+type Command_SetMember struct {
+	SetMember *SetMemberCmd `protobuf:"bytes,18,opt,name=set_member,json=setMember,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -2739,6 +2753,71 @@ func (*Command_Cancel) isCommand_Op() {}
 
 func (*Command_Advance) isCommand_Op() {}
 
+func (*Command_SetMember) isCommand_Op() {}
+
+// SetMemberCmd records the addresses a cluster member serves clients on,
+// so that every node can point clients to the leader. A leader proposes its
+// own when it starts serving.
+type SetMemberCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                   // the Raft server id
+	ClientAddr    string                 `protobuf:"bytes,2,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"` // gRPC, host:port
+	HttpAddr      string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`       // HTTP, host:port; empty if disabled
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetMemberCmd) Reset() {
+	*x = SetMemberCmd{}
+	mi := &file_dlm_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetMemberCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetMemberCmd) ProtoMessage() {}
+
+func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
+func (*SetMemberCmd) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetMemberCmd) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SetMemberCmd) GetClientAddr() string {
+	if x != nil {
+		return x.ClientAddr
+	}
+	return ""
+}
+
+func (x *SetMemberCmd) GetHttpAddr() string {
+	if x != nil {
+		return x.HttpAddr
+	}
+	return ""
+}
+
 // OpenSessionCmd opens a session; its id is chosen by the FSM (at least the
 // entry's Raft index, strictly increasing).
 type OpenSessionCmd struct {
@@ -2751,7 +2830,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2842,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2855,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{30}
+	return file_dlm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -2803,7 +2882,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2894,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2907,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{31}
+	return file_dlm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -2848,7 +2927,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2939,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2952,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{32}
+	return file_dlm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -2901,7 +2980,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +2992,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3005,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{33}
+	return file_dlm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -3007,7 +3086,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3098,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3111,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{34}
+	return file_dlm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -3088,7 +3167,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3179,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3192,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{35}
+	return file_dlm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -3141,7 +3220,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3232,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3245,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{36}
+	return file_dlm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -3193,7 +3272,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3284,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3297,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{37}
+	return file_dlm_proto_rawDescGZIP(), []int{38}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -3229,13 +3308,14 @@ type FSMSnapshot struct {
 	Table         []byte                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`                                 // locktable.Table.Snapshot
 	LastSession   uint64                 `protobuf:"varint,3,opt,name=last_session,json=lastSession,proto3" json:"last_session,omitempty"` // the last session id issued
 	Sessions      []*SessionRecord       `protobuf:"bytes,4,rep,name=sessions,proto3" json:"sessions,omitempty"`                           // in increasing id order
+	Members       []*SetMemberCmd        `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`                             // client addresses by member, increasing id
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3327,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3340,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -3291,6 +3371,13 @@ func (x *FSMSnapshot) GetSessions() []*SessionRecord {
 	return nil
 }
 
+func (x *FSMSnapshot) GetMembers() []*SetMemberCmd {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 // LockMetadata is the holder description of one lock.
 type LockMetadata struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3302,7 +3389,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +3401,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3327,7 +3414,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -3358,7 +3445,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3457,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3470,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -3435,7 +3522,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3534,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3547,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -3677,7 +3764,7 @@ const file_dlm_proto_rawDesc = "" +
 	" \x01(\x03R\vnowUnixNano\"\\\n" +
 	"\x05Batch\x12+\n" +
 	"\bcommands\x18\x01 \x03(\v2\x0f.dlm.v1.CommandR\bcommands\x12&\n" +
-	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xc8\x03\n" +
+	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xff\x03\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12;\n" +
 	"\fopen_session\x18\n" +
@@ -3688,8 +3775,15 @@ const file_dlm_proto_rawDesc = "" +
 	"\aconvert\x18\x0e \x01(\v2\x12.dlm.v1.ConvertCmdH\x00R\aconvert\x12.\n" +
 	"\arelease\x18\x0f \x01(\v2\x12.dlm.v1.ReleaseCmdH\x00R\arelease\x12+\n" +
 	"\x06cancel\x18\x10 \x01(\v2\x11.dlm.v1.CancelCmdH\x00R\x06cancel\x12.\n" +
-	"\aadvance\x18\x11 \x01(\v2\x12.dlm.v1.AdvanceCmdH\x00R\aadvanceB\x04\n" +
-	"\x02op\"C\n" +
+	"\aadvance\x18\x11 \x01(\v2\x12.dlm.v1.AdvanceCmdH\x00R\aadvance\x125\n" +
+	"\n" +
+	"set_member\x18\x12 \x01(\v2\x14.dlm.v1.SetMemberCmdH\x00R\tsetMemberB\x04\n" +
+	"\x02op\"\\\n" +
+	"\fSetMemberCmd\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vclient_addr\x18\x02 \x01(\tR\n" +
+	"clientAddr\x12\x1b\n" +
+	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\"C\n" +
 	"\x0eOpenSessionCmd\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\"+\n" +
@@ -3727,12 +3821,13 @@ const file_dlm_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\f\n" +
 	"\n" +
-	"AdvanceCmd\"\x93\x01\n" +
+	"AdvanceCmd\"\xc3\x01\n" +
 	"\vFSMSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\fR\x05table\x12!\n" +
 	"\flast_session\x18\x03 \x01(\x04R\vlastSession\x121\n" +
-	"\bsessions\x18\x04 \x03(\v2\x15.dlm.v1.SessionRecordR\bsessions\";\n" +
+	"\bsessions\x18\x04 \x03(\v2\x15.dlm.v1.SessionRecordR\bsessions\x12.\n" +
+	"\amembers\x18\x05 \x03(\v2\x14.dlm.v1.SetMemberCmdR\amembers\";\n" +
 	"\fLockMetadata\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\xb4\x01\n" +
@@ -3802,7 +3897,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                   // 0: dlm.v1.Mode
 	(Reason)(0),                 // 1: dlm.v1.Reason
@@ -3838,19 +3933,20 @@ var file_dlm_proto_goTypes = []any{
 	(*StatusResponse)(nil),      // 31: dlm.v1.StatusResponse
 	(*Batch)(nil),               // 32: dlm.v1.Batch
 	(*Command)(nil),             // 33: dlm.v1.Command
-	(*OpenSessionCmd)(nil),      // 34: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),     // 35: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),   // 36: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),             // 37: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),          // 38: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),          // 39: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),           // 40: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),          // 41: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),         // 42: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),        // 43: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),       // 44: dlm.v1.SessionRecord
-	(*Reply)(nil),               // 45: dlm.v1.Reply
-	(*durationpb.Duration)(nil), // 46: google.protobuf.Duration
+	(*SetMemberCmd)(nil),        // 34: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),      // 35: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),     // 36: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),   // 37: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),             // 38: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),          // 39: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),          // 40: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),           // 41: dlm.v1.CancelCmd
+	(*AdvanceCmd)(nil),          // 42: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),         // 43: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),        // 44: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),       // 45: dlm.v1.SessionRecord
+	(*Reply)(nil),               // 46: dlm.v1.Reply
+	(*durationpb.Duration)(nil), // 47: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,  // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
@@ -3866,14 +3962,14 @@ var file_dlm_proto_depIdxs = []int32{
 	12, // 10: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
 	13, // 11: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	14, // 12: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	46, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	47, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 14: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 15: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	46, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	46, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
+	47, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	47, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 18: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 19: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	46, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	47, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	4,  // 21: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	4,  // 22: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
 	16, // 23: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
@@ -3888,8 +3984,8 @@ var file_dlm_proto_depIdxs = []int32{
 	25, // 32: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
 	27, // 33: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
 	26, // 34: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	46, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	46, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	47, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	47, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
 	4,  // 37: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
 	0,  // 38: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
 	4,  // 39: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
@@ -3904,32 +4000,34 @@ var file_dlm_proto_depIdxs = []int32{
 	5,  // 48: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
 	6,  // 49: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
 	33, // 50: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	34, // 51: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	35, // 52: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	36, // 53: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	37, // 54: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	38, // 55: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	39, // 56: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	40, // 57: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	41, // 58: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	0,  // 59: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,  // 60: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	44, // 61: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	45, // 62: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	43, // 63: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	2,  // 64: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,  // 65: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	7,  // 66: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	28, // 67: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	30, // 68: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	15, // 69: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	29, // 70: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	31, // 71: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	69, // [69:72] is the sub-list for method output_type
-	66, // [66:69] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	35, // 51: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	36, // 52: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	37, // 53: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	38, // 54: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	39, // 55: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	40, // 56: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	41, // 57: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	42, // 58: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	34, // 59: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	0,  // 60: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,  // 61: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	45, // 62: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	34, // 63: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	46, // 64: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	44, // 65: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	2,  // 66: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,  // 67: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	7,  // 68: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	28, // 69: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	30, // 70: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	15, // 71: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	29, // 72: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	31, // 73: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	71, // [71:74] is the sub-list for method output_type
+	68, // [68:71] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -3969,16 +4067,17 @@ func file_dlm_proto_init() {
 		(*Command_Release)(nil),
 		(*Command_Cancel)(nil),
 		(*Command_Advance)(nil),
+		(*Command_SetMember)(nil),
 	}
-	file_dlm_proto_msgTypes[33].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[34].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,6 +5,7 @@
 //	dlm ls [flags]                       list locks, holders and waiters
 //	dlm status [flags]                   describe the store
 //	dlm bench [flags]                    measure a store with the standard workloads
+//	dlm cluster members|remove ID        a dlm server cluster's membership
 //	dlm demo [flags]                     the inventory story, end to end
 //	dlm version                          print the version
 //
@@ -38,6 +39,7 @@ Usage:
   dlm ls [flags]                       list locks, holders and waiters
   dlm status [flags]                   describe the store and its health
   dlm bench [flags]                    measure a store with the standard workloads
+  dlm cluster members|remove ID        a dlm server cluster's membership
   dlm demo [flags]                     the inventory story, end to end, with no setup
   dlm version                          print the version
 
@@ -63,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "version":

@@ -28,6 +28,7 @@ const (
 // environment variable, and a flag given on the command line wins.
 type serverFlags struct {
 	addr, httpAddr, raftAddr, dataDir, nodeID, logLevel string
+	peers, join, raftAdvertise                          string
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
 }
@@ -43,6 +44,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.nodeID, "id", env("DLM_NODE_ID", "node-1"), "Raft node id (env DLM_NODE_ID)")
 	fs.BoolVar(&f.inMemory, "in-memory", envBool("DLM_IN_MEMORY"), "keep the Raft log in memory: fast, but every restart starts empty (env DLM_IN_MEMORY)")
 	fs.StringVar(&f.logLevel, "log-level", env("DLM_LOG_LEVEL", "info"), "debug, info, warn or error (env DLM_LOG_LEVEL)")
+	fs.StringVar(&f.peers, "peers", env("DLM_PEERS", ""), "bootstrap a cluster of these voters, this node included: id=raft-host:port,... (the same list on every node; env DLM_PEERS)")
+	fs.StringVar(&f.join, "join", env("DLM_JOIN", ""), "join the cluster through the HTTP address of a member: host:port[,host:port...] (env DLM_JOIN)")
+	fs.StringVar(&f.raftAdvertise, "raft-advertise", env("DLM_RAFT_ADVERTISE", ""), "the Raft address other nodes reach this one at, if not -raft-addr (env DLM_RAFT_ADVERTISE)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
 	if err := fs.Parse(args); err != nil {
@@ -61,13 +65,28 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var peers []server.Peer
+	if f.peers != "" {
+		if f.join != "" {
+			fmt.Fprintln(stderr, "dlm server: -peers and -join do not go together: bootstrap a new cluster, or join one")
+			return 2
+		}
+		var err error
+		if peers, err = server.ParsePeers(f.peers); err != nil {
+			fmt.Fprintf(stderr, "dlm server: -peers: %v\n", err)
+			return 2
+		}
+	}
 
 	srv, err := server.Start(server.ServerConfig{
 		Node: server.Config{
-			ID:       f.nodeID,
-			Dir:      f.dataDir,
-			InMemory: f.inMemory,
-			BindAddr: f.raftAddr,
+			ID:        f.nodeID,
+			Dir:       f.dataDir,
+			InMemory:  f.inMemory,
+			BindAddr:  f.raftAddr,
+			Advertise: f.raftAdvertise,
+			Peers:     peers,
+			Join:      f.join != "",
 			Raft: func(rc *raft.Config) {
 				rc.HeartbeatTimeout, rc.ElectionTimeout = f.raftTimeout, f.raftTimeout
 				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
@@ -87,6 +106,14 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		mode = "in-memory"
 	}
 	log.Info("dlm server: started", "addr", srv.Addr(), "http", srv.HTTPAddr(), "raft", srv.Node().Addr(), "data", f.dataDir, "log", mode)
+	if f.join != "" {
+		if err := srv.Join(ctx, f.join); err != nil {
+			log.Error("dlm server: cannot join the cluster", "via", f.join, "err", err)
+			srv.Close()
+			return 1
+		}
+		log.Info("dlm server: joined the cluster", "via", f.join)
+	}
 	<-ctx.Done()
 	log.Info("dlm server: shutting down")
 	if err := srv.Close(); err != nil {

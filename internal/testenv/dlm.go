@@ -41,7 +41,8 @@ type DLM struct {
 	dir              string
 	args             []string
 	addr, http, raft string
-	ownDir           bool // NewDLM: Stop removes dir
+	ownDir           bool   // NewDLM: Stop removes dir
+	ready            string // the log line that says it serves
 
 	mu   sync.Mutex
 	proc *process // nil while stopped
@@ -77,7 +78,7 @@ func NewDLM(bin string, extra ...string) (*DLM, error) {
 }
 
 func newDLM(dir, bin string, extra []string) (*DLM, error) {
-	d := &DLM{bin: bin, dir: dir}
+	d := &DLM{bin: bin, dir: dir, ready: "serving as leader"}
 	var err error
 	for range 5 {
 		var ports [3]int
@@ -99,7 +100,7 @@ func newDLM(dir, bin string, extra []string) (*DLM, error) {
 }
 
 func (d *DLM) start() error {
-	p, err := startProcess(exec.Command(d.bin, d.args...), "serving as leader", 20*time.Second)
+	p, err := startProcess(exec.Command(d.bin, d.args...), d.ready, 20*time.Second)
 	if err != nil {
 		return err
 	}
@@ -114,6 +115,13 @@ func (d *DLM) Addr() string { return d.addr }
 
 // HTTPAddr returns the HTTP address.
 func (d *DLM) HTTPAddr() string { return d.http }
+
+// Running reports whether the server process runs (not killed or stopped).
+func (d *DLM) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.proc != nil
+}
 
 // Kill stops the server with SIGKILL and waits for it to exit.
 func (d *DLM) Kill() { d.halt(syscall.SIGKILL) }

@@ -1,0 +1,111 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
+	"github.com/dlmhq/dlm/remote"
+)
+
+// A 3-node cluster loses its leader to kill -9: the client, given every
+// address (a follower first, so it is also redirected), resumes its session
+// on the new leader and keeps its lock; the waiter is granted after the
+// release, with a greater token.
+func TestClusterFailover(t *testing.T) {
+	c := testenv.StartCluster(t, bin, 3)
+	leader := c.Leader(t, 20*time.Second)
+	var addrs []string
+	for _, n := range c.Nodes {
+		if n != leader {
+			addrs = append(addrs, n.Addr())
+		}
+	}
+	addrs = append(addrs, leader.Addr())
+	list := strings.Join(addrs, ",")
+	ctx := storetest.Context(t)
+
+	sa := dial(t, list, remote.WithSessionTTL(3*time.Second))
+	sb := dial(t, list, remote.WithSessionTTL(3*time.Second))
+	a, b := dlm.New(sa), dlm.New(sb)
+	held, err := a.Acquire(ctx, "failover", dlm.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, "failover", dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
+		t.Fatalf("b while a holds: %v", err)
+	}
+	granted := make(chan *dlm.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, "failover")
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- l
+	}()
+	lister := newLister(t, leader.Addr())
+	storetest.Await(t, 10*time.Second, "b queued", func() bool { return lister.waiting("failover") == 1 })
+
+	leader.Kill()
+	next := c.Leader(t, 20*time.Second)
+	if next == leader {
+		t.Fatal("the killed node is still the leader")
+	}
+	// a's session lives on the new leader, with its lock.
+	lister = newLister(t, next.Addr())
+	want := strconv.FormatUint(sa.Session(), 10)
+	storetest.Await(t, 10*time.Second, "a's lock on the new leader", func() bool {
+		h := lister.resource("failover").GetHolders()
+		return len(h) == 1 && strconv.FormatUint(h[0].GetSession(), 10) == want
+	})
+	select {
+	case <-held.Lost():
+		t.Fatalf("a's lease was lost across the fail-over: %v", held.Err())
+	case l := <-granted:
+		t.Fatalf("b was granted while a held the lock (token %d)", l.Token())
+	default:
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("release on the new leader: %v", err)
+	}
+	select {
+	case l := <-granted:
+		if l == nil {
+			t.Fatal("b's acquisition failed")
+		}
+		if l.Token() <= held.Token() {
+			t.Fatalf("token went from %d to %d across the fail-over", held.Token(), l.Token())
+		}
+		l.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("b was not granted after a released")
+	}
+}
+
+// A client given only a follower's address is sent to the leader.
+func TestClusterFollowerRedirects(t *testing.T) {
+	c := testenv.StartCluster(t, bin, 3)
+	leader := c.Leader(t, 20*time.Second)
+	var follower *testenv.DLM
+	for _, n := range c.Nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := dial(t, follower.Addr())
+	l, err := dlm.New(s).Acquire(ctx, "redirected", dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("through a follower: %v", err)
+	}
+	if h := newLister(t, leader.Addr()).resource("redirected").GetHolders(); len(h) != 1 || h[0].GetToken() != l.Token() {
+		t.Fatalf("the leader lists %v", h)
+	}
+}
