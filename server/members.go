@@ -13,6 +13,10 @@ type Member struct {
 	// ID and Address are the server's Raft id and transport address.
 	ID      string `json:"id"`
 	Address string `json:"address"`
+	// Client and HTTP are the addresses the member serves clients on, as
+	// it recorded them when it last became leader; empty until then.
+	Client string `json:"client_address,omitempty"`
+	HTTP   string `json:"http_address,omitempty"`
 	// Suffrage is "voter", "nonvoter" or "staging".
 	Suffrage string `json:"suffrage"`
 	// Leader is true for the server this node takes for the leader.
@@ -41,6 +45,7 @@ func (n *Node) Members() ([]Member, error) {
 			Leader:   leader != "" && s.ID == leader,
 			Self:     s.ID == raft.ServerID(n.cfg.ID),
 		}
+		out[i].Client, out[i].HTTP, _ = n.fsm.MemberAddrs(string(s.ID))
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil

@@ -70,18 +70,20 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func clusterMembers(ctx context.Context, addrs string, stdout, stderr io.Writer) int {
 	var last error
 	for _, addr := range strings.Split(addrs, ",") {
-		var members []server.Member
-		if last = getJSON(ctx, "http://"+strings.TrimSpace(addr)+"/v1/members", &members); last != nil {
+		var reply struct {
+			Members []server.Member `json:"members"`
+		}
+		if last = getJSON(ctx, "http://"+strings.TrimSpace(addr)+"/v1/members", &reply); last != nil {
 			continue
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tSUFFRAGE\tROLE")
-		for _, m := range members {
+		fmt.Fprintln(tw, "ID\tRAFT\tCLIENTS\tHTTP\tSUFFRAGE\tROLE")
+		for _, m := range reply.Members {
 			role := "-"
 			if m.Leader {
 				role = "leader"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, dashS(m.Client), dashS(m.HTTP), m.Suffrage, role)
 		}
 		tw.Flush()
 		return 0
