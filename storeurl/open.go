@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -246,7 +247,7 @@ func (s *Store) openEtcd() error {
 	}
 	endpoints := make([]string, len(s.spec.Hosts))
 	for i, h := range s.spec.Hosts {
-		endpoints[i] = "http://" + h
+		endpoints[i] = (&url.URL{Scheme: "http", Host: h}).String() // escapes an IPv6 zone
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,

@@ -102,16 +102,10 @@ func Parse(rawURL string) (*Spec, error) {
 	if len(rawURL) > MaxURLBytes {
 		return nil, fmt.Errorf("%w: longer than %d bytes", ErrBadURL, MaxURLBytes)
 	}
-	// A host list (a:1,b:2) is not a host url.Parse accepts: take it out,
-	// parse the rest, and put it back.
-	hosts, rest := cutHosts(rawURL)
-	u, err := url.Parse(rest)
-	if err == nil && hosts != "" {
-		u.Host = hosts
-	}
+	u, err := parseURL(rawURL)
 	if err != nil {
 		// url's error repeats the URL, credentials included.
-		return nil, fmt.Errorf("%w: %s", ErrBadURL, urlErr(err))
+		return nil, fmt.Errorf("%w: %s", ErrBadURL, urlErr(err, rawURL))
 	}
 	spec := &Spec{URL: u, Params: map[string]string{}}
 	switch u.Scheme {
@@ -162,7 +156,7 @@ func Parse(rawURL string) (*Spec, error) {
 func (s *Spec) takeParams() error {
 	q, err := url.ParseQuery(s.URL.RawQuery)
 	if err != nil {
-		return fmt.Errorf("%w: query: %s", ErrBadURL, urlErr(err))
+		return fmt.Errorf("%w: query: %s", ErrBadURL, urlErr(err, s.URL.RawQuery))
 	}
 	for _, name := range params[s.Kind] {
 		vs, ok := q[name]
@@ -221,6 +215,29 @@ func (s *Spec) splitHosts() error {
 		s.Hosts = append(s.Hosts, addr)
 	}
 	return nil
+}
+
+// parseURL parses rawURL, which may name several hosts (a:1,b:2), each
+// parsed as url.Parse parses a URL's host (an IPv6 address in brackets, with
+// its zone escaped as %25).
+func parseURL(rawURL string) (*url.URL, error) {
+	// A host list is not a host url.Parse accepts: take it out, parse the
+	// rest, and put it back, each host parsed on its own.
+	hosts, rest := cutHosts(rawURL)
+	u, err := url.Parse(rest)
+	if err != nil || hosts == "" {
+		return u, err
+	}
+	parts := strings.Split(hosts, ",")
+	for i, h := range parts {
+		hu, err := url.Parse("//" + h)
+		if err != nil {
+			return nil, err
+		}
+		parts[i] = hu.Host
+	}
+	u.Host = strings.Join(parts, ",")
+	return u, nil
 }
 
 // cutHosts returns the host list of rawURL when it has several hosts, and
@@ -309,18 +326,22 @@ func (s *Spec) boolean(name string, def bool) (bool, error) {
 
 // Redact returns rawURL with its password (in the user part or a password
 // parameter) replaced by "xxxxx", for logs and messages. A URL that does not
-// parse is returned as its scheme only.
+// parse is returned as its scheme only, and so is a string that is not a
+// URL with an authority part (scheme://...), such as a key=value connection
+// string or scheme:user:password@host, where no password can be told apart.
 func Redact(rawURL string) string {
-	hosts, rest := cutHosts(rawURL)
-	u, err := url.Parse(rest)
-	if err == nil && hosts != "" {
-		u.Host = hosts
-	}
+	u, err := parseURL(rawURL)
 	if err != nil {
 		if i := strings.Index(rawURL, "://"); i > 0 && i < 16 {
 			return rawURL[:i] + "://..."
 		}
 		return "(unparsable URL)"
+	}
+	if !strings.HasPrefix(strings.TrimPrefix(rawURL[len(u.Scheme):], ":"), "//") {
+		if u.Scheme != "" && len(u.Scheme) < 16 {
+			return u.Scheme + ":..."
+		}
+		return "(not a URL)"
 	}
 	q := u.Query()
 	if q.Has("password") {
@@ -330,11 +351,18 @@ func Redact(rawURL string) string {
 	return u.Redacted()
 }
 
-// urlErr is the cause inside a url error, without the URL it repeats.
-func urlErr(err error) string {
+// urlErr is the cause inside a url error, without the URL it repeats. The
+// cause may quote a piece of the URL (a port, an escape); when the URL has a
+// user part or a password parameter, that piece may be part of the password
+// (one with an unencoded / ? or # cuts the host short there, and the rest
+// of the password is taken for the port), so only a hint is given.
+func urlErr(err error, rawURL string) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err.Error()
+		err = ue.Err
+	}
+	if strings.Contains(rawURL, "@") || strings.Contains(strings.ToLower(rawURL), "password") {
+		return "it does not parse (characters such as / ? # @ : % in a user name or password must be percent-encoded)"
 	}
 	return err.Error()
 }

@@ -25,6 +25,9 @@ func TestParse(t *testing.T) {
 		{"postgres://u:p@h/db?sslmode=disable&sequence=s", storeurl.KindPostgres, nil, map[string]string{"sequence": "s"}},
 		{"postgresql://h/db", storeurl.KindPostgres, nil, nil},
 		{"etcd://[::1]:2379,e2", storeurl.KindEtcd, []string{"[::1]:2379", "e2:2379"}, nil},
+		// A host of a list is read as a lone host is: the zone unescaped.
+		{"etcd://[fe80::1%25eth0]:2379,e2", storeurl.KindEtcd, []string{"[fe80::1%eth0]:2379", "e2:2379"}, nil},
+		{"etcd://[fe80::1%25eth0]:2379", storeurl.KindEtcd, []string{"[fe80::1%eth0]:2379"}, nil},
 	} {
 		spec, err := storeurl.Parse(tc.url)
 		if err != nil {
@@ -58,6 +61,7 @@ func TestParseRejects(t *testing.T) {
 		{"//h:1", "no scheme"},
 		{"dlm://", "no host"},
 		{"dlm://a:1,,b:2", "empty host"},
+		{"dlm://[::1,b:2", "missing ']'"},
 		{"dlm://a:1,a:1", "named twice"},
 		{"dlm://a:0", "port"},
 		{"dlm://a:99999", "port"},
@@ -91,6 +95,16 @@ func TestErrorsHideCredentials(t *testing.T) {
 		"postgres://user:s3cret@h:99999/db",
 		"ftp://user:s3cret@h",
 		"redlock://user:s3cret@h:1?drift=x",
+		// A password with an unencoded / ? # or a bad escape cuts the URL
+		// short, and url's error quotes what follows as a port or escape.
+		"redis://user:s3cret/x@h:1",
+		"redis://user:s3cret?x@h:1",
+		"redlock://user:s3cret#x@a:1,b:2",
+		"postgres://user:s3c%zzret@h/db",
+		"postgres://h/db?password=s3c%zzret",
+		// Not URLs: a key=value connection string, an opaque URL.
+		"host=h user=u password=s3cret dbname=db",
+		"redis:user:s3cret@h",
 	} {
 		_, err := storeurl.Parse(u)
 		if err == nil {
@@ -113,6 +127,10 @@ func TestRedact(t *testing.T) {
 		"dlm://h:1":                       "dlm://h:1",
 		"redlock://u:pw@a:1,b/0":          "redlock://u:xxxxx@a:1,b/0",
 		"redis://u:pw@h:1%zz":             "redis://...",
+		"redis:u:pw@h":                    "redis:...",
+		"host=h user=u password=pw":       "(not a URL)",
+		"postgres:///db?password=pw":      "postgres:///db?password=xxxxx",
+		"etcd://[fe80::1%25eth0]:1,b":     "etcd://[fe80::1%25eth0]:1,b",
 	} {
 		if got := storeurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)

@@ -153,15 +153,16 @@ func modeOf(r driver.ResourceInfo, m driver.Mode, permits int) string {
 	return m.String()
 }
 
-// owner shows a session, else an owner id, shortened.
+// owner shows a session, else an owner id, shortened. Both come from the
+// store, as names do, and are quoted as they are.
 func owner(id, session string) string {
 	if session != "" {
-		return "session " + session
+		return "session " + quote(session)
 	}
 	if len(id) > 12 {
-		return id[:12] + "…"
+		return quote(id[:12]) + "…"
 	}
-	return dashS(id)
+	return dashS(quote(id))
 }
 
 func dash(n uint64) string {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/dlmhq/dlm/internal/testenv"
 )
 
@@ -151,5 +153,33 @@ func TestBench(t *testing.T) {
 		if code, _, stderr := runDLM(t, nil, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want 2; stderr:\n%s", args, code, stderr)
 		}
+	}
+}
+
+// Owner ids come from the store like names do, and anyone who can write to
+// it can put terminal escapes, tabs and newlines in them: the table quotes
+// them, so they can neither act on the terminal nor make rows or columns.
+func TestLsQuotesOwners(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	ctx := t.Context()
+	// A lock's value is its 32-byte owner id, then its metadata; a
+	// waiter is its owner id in the queue, alive in the liveness set.
+	if err := rdb.Set(ctx, "dlm:{forged}", "\x1b]0;title\a\x1b[2J\tcol\nrow-----------metadata", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waiter := "w\x1b[31m\tcol\nrow"
+	rdb.RPush(ctx, "dlm:{forged}:queue", waiter)
+	rdb.ZAdd(ctx, "dlm:{forged}:live", goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: waiter})
+	code, out, stderr := runDLM(t, nil, "ls", "--store=redis://"+r.Addr())
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if strings.ContainsAny(out, "\x1b\a\t") {
+		t.Errorf("control characters reached the table:\n%q", out)
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 3 {
+		t.Errorf("%d lines, want a header, a holder and a waiter:\n%s", len(lines), out)
 	}
 }

@@ -170,6 +170,7 @@ func (r *runner) run(ctx context.Context) int {
 		defer close(watched)
 		select {
 		case s := <-sigs:
+			r.log.Debug("signal while waiting for the lock", "signal", s)
 			cancel(signalError{s.(syscall.Signal)})
 		case <-stopWatch:
 		}
@@ -187,6 +188,15 @@ func (r *runner) run(ctx context.Context) int {
 			r.log.Warn("closing the store", "err", err)
 		}
 	}()
+	// A signal that came while the lock was being granted (the grant's
+	// reply was already on its way) still stops dlm run before the
+	// command starts.
+	var se signalError
+	if errors.As(context.Cause(waitCtx), &se) {
+		r.errorf("%v while waiting for %q", se, r.f.lock)
+		r.release(lease)
+		return exitSignalBase + int(se.sig)
+	}
 	return r.supervise(lease, sigs)
 }
 
@@ -233,13 +243,27 @@ func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int)
 	return lease, store, 0
 }
 
+// release releases lease and returns the error, which it reports unless
+// it is the loss of the lease.
+func (r *runner) release(lease *dlm.Lease) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := lease.Release(ctx)
+	if err != nil && !errors.Is(err, dlm.ErrLost) {
+		r.errorf("release %q: %v", r.f.lock, err)
+	}
+	return err
+}
+
 // supervise runs the command under lease and returns dlm run's exit code.
-func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) int {
+func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
+	ran := false
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := lease.Release(ctx); err != nil && !errors.Is(err, dlm.ErrLost) {
-			r.errorf("release %q: %v", r.f.lock, err)
+		// A loss first seen at the release (the store no longer held the
+		// lock) happened while the command ran.
+		if err := r.release(lease); ran && code != exitLost && errors.Is(err, dlm.ErrLost) {
+			r.errorf("lost %q while the command ran: %v", r.f.lock, err)
+			code = exitLost
 		}
 	}()
 	cmd := exec.Command(r.args[0], r.args[1:]...)
@@ -256,6 +280,7 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) int {
 		}
 		return exitCannotExec
 	}
+	ran = true
 	pgid := cmd.Process.Pid
 	done := make(chan struct{})
 	go func() {
@@ -267,8 +292,13 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) int {
 			r.log.Warn("signal the command", "signal", s, "err", err)
 		}
 	}
+	// groupLives reports whether a process of the command's group remains.
+	groupLives := func() bool {
+		err := syscall.Kill(-pgid, 0)
+		return err == nil || errors.Is(err, syscall.EPERM)
+	}
 	lost := lease.Lost()
-	var kill <-chan time.Time
+	var kill, leftovers <-chan time.Time
 	for {
 		select {
 		case s := <-sigs:
@@ -284,17 +314,40 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) int {
 			kill = nil
 			r.errorf("the command outlived its grace period; SIGKILL")
 			signalGroup(syscall.SIGKILL)
-		case <-done:
-			if err := lease.Err(); err != nil {
-				if lost != nil {
-					r.errorf("lost %q as the command ended: %v", r.f.lock, err)
-				}
+			if done == nil { // the command had ended; its group now has too
 				return exitLost
 			}
-			return exitCode(cmd.ProcessState)
+		case <-done:
+			done = nil
+			err := lease.Err()
+			switch {
+			case err == nil:
+				return exitCode(cmd.ProcessState)
+			case lost != nil:
+				r.errorf("lost %q as the command ended: %v", r.f.lock, err)
+				return exitLost
+			case kill != nil && groupLives():
+				// The command ended on SIGTERM, but processes it left in
+				// its group (children that ignore SIGTERM) still run
+				// without the lock: they get SIGKILL when the grace
+				// period ends, unless they end first.
+				t := time.NewTicker(leftoverPoll)
+				defer t.Stop()
+				leftovers = t.C
+				continue
+			}
+			return exitLost
+		case <-leftovers:
+			if !groupLives() {
+				return exitLost
+			}
 		}
 	}
 }
+
+// leftoverPoll is how often dlm run looks whether the processes a command
+// left in its group after a lost lock have ended.
+const leftoverPoll = 20 * time.Millisecond
 
 // exitCode is the shell's view of how a process ended.
 func exitCode(ps *os.ProcessState) int {
@@ -304,10 +357,20 @@ func exitCode(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
-// label names this process to stores that show sessions.
+// label names this process to stores that show sessions. It is valid
+// UTF-8 and at most 200 bytes, whatever the command's path (a session label
+// that is not, the store refuses).
 func label(args []string) string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("dlm run %s (%s pid %d)", args[0], host, os.Getpid())
+	cmd := args[0]
+	if len(cmd) > 100 {
+		cmd = "…" + cmd[len(cmd)-100:]
+	}
+	l := fmt.Sprintf("dlm run %s (%s pid %d)", cmd, host, os.Getpid())
+	if len(l) > 200 {
+		l = l[:200]
+	}
+	return strings.ToValidUTF8(l, "?")
 }
 
 // defaultMetadata describes the holder for dlm ls.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -263,5 +264,156 @@ func TestRunKilledTakesItsCommandWithIt(t *testing.T) {
 	case <-p.stdout.eof:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command still runs 10s after dlm run was killed")
+	}
+}
+
+// A signal that reaches dlm run while its lock is being granted (the grant
+// already on its way back, the store's client not abandoning the call)
+// stops it before the command starts: exit 128+N, the command never runs,
+// and the lock is released. A proxy holds the store's answers back until
+// dlm run has seen the signal.
+func TestRunSignalDuringTheGrant(t *testing.T) {
+	r := testenv.StartRedis(t)
+	// A first run loads the store's scripts: the attempt below is then one
+	// call, which goes through once the proxy resumes.
+	if code, _, stderr := runDLM(t, nil, "run", "--store=redis://"+r.Addr(), "--lock", "grant", "--", "true"); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	px := testenv.StartProxy(t, r.Addr())
+	px.Stall()
+	cmd := exec.Command(dlmBin(t), "run", "--store=redis://"+px.Addr(), "--lock", "grant", "--log-level=debug", "--", "sh", "-c", "echo ran")
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr := newLineReader(outPipe), newLineReader(errPipe)
+	exited := make(chan struct{})
+	go func() {
+		<-stdout.eof
+		<-stderr.eof
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		px.Resume()
+		cmd.Process.Kill()
+		<-exited
+	})
+	select {
+	case <-px.HeldBack():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("dlm run sent nothing to the store; stderr:\n%s", stderr)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	stderr.expect(t, "signal while waiting for the lock", 10*time.Second)
+	px.Resume()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("dlm run still running 10s after the signal; stderr:\n%s", stderr)
+	}
+	if !strings.Contains(stderr.String(), "dlm: acquired") {
+		t.Fatalf("the test's premise failed: the lock was not granted after the signal; stderr:\n%s", stderr)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGTERM), stderr)
+	}
+	if strings.Contains(stdout.String(), "ran") {
+		t.Error("the command ran although dlm run was stopped before it started")
+	}
+	if code, _, stderr := runDLM(t, nil, "run", "--store=redis://"+r.Addr(), "--lock", "grant", "--wait", "0", "--", "true"); code != 0 {
+		t.Errorf("the lock was not released: exit %d; stderr:\n%s", code, stderr)
+	}
+}
+
+// When the lock is lost and the command ends on SIGTERM but leaves
+// processes in its group that ignore it, they get SIGKILL when the grace
+// period ends, before dlm run exits 76: none runs on without the lock.
+func TestRunLostLockKillsWhatTheCommandLeft(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	const grace = 300 * time.Millisecond
+	// The subshell and its sleeps ignore SIGTERM and hold the output pipe
+	// open: it closes when they die.
+	script := `(trap '' TERM; while :; do sleep 0.02; done) & echo held $$; wait`
+	p := startDLM(t, nil, "run", "--store=redis://"+r.Addr(), "--lock", "leftovers",
+		"--ttl", "600ms", "--grace", grace.String(), "--", "sh", "-c", script)
+	line := p.stdout.expect(t, "held", 30*time.Second)
+	pgid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "held")))
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) }) // runs before startDLM's
+	lostAt := time.Now()
+	if n, err := rdb.Del(t.Context(), "dlm:{leftovers}").Result(); err != nil || n != 1 {
+		t.Fatalf("delete the lock key: %d, %v", n, err)
+	}
+	code := p.wait(t, 10*time.Second)
+	if code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLost, p.stderr)
+	}
+	if took := time.Since(lostAt); took < grace {
+		t.Errorf("the leftovers were gone %s after the loss, before the %s grace period", took, grace)
+	}
+	if !strings.Contains(p.stderr.String(), "SIGKILL") {
+		t.Errorf("stderr does not say the leftovers got SIGKILL:\n%s", p.stderr)
+	}
+}
+
+// A loss that dlm run first learns of at the release (the store no longer
+// held the lock, and no renewal had come yet to notice) still makes it exit
+// 76: the command ran, at least in part, without the lock.
+func TestRunLossFoundAtRelease(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The command ends when the test writes to the fifo; a renewal comes
+	// only after 10s (TTL/3).
+	p := startDLM(t, []string{"D=" + dir}, "run", "--store=redis://"+r.Addr(), "--lock", "at-release", "--ttl", "30s",
+		"--", "sh", "-c", `echo held; read x < "$D/go"`)
+	p.stdout.expect(t, "held", 30*time.Second)
+	if n, err := rdb.Del(t.Context(), "dlm:{at-release}").Result(); err != nil || n != 1 {
+		t.Fatalf("delete the lock key: %d, %v", n, err)
+	}
+	// Opening the fifo waits for the command to read it; p.wait bounds
+	// both.
+	go os.WriteFile(fifo, []byte("go\n"), 0o600)
+	if code := p.wait(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLost, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), `dlm run: lost "at-release"`) {
+		t.Errorf("stderr does not say the lock was lost:\n%s", p.stderr)
+	}
+}
+
+// A command whose path is not valid UTF-8, or is long, runs: the session
+// label dlm run derives from it is made valid for the store.
+func TestRunAnyCommandPath(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("d", 200), strings.Repeat("e", 200), strings.Repeat("f", 200))
+	if err := os.MkdirAll(filepath.Dir(long), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(dir, "not-utf8-\xff"), long} {
+		if err := os.WriteFile(path, []byte("#!/bin/sh\necho ok\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, stderr := runDLM(t, nil, "run", store, "--lock", "any-path", "--", path); code != 0 || out != "ok\n" {
+			t.Errorf("%.40q...: exit %d, output %q; stderr:\n%s", path, code, out, stderr)
+		}
 	}
 }

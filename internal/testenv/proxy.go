@@ -17,6 +17,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	stalled bool
 	resume  chan struct{} // closed by Resume
+	held    chan struct{} // closed when a stall first holds bytes back
 	conns   []net.Conn
 	closed  bool
 }
@@ -46,7 +47,17 @@ func (p *Proxy) Stall() {
 	if !p.stalled {
 		p.stalled = true
 		p.resume = make(chan struct{})
+		p.held = make(chan struct{})
 	}
+}
+
+// HeldBack returns a channel that is closed once the current stall has held
+// back some bytes, in either direction: a request sent meanwhile is then
+// known to be on its way. Call it after Stall.
+func (p *Proxy) HeldBack() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
 }
 
 // Resume forwards again what was held back and what follows.
@@ -116,6 +127,13 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		if n > 0 {
 			p.mu.Lock()
 			gate := p.resume
+			if p.stalled && p.held != nil {
+				select {
+				case <-p.held:
+				default:
+					close(p.held)
+				}
+			}
 			p.mu.Unlock()
 			<-gate
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -127,6 +127,18 @@ func cycle(ctx context.Context, c *dlm.Client, name string, f *fence, inside fun
 		inside()
 	}
 	f.leave()
+	return release(ctx, l)
+}
+
+// releaseTimeout bounds a release made after the run's context ended.
+const releaseTimeout = 5 * time.Second
+
+// release releases l even when ctx has ended, within releaseTimeout: a run
+// stopped midway (dlm bench interrupted) must not leave its locks held
+// until their TTL, where the next run would find them taken.
+func release(ctx context.Context, l *dlm.Lease) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
 	return l.Release(ctx)
 }
 
@@ -229,7 +241,7 @@ func Contended(ctx context.Context, c *dlm.Client, name string, waiters int, hol
 				mu.Lock()
 				lastRelease = time.Now()
 				mu.Unlock()
-				if err := l.Release(ctx); err != nil {
+				if err := release(ctx, l); err != nil {
 					errs[w] = err
 					return
 				}

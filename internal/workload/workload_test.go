@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/internal/workload"
 	"github.com/dlmhq/dlm/memory"
+	"github.com/dlmhq/dlm/redis"
 )
 
 func TestJain(t *testing.T) {
@@ -89,5 +93,56 @@ func TestViolationIsCaught(t *testing.T) {
 	r, err := workload.Contended(t.Context(), c, "k", 8, time.Millisecond, workload.Budget{Ops: 200})
 	if !errors.Is(err, workload.ErrViolation) || r.Violations == 0 {
 		t.Fatalf("a store granting everyone gave %+v, %v", r, err)
+	}
+}
+
+// cancelOnGrant is a store that cancels the run's context as it grants a
+// lock: the run ends, as an interrupted dlm bench does, with the lock held.
+type cancelOnGrant struct {
+	driver.Driver
+	cancel context.CancelFunc
+}
+
+func (s cancelOnGrant) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := s.Driver.Acquire(ctx, req)
+	if err == nil {
+		s.cancel()
+	}
+	return g, err
+}
+
+// A run whose context ends while it holds a lock still releases it: left
+// held until its TTL, the lock would make the next run fail (--wait 0) or
+// wait.
+func TestStoppedRunReleasesItsLock(t *testing.T) {
+	rdb := goredis.NewClient(&goredis.Options{Addr: testenv.StartRedis(t).Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	st := redis.New(rdb)
+	defer st.Close()
+	for _, tc := range []struct {
+		name string
+		run  func(context.Context, *dlm.Client) error
+	}{
+		{"uncontended", func(ctx context.Context, c *dlm.Client) error {
+			_, err := workload.Uncontended(ctx, c, "uncontended", workload.Budget{Ops: 10})
+			return err
+		}},
+		{"contended", func(ctx context.Context, c *dlm.Client) error {
+			_, err := workload.Contended(ctx, c, "contended", 1, 0, workload.Budget{Ops: 10})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if err := tc.run(ctx, dlm.New(cancelOnGrant{st, cancel})); !errors.Is(err, context.Canceled) {
+				t.Fatalf("a run whose context ended: %v, want context.Canceled", err)
+			}
+			l, err := dlm.New(st).Acquire(t.Context(), tc.name, dlm.WithWait(0))
+			if err != nil {
+				t.Fatalf("the lock was left held: %v", err)
+			}
+			l.Release(t.Context())
+		})
 	}
 }
