@@ -46,7 +46,7 @@ func (l *liveness) activate(open []SessionMeta, now time.Time, margin time.Durat
 	l.sessions = make(map[locktable.SessionID]*liveSession, len(open))
 	l.queue = l.queue[:0]
 	for _, s := range open {
-		l.setLocked(s.ID, s.TTL, now.Add(s.TTL+margin))
+		l.setLocked(s.ID, s.TTL, promotionDeadline(now, s.TTL, margin))
 	}
 	l.poke()
 }

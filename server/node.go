@@ -64,6 +64,9 @@ type Config struct {
 	// Advertise is the Raft address other nodes reach this one at; default
 	// the bound address.
 	Advertise string
+	// SourceIP, if set, is the local IP outgoing Raft connections are
+	// bound to.
+	SourceIP string
 }
 
 // Peer is one voter of a cluster to bootstrap.
@@ -198,15 +201,9 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	var advertise net.Addr
-	if n.cfg.Advertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", n.cfg.Advertise); err != nil {
-			return fmt.Errorf("dlm server: raft advertise address: %w", err)
-		}
-	}
-	n.transport, err = raft.NewTCPTransportWithLogger(n.cfg.BindAddr, advertise, 3, 10*time.Second, hl.Named("transport"))
+	n.transport, err = newTransport(n.cfg.BindAddr, n.cfg.Advertise, n.cfg.SourceIP, hl.Named("transport"))
 	if err != nil {
-		return fmt.Errorf("dlm server: raft transport: %w", err)
+		return err
 	}
 	n.closers = append(n.closers, n.transport)
 

@@ -28,7 +28,7 @@ const (
 // environment variable, and a flag given on the command line wins.
 type serverFlags struct {
 	addr, httpAddr, raftAddr, dataDir, nodeID, logLevel string
-	peers, join, raftAdvertise                          string
+	peers, join, raftAdvertise, raftSource              string
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
 }
@@ -47,6 +47,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.peers, "peers", env("DLM_PEERS", ""), "bootstrap a cluster of these voters, this node included: id=raft-host:port,... (the same list on every node; env DLM_PEERS)")
 	fs.StringVar(&f.join, "join", env("DLM_JOIN", ""), "join the cluster through the HTTP address of a member: host:port[,host:port...] (env DLM_JOIN)")
 	fs.StringVar(&f.raftAdvertise, "raft-advertise", env("DLM_RAFT_ADVERTISE", ""), "the Raft address other nodes reach this one at, if not -raft-addr (env DLM_RAFT_ADVERTISE)")
+	fs.StringVar(&f.raftSource, "raft-source", env("DLM_RAFT_SOURCE", ""), "the local IP to bind outgoing Raft connections to (env DLM_RAFT_SOURCE)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +86,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			InMemory:  f.inMemory,
 			BindAddr:  f.raftAddr,
 			Advertise: f.raftAdvertise,
+			SourceIP:  f.raftSource,
 			Peers:     peers,
 			Join:      f.join != "",
 			Raft: func(rc *raft.Config) {
