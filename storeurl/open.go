@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,7 +95,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// openDLM opens a session with the first of the URL's servers that answers.
+// openDLM opens a session on the leader among the URL's servers.
 func (s *Store) openDLM(ctx context.Context, o openOptions) error {
 	ttl, err := s.spec.duration("session_ttl", remote.DefaultSessionTTL)
 	if err != nil {
@@ -117,20 +118,15 @@ func (s *Store) openDLM(ctx context.Context, o openOptions) error {
 	if o.log != nil {
 		ropts = append(ropts, remote.WithLogger(o.log))
 	}
-	var errs []error
-	for _, addr := range s.spec.Hosts {
-		st, err := remote.Dial(ctx, addr, ropts...)
-		if err == nil {
-			s.d = st
-			s.closers = append(s.closers, st.Close)
-			return nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil || errors.Is(err, driver.ErrInvalid) {
-			break
-		}
+	// One store over every address: it keeps its session on the leader
+	// and follows it.
+	st, err := remote.Dial(ctx, strings.Join(s.spec.Hosts, ","), ropts...)
+	if err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	s.d = st
+	s.closers = append(s.closers, st.Close)
+	return nil
 }
 
 // redisOptions parses a redis URL for one host.
