@@ -14,12 +14,19 @@ import (
 	"github.com/dlmhq/dlm/remote"
 )
 
-// A 3-node cluster loses its leader to kill -9: the client, given every
-// address (a follower first, so it is also redirected), resumes its session
-// on the new leader and keeps its lock; the waiter is granted after the
-// release, with a greater token.
+// A cluster loses its leader to kill -9: the client, given every address
+// (followers first, so it is also redirected), resumes its session on the
+// new leader and keeps its lock; the waiter is granted after the release,
+// with a greater token.
 func TestClusterFailover(t *testing.T) {
-	c := testenv.StartCluster(t, bin, 3)
+	// 3 nodes lose their leader; 5 nodes lose their leader and a follower.
+	for _, n := range []int{3, 5} {
+		t.Run(strconv.Itoa(n)+" nodes", func(t *testing.T) { failover(t, n) })
+	}
+}
+
+func failover(t *testing.T, nodes int) {
+	c := testenv.StartCluster(t, bin, nodes)
 	leader := c.Leader(t, 20*time.Second)
 	var addrs []string
 	for _, n := range c.Nodes {
@@ -53,6 +60,14 @@ func TestClusterFailover(t *testing.T) {
 	storetest.Await(t, 10*time.Second, "b queued", func() bool { return lister.waiting("failover") == 1 })
 
 	leader.Kill()
+	if nodes == 5 {
+		for _, n := range c.Nodes {
+			if n != leader {
+				n.Kill() // a second node: a majority of 3 remains
+				break
+			}
+		}
+	}
 	next := c.Leader(t, 20*time.Second)
 	if next == leader {
 		t.Fatal("the killed node is still the leader")
