@@ -34,7 +34,11 @@ func (s *Store) connectOnce(ctx context.Context) (conn *streamConn, leaderless b
 	srv := s.srv.current()
 	var errs []error
 	for range s.srv.size() + 1 { // every address, and a leader named on the way
-		conn, trailer, err := s.connectTo(ctx, srv)
+		// A server that does not answer within a keepalive interval (a
+		// stopped process, a partition) is passed over for the next.
+		sctx, scancel := context.WithTimeout(ctx, max(s.opt.interval, 100*time.Millisecond))
+		conn, trailer, err := s.connectTo(sctx, srv)
+		scancel()
 		if err == nil {
 			return conn, false, nil
 		}
@@ -225,14 +229,15 @@ func (s *Store) keepalive() {
 		}
 		s.mu.Lock()
 		conn := s.st.conn
-		silent := conn != nil && time.Since(s.st.lastAck) > 3*s.opt.interval
+		silent := conn != nil && time.Since(s.st.lastAck) > 2*s.opt.interval
 		s.mu.Unlock()
 		switch {
 		case silent:
-			// Acks stopped on a stream that looks open (a dead or
-			// partitioned server): try another connection while the
-			// session is still valid.
-			s.log.Warn("dlm remote: no keepalive ack, reconnecting", "after", 3*s.opt.interval)
+			// Acks stopped on a stream that looks open (a stopped,
+			// dead or partitioned server): try another server while
+			// the session is still valid.
+			s.log.Warn("dlm remote: no keepalive ack, reconnecting", "after", 2*s.opt.interval)
+			s.srv.failed(s.srv.current(), nil, nil)
 			conn.cancel()
 		case conn != nil:
 			s.sendKeepAlive(conn)
