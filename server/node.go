@@ -16,8 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -273,9 +272,15 @@ func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
 	}
 }
 
-// openStores opens the log, stable and snapshot stores: raft-wal (segment
-// files with one fsync per append; the stable store in a small bbolt file)
-// behind a log cache, and a FileSnapshotStore in Dir; or in-memory stores.
+// openStores opens the log, stable and snapshot stores: raft-boltdb (one
+// bbolt file, raft.db, synced on every append) behind a log cache, and a
+// FileSnapshotStore in Dir; or in-memory stores.
+//
+// The log was in raft-wal for a while: faster (one fsync per append
+// instead of bbolt's two), but its v0.4.0 cannot reopen a log whose tail
+// Raft truncated (a deposed leader's uncommitted entries), which the fault
+// harness hit on restarts after kill -9 (hashicorp/raft-wal#31, fixed after
+// v0.4.0, the last version published).
 func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 	if n.cfg.InMemory {
 		mem := raft.NewInmemStore()
@@ -287,20 +292,19 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	if err := os.MkdirAll(n.cfg.Dir, 0o750); err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
 	}
-	walDir := filepath.Join(n.cfg.Dir, "wal")
-	if err := os.MkdirAll(walDir, 0o750); err != nil {
-		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
+	// A data directory of an earlier dlm (a raft-wal log) is not read:
+	// refuse it rather than start empty over it.
+	if _, err := os.Stat(filepath.Join(n.cfg.Dir, "wal")); err == nil {
+		if _, err := os.Stat(filepath.Join(n.cfg.Dir, "raft.db")); errors.Is(err, os.ErrNotExist) {
+			return nil, nil, nil, fmt.Errorf("dlm server: %s holds a raft-wal log of an earlier dlm, which this one does not read; move it away to start empty", n.cfg.Dir)
+		}
 	}
-	// The WAL does not close its metadata store, so the node does (after
-	// the WAL: closers run in reverse).
-	meta := &metadb.BoltMetaDB{}
-	n.closers = append(n.closers, meta)
-	w, err := wal.Open(walDir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta))
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.Dir, "raft.db")})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: open raft log: %w", err)
 	}
-	n.closers = append(n.closers, w)
-	logs, err := raft.NewLogCache(512, w)
+	n.closers = append(n.closers, bolt)
+	logs, err := raft.NewLogCache(512, bolt)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: raft log cache: %w", err)
 	}
@@ -308,7 +312,7 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: snapshot store: %w", err)
 	}
-	return logs, w, snaps, nil
+	return logs, bolt, snaps, nil
 }
 
 // FSM returns the node's state machine, for reads.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,4 +202,21 @@ func TestCloseWithProposalsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
+}
+
+// A data directory holding an earlier dlm's raft-wal log is refused, not
+// silently started empty over.
+func TestOpenRefusesAnOldLogFormat(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Open(Config{Dir: dir})
+	if err == nil {
+		n.Close()
+		t.Fatal("a raft-wal data directory was opened")
+	}
+	if !strings.Contains(err.Error(), "raft-wal") {
+		t.Fatalf("error does not say why: %v", err)
+	}
 }
