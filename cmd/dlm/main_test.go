@@ -34,6 +34,9 @@ func TestUsageErrors(t *testing.T) {
 		"unknown flag":    {"server", "-nope"},
 		"bad log level":   {"server", "-log-level", "loud"},
 		"extra argument":  {"server", "extra"},
+		"bad advertise":   {"server", "-advertise", "nohostport"},
+		"bad peers":       {"server", "-peers", "node-1"},
+		"peers and join":  {"server", "-peers", "node-1=127.0.0.1:1", "-join", "127.0.0.1:2"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

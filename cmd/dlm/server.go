@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ const (
 type serverFlags struct {
 	addr, httpAddr, raftAddr, dataDir, nodeID, logLevel string
 	peers, join, raftAdvertise, raftSource              string
+	advertise, advertiseHTTP                            string
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
 }
@@ -47,6 +49,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.peers, "peers", env("DLM_PEERS", ""), "bootstrap a cluster of these voters, this node included: id=raft-host:port,... (the same list on every node; env DLM_PEERS)")
 	fs.StringVar(&f.join, "join", env("DLM_JOIN", ""), "join the cluster through the HTTP address of a member: host:port[,host:port...] (env DLM_JOIN)")
 	fs.StringVar(&f.raftAdvertise, "raft-advertise", env("DLM_RAFT_ADVERTISE", ""), "the Raft address other nodes reach this one at, if not -raft-addr (env DLM_RAFT_ADVERTISE)")
+	fs.StringVar(&f.advertise, "advertise", env("DLM_ADVERTISE", ""), "the gRPC address followers send clients to when this node leads, if not -addr (env DLM_ADVERTISE)")
+	fs.StringVar(&f.advertiseHTTP, "advertise-http", env("DLM_ADVERTISE_HTTP", ""), "the HTTP address members send membership calls to when this node leads, if not -http (env DLM_ADVERTISE_HTTP)")
 	fs.StringVar(&f.raftSource, "raft-source", env("DLM_RAFT_SOURCE", ""), "the local IP to bind outgoing Raft connections to (env DLM_RAFT_SOURCE)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
@@ -66,6 +70,12 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for name, a := range map[string]string{"-advertise": f.advertise, "-advertise-http": f.advertiseHTTP, "-raft-advertise": f.raftAdvertise} {
+		if _, _, err := net.SplitHostPort(a); a != "" && err != nil {
+			fmt.Fprintf(stderr, "dlm server: %s %q: want host:port\n", name, a)
+			return 2
+		}
+	}
 	var peers []server.Peer
 	if f.peers != "" {
 		if f.join != "" {
@@ -94,10 +104,12 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
 			},
 		},
-		Addr:          f.addr,
-		HTTPAddr:      f.httpAddr,
-		SessionMargin: f.margin,
-		Logger:        log,
+		Addr:              f.addr,
+		AdvertiseAddr:     f.advertise,
+		AdvertiseHTTPAddr: f.advertiseHTTP,
+		HTTPAddr:          f.httpAddr,
+		SessionMargin:     f.margin,
+		Logger:            log,
 	})
 	if err != nil {
 		log.Error("dlm server: cannot start", "err", err)

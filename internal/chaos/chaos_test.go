@@ -1,0 +1,147 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The dlm binaries the runs start: the server as it ships, and the
+// deliberately broken one (build tag dlm_broken_promotion: a new leader
+// does not extend session deadlines). They are built once, when a test
+// first needs them, without -race even when the tests have it, to keep
+// three servers and the clients within two cores.
+var (
+	binOnce           sync.Once
+	binDir            string
+	dlmBin, brokenBin string
+	binErr            error
+)
+
+func TestMain(m *testing.M) {
+	RunClientIfAsked() // the runs start their clients by running this binary again
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func binaries(t *testing.T) (normal, broken string) {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "dlm-chaos-bin-"); binErr != nil {
+			return
+		}
+		dlmBin, brokenBin = filepath.Join(binDir, "dlm"), filepath.Join(binDir, "dlm-broken")
+		if binErr = Build(dlmBin, false); binErr == nil {
+			binErr = Build(brokenBin, true)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return dlmBin, brokenBin
+}
+
+// runDir is a directory for a run's data, logs and history, kept when the
+// test fails.
+func runDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "dlm-chaos-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("run kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(b []byte) (int, error) {
+	w.t.Logf("%s", b[:len(b)-min(1, len(b))])
+	return len(b), nil
+}
+
+// A short run against the server as it ships: every fault kind once, and
+// no violation. The election timeout is 100ms (-raft-timeout), so property
+// 5 requires grants to resume within 1.1s of every heal. The partition
+// comes before the kills, so that a deposed leader whose log tail Raft
+// truncated is then killed and restarted (what raft-wal v0.4.0 could not
+// reopen; the server now keeps its log in raft-boltdb).
+func TestChaosShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and client processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	bin, _ := binaries(t)
+	faults := []string{PartitionLeader, KillLeader, StopLeader, KillFollower, PauseClient, IsolateClient}
+	res, err := Run(ctx, Config{Bin: bin, Dir: runDir(t), Faults: faults, FixedOrder: true, Rounds: len(faults),
+		Seed: 1, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Report
+	t.Logf("%s in %s:\n%s", filepath.Base(res.Dir), time.Since(start).Round(time.Second), r.Summary())
+	for _, e := range res.Errors {
+		t.Errorf("harness: %s", e)
+	}
+	if n := r.TotalViolations(); n != 0 {
+		t.Errorf("%d violations", n)
+	}
+	for _, k := range AllFaults {
+		if r.Faults[k] == 0 {
+			t.Errorf("fault %s was never injected", k)
+		}
+	}
+	if r.Acquisitions < 100 {
+		t.Errorf("only %d acquisitions", r.Acquisitions)
+	}
+	for _, rec := range r.Recoveries {
+		if rec.Recovery < 0 || rec.Recovery > 1100*time.Millisecond {
+			t.Errorf("round %d (%s): recovery %s", rec.Round, rec.Fault, rec.Recovery)
+		}
+	}
+}
+
+// The same harness against a server whose new leader does not extend
+// session deadlines: sessions expire as soon as a new leader serves, while
+// their clients still believe they hold their locks. The checker must see
+// it (property 4). The fault is a partition of the leader, which hits a
+// lock that is held, with other clients waiting for it: the holder's
+// session expires on the new leader at once and a waiter, reconnecting as
+// fast as the holder, is granted the lock before the holder hears of it.
+// Whether the holder or a waiter comes back first is a race: with five
+// clients on one resource, about every other round shows a violation (in
+// trials, the first violation came in rounds 1 to 5), so sixteen rounds
+// miss it with odds of about one in sixty thousand; the run stops at the first
+// round that shows one. (A SIGSTOPped leader does not show it: clients
+// notice it no sooner than their sessions end on their side.)
+func TestChaosCatchesBrokenPromotion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and client processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, broken := binaries(t)
+	res, err := Run(ctx, Config{Bin: broken, Dir: runDir(t), Faults: []string{PartitionLeader}, Rounds: 16, Resources: 1, Clients: 5,
+		StopOnViolation: true, Seed: 2, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Report
+	t.Logf("%s", r.Summary())
+	if r.ViolationCount[PropBelief] == 0 {
+		t.Fatalf("the checker saw no belief violation against the broken server")
+	}
+}

@@ -1,0 +1,287 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/remote"
+)
+
+// clientEnv, when set in a process's environment, makes it a chaos client
+// (see RunClientIfAsked): its value is the ClientConfig as JSON.
+const clientEnv = "DLM_CHAOS_CLIENT"
+
+// ClientConfig configures one client process.
+type ClientConfig struct {
+	Name       string            `json:"name"`
+	SourceIP   string            `json:"source_ip"` // the loopback IP its connections come from
+	Servers    string            `json:"servers"`   // the nodes' client proxies, comma-separated
+	AddrMap    map[string]string `json:"addr_map"`  // a node's own client address -> its proxy
+	Fenced     string            `json:"fenced"`    // the fenced store's URL
+	Resources  []string          `json:"resources"`
+	SessionTTL time.Duration     `json:"session_ttl"`
+	LeaseTTL   time.Duration     `json:"lease_ttl"`
+	Wait       time.Duration     `json:"wait"`     // dlm.WithWait of each acquisition
+	HoldMin    time.Duration     `json:"hold_min"` // an ordinary critical section lasts
+	HoldMax    time.Duration     `json:"hold_max"` // between HoldMin and HoldMax
+	Think      time.Duration     `json:"think"`    // at most this between acquisitions
+	Seed       uint64            `json:"seed"`
+}
+
+// Commands the harness writes to a client's stdin, one a line. EOF is
+// "stop".
+const (
+	// cmdLong "long RESOURCE DURATION": the next acquisition takes
+	// RESOURCE and holds it for DURATION (renewed), ticking writes.
+	cmdLong = "long"
+	// cmdStop: finish the current acquisition, close the session, exit.
+	cmdStop = "stop"
+)
+
+// RunClientIfAsked runs this process as a chaos client, and exits, if the
+// harness started it as one (an environment variable says so). Call it first
+// thing in main, or in TestMain: the harness starts clients by running its
+// own executable again.
+func RunClientIfAsked() {
+	spec, ok := os.LookupEnv(clientEnv)
+	if !ok {
+		return
+	}
+	var cfg ClientConfig
+	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos client: bad config: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(runClient(cfg, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// emitter writes events as JSON lines, flushed at once so that the harness
+// sees them as they happen.
+type emitter struct {
+	mu   sync.Mutex
+	w    *bufio.Writer
+	name string
+	err  error
+}
+
+func (em *emitter) emit(e Event) {
+	e.Client = em.name
+	b, _ := json.Marshal(e)
+	em.mu.Lock()
+	defer em.mu.Unlock()
+	if em.err != nil {
+		return
+	}
+	em.w.Write(append(b, '\n'))
+	em.err = em.w.Flush()
+}
+
+type longHold struct {
+	resource string
+	hold     time.Duration
+}
+
+// runClient is the client workload: it loops acquiring one of a few
+// resources (EX, with a TTL, auto-renewed), writes to the fenced store
+// inside the critical section, holds a little, releases; and records every
+// step on stdout, stamped with the monotonic clock.
+func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int {
+	em := &emitter{w: bufio.NewWriter(stdout), name: cfg.Name}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+
+	stopCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	longs := make(chan longHold, 4)
+	go func() {
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 3 && f[0] == cmdLong:
+				if d, err := time.ParseDuration(f[2]); err == nil {
+					longs <- longHold{f[1], d}
+				}
+			case len(f) == 1 && f[0] == cmdStop:
+				stop()
+				return
+			}
+		}
+		stop() // EOF: the harness is gone or done
+	}()
+
+	src := &net.TCPAddr{IP: net.ParseIP(cfg.SourceIP)}
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		if p, ok := cfg.AddrMap[addr]; ok {
+			addr = p
+		}
+		d := net.Dialer{LocalAddr: src}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	var store *remote.Store
+	for {
+		ctx, cancel := context.WithTimeout(stopCtx, 5*time.Second)
+		var err error
+		store, err = remote.Dial(ctx, cfg.Servers, remote.WithSessionTTL(cfg.SessionTTL), remote.WithLabel(cfg.Name),
+			remote.WithLogger(log), remote.WithDialOptions(grpc.WithContextDialer(dialer)))
+		cancel()
+		if err == nil {
+			break
+		}
+		if stopCtx.Err() != nil {
+			return 0
+		}
+		log.Warn("chaos client: dial", "err", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	em.emit(Event{At: Now(), Kind: Note, Note: "session open"})
+	c := dlm.New(store, dlm.WithLogger(log))
+	fc := newFencedClient(cfg.Fenced)
+
+	var seq uint64
+	for stopCtx.Err() == nil {
+		seq++
+		res := cfg.Resources[rng.IntN(len(cfg.Resources))]
+		hold := cfg.HoldMin + time.Duration(rng.Int64N(int64(cfg.HoldMax-cfg.HoldMin)+1))
+		long := false
+		select {
+		case lh := <-longs:
+			res, hold, long = lh.resource, lh.hold, true
+		default:
+		}
+		if !acquire(stopCtx, c, fc, em, cfg, seq, res, hold, long) && long {
+			longs <- longHold{res, hold} // the harness waits for it: try again
+		}
+		if think := time.Duration(rng.Int64N(int64(cfg.Think) + 1)); think > 0 {
+			select {
+			case <-time.After(think):
+			case <-stopCtx.Done():
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := store.Close(ctx); err != nil {
+		log.Warn("chaos client: close", "err", err)
+	}
+	em.emit(Event{At: Now(), Kind: Note, Note: "done"})
+	if em.err != nil {
+		return 1
+	}
+	return 0
+}
+
+// acquire is one acquisition and its critical section; it reports whether
+// the lock was granted.
+func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitter, cfg ClientConfig, seq uint64, res string, hold time.Duration, long bool) bool {
+	ev := func(k Kind, token uint64, note string) Event {
+		return Event{At: Now(), Kind: k, Lease: seq, Resource: res, Token: token, Note: note}
+	}
+	note := ""
+	if long {
+		note = "long hold " + hold.String()
+	}
+	em.emit(ev(Requested, 0, note))
+	wait := cfg.Wait
+	if long {
+		wait = max(wait, 5*time.Second)
+	}
+	l, err := c.Acquire(stopCtx, res, dlm.WithTTL(cfg.LeaseTTL), dlm.WithWait(wait), dlm.WithAutoRenew(true))
+	if err != nil {
+		em.emit(ev(AcquireFailed, 0, err.Error()))
+		if !errors.Is(err, dlm.ErrNotAcquired) {
+			select { // the store is unavailable: do not spin
+			case <-time.After(20 * time.Millisecond):
+			case <-stopCtx.Done():
+			}
+		}
+		return false
+	}
+	token := l.Token()
+	em.emit(ev(Granted, token, note))
+
+	// Record Lost the moment it fires.
+	lost := l.Lost()
+	released := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-lost:
+			em.emit(ev(Lost, token, l.Err().Error()))
+		case <-released:
+			select { // lost just as the release returned
+			case <-lost:
+				em.emit(ev(Lost, token, "seen at release: "+l.Err().Error()))
+			default:
+			}
+		}
+	}()
+
+	// The critical section: writes with the token, a hold, a last write;
+	// it stops at a loss or when the fence rejects the token. The
+	// section's own work ignores the stop request: it finishes first.
+	ctx := context.Background()
+	start := Now()
+	w := Write{Resource: res, Token: token, Client: cfg.Name, Lease: seq, Phase: "begin", Start: start}
+	fenced := fc.write(ctx, w) != nil
+	if !fenced {
+		end := time.NewTimer(hold)
+		var tick <-chan time.Time
+		if long {
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			tick = t.C
+		}
+	hold:
+		for {
+			select {
+			case <-end.C:
+				break hold
+			case <-lost:
+				break hold
+			case <-tick:
+				w.Phase = "tick"
+				if fc.write(ctx, w) != nil {
+					fenced = true
+					break hold
+				}
+			}
+		}
+		end.Stop()
+	}
+	select {
+	case <-lost:
+	default:
+		if !fenced {
+			w.Phase, w.End = "end", Now()
+			_ = fc.write(ctx, w)
+		}
+	}
+	em.emit(ev(ReleaseSent, token, ""))
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = l.Release(rctx)
+	cancel()
+	close(released)
+	<-watched
+	note = ""
+	if err != nil {
+		note = err.Error()
+	}
+	em.emit(ev(Released, token, note))
+	return true
+}

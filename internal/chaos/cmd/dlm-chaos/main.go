@@ -1,0 +1,170 @@
+// Command dlm-chaos runs the fault-injection harness against a 3-node dlm
+// cluster and checks the recorded history (see package chaos).
+//
+//	go run ./internal/chaos/cmd/dlm-chaos -duration 30m   # long run: rounds of faults, then the summary
+//	go run ./internal/chaos/cmd/dlm-chaos -broken         # against the deliberately broken server: must find violations
+//	go run ./internal/chaos/cmd/dlm-chaos -check DIR/history.jsonl
+//
+// Exit status: 0 when a normal run finds no violation (or a -broken run
+// finds one), 1 otherwise, 2 for bad flags.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dlmhq/dlm/internal/chaos"
+)
+
+func main() {
+	chaos.RunClientIfAsked() // the harness starts its clients by running this command again
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		cfg      chaos.Config
+		faults   string
+		broken   bool
+		bin      string
+		dir      string
+		check    string
+		seed     int64
+		stopping bool
+	)
+	fs := flag.NewFlagSet("dlm-chaos", flag.ContinueOnError)
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Minute, "start no round after this long (0: no limit; see -rounds)")
+	fs.IntVar(&cfg.Rounds, "rounds", 0, "stop after this many rounds (0: no limit)")
+	fs.StringVar(&faults, "faults", "", "comma-separated fault kinds to cycle through (default all: "+strings.Join(chaos.AllFaults, ",")+"; with -broken: "+chaos.PartitionLeader+","+chaos.KillLeader+")")
+	fs.BoolVar(&cfg.FixedOrder, "fixed-order", false, "inject the faults in the order given instead of shuffling each cycle")
+	fs.BoolVar(&broken, "broken", false, "run against the server built with -tags "+chaos.BrokenTag+" (a new leader does not extend session deadlines); succeed only if the checker finds violations")
+	fs.BoolVar(&stopping, "stop-on-violation", false, "end the run after the first round with a violation (default with -broken)")
+	fs.StringVar(&bin, "dlm", "", "the dlm binary the nodes run (default: go build it from this module)")
+	fs.StringVar(&dir, "dir", "", "directory for data, logs, the history and the report (default: a new temporary directory, kept)")
+	fs.StringVar(&check, "check", "", "only check this recorded history (JSON lines) and print the summary")
+	fs.IntVar(&cfg.Clients, "clients", 3, "client processes")
+	fs.IntVar(&cfg.Resources, "resources", 2, "resources the clients contend for")
+	fs.DurationVar(&cfg.RaftTimeout, "raft-timeout", 100*time.Millisecond, "the nodes' Raft heartbeat and election timeout")
+	fs.DurationVar(&cfg.SessionTTL, "session-ttl", time.Second, "the clients' session TTL")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", time.Second, "the clients' lease TTL (auto-renewed)")
+	fs.DurationVar(&cfg.Hold, "hold", time.Second, "how long a node fault lasts")
+	fs.DurationVar(&cfg.RecoveryBound, "recovery-bound", 0, "property 5: grants must resume this soon after a heal (default the election timeout + 1s)")
+	fs.Int64Var(&seed, "seed", 0, "random seed (default: from the clock)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "dlm-chaos: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if check != "" {
+		return checkFile(check, cfg)
+	}
+	if faults != "" {
+		cfg.Faults = strings.Split(faults, ",")
+		known := map[string]bool{}
+		for _, k := range chaos.AllFaults {
+			known[k] = true
+		}
+		for _, k := range cfg.Faults {
+			if !known[k] {
+				fmt.Fprintf(os.Stderr, "dlm-chaos: unknown fault %q (known: %s)\n", k, strings.Join(chaos.AllFaults, ","))
+				return 2
+			}
+		}
+	} else if broken {
+		cfg.Faults = []string{chaos.PartitionLeader, chaos.KillLeader}
+	}
+	cfg.StopOnViolation = stopping || broken
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	cfg.Seed = uint64(seed)
+
+	var err error
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "dlm-chaos-"); err != nil {
+			fmt.Fprintln(os.Stderr, "dlm-chaos:", err)
+			return 1
+		}
+	}
+	cfg.Dir, _ = filepath.Abs(dir)
+	if bin == "" {
+		bin = filepath.Join(cfg.Dir, "dlm")
+		if broken {
+			bin += "-broken"
+		}
+		fmt.Printf("building %s\n", bin)
+		if err := chaos.Build(bin, broken); err != nil {
+			fmt.Fprintln(os.Stderr, "dlm-chaos:", err, "(run it inside the dlm module, or pass -dlm)")
+			return 1
+		}
+	}
+	cfg.Bin = bin
+	cfg.Log = os.Stdout
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Printf("dlm-chaos: seed %d, directory %s, duration %s, rounds %d, broken %v\n", seed, cfg.Dir, cfg.Duration, cfg.Rounds, broken)
+	start := time.Now()
+	res, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dlm-chaos:", err)
+		return 1
+	}
+	r := res.Report
+	fmt.Printf("\n=== summary (%s, seed %d) ===\n%s", time.Since(start).Round(time.Second), seed, r.Summary())
+	for _, e := range res.Errors {
+		fmt.Printf("harness error: %s\n", e)
+	}
+	if b, err := json.MarshalIndent(r, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(cfg.Dir, "report.json"), b, 0o644)
+	}
+	fmt.Printf("history: %s\nlogs and data: %s\n", res.History, cfg.Dir)
+	if broken {
+		if r.TotalViolations() == 0 {
+			fmt.Println("FAIL: the checker found no violation against the broken server")
+			return 1
+		}
+		fmt.Printf("OK: the checker caught the broken server (%d violations)\n", r.TotalViolations())
+		return 0
+	}
+	if r.TotalViolations() > 0 || len(res.Errors) > 0 {
+		fmt.Println("FAIL")
+		return 1
+	}
+	fmt.Println("OK")
+	return 0
+}
+
+func checkFile(path string, cfg chaos.Config) int {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dlm-chaos:", err)
+		return 1
+	}
+	defer f.Close()
+	evs, err := chaos.ReadEvents(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dlm-chaos:", err)
+		return 1
+	}
+	bound := cfg.RecoveryBound
+	if bound == 0 {
+		bound = cfg.RaftTimeout + time.Second
+	}
+	r := chaos.Check(evs, chaos.CheckConfig{RecoveryBound: bound})
+	fmt.Print(r.Summary())
+	if r.TotalViolations() > 0 {
+		return 1
+	}
+	return 0
+}
