@@ -27,7 +27,7 @@ type ClusterConfig struct {
 	Dir           string        // data and logs go under it
 	Nodes         int           // default 3
 	RaftTimeout   time.Duration // -raft-timeout: heartbeat and election timeout; default 100ms
-	SessionMargin time.Duration // -session-margin; default 1s
+	SessionMargin time.Duration // -session-margin; default 200ms (see Config.SessionMargin)
 }
 
 // Node is one `dlm server` process on loopback, behind two proxies: one in
@@ -71,7 +71,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, nw *Net) (*Cluster, er
 		cfg.RaftTimeout = 100 * time.Millisecond
 	}
 	if cfg.SessionMargin == 0 {
-		cfg.SessionMargin = time.Second
+		cfg.SessionMargin = 200 * time.Millisecond
 	}
 	c := &Cluster{Net: nw, cfg: cfg}
 	var peers []string

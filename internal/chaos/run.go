@@ -55,7 +55,14 @@ type Config struct {
 	Resources int // default 2
 
 	RaftTimeout   time.Duration // the nodes' -raft-timeout (heartbeat and election timeout); default 100ms
-	SessionMargin time.Duration // the nodes' -session-margin; default 1s
+	// SessionMargin is the nodes' -session-margin; default 200ms. After a
+	// fault that cost clients their sessions, the locks of those sessions
+	// are freed when the new leader expires them, at its promotion + the
+	// session TTL + this margin: with a 1s TTL, the server's default 1s
+	// margin would hold them past the recovery bound (election timeout +
+	// 1s) after a 1s fault. The margin adds slack, not safety: clients
+	// count their sessions from keepalive send times.
+	SessionMargin time.Duration
 	SessionTTL    time.Duration // the clients' session TTL; default 1s
 	LeaseTTL      time.Duration // the clients' lease TTL (auto-renewed); default 1s
 
@@ -100,7 +107,7 @@ func (c *Config) setDefaults() {
 		c.Resources = 2
 	}
 	def(&c.RaftTimeout, 100*time.Millisecond)
-	def(&c.SessionMargin, time.Second)
+	def(&c.SessionMargin, 200*time.Millisecond)
 	def(&c.SessionTTL, time.Second)
 	def(&c.LeaseTTL, time.Second)
 	def(&c.Hold, max(time.Second, 5*c.RaftTimeout))
