@@ -54,7 +54,7 @@ type Config struct {
 	Clients   int // default 3
 	Resources int // default 2
 
-	RaftTimeout   time.Duration // the nodes' -raft-timeout (heartbeat and election timeout); default 100ms
+	RaftTimeout time.Duration // the nodes' -raft-timeout (heartbeat and election timeout); default 100ms
 	// SessionMargin is the nodes' -session-margin; default 200ms. After a
 	// fault that cost clients their sessions, the locks of those sessions
 	// are freed when the new leader expires them, at its promotion + the
