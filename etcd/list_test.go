@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -18,55 +17,6 @@ import (
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
 )
-
-var ownerID = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// list lists through s and fails the test on an error.
-func list(t *testing.T, s *etcd.Store, prefix string, limit int) []driver.ResourceInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	infos, err := s.List(ctx, prefix, limit)
-	if err != nil {
-		t.Fatalf("List(%q, %d): %v", prefix, limit, err)
-	}
-	return infos
-}
-
-// one returns the listing of name alone, with ok false if it is not listed.
-func one(t *testing.T, s *etcd.Store, name string) (driver.ResourceInfo, bool) {
-	t.Helper()
-	for _, r := range list(t, s, name, 1000) {
-		if r.Resource == name {
-			return r, true
-		}
-	}
-	return driver.ResourceInfo{}, false
-}
-
-func names(infos []driver.ResourceInfo) []string {
-	out := make([]string, len(infos))
-	for i, r := range infos {
-		out[i] = r.Resource
-	}
-	return out
-}
-
-func holderOwners(r driver.ResourceInfo) []string {
-	var out []string
-	for _, h := range r.Holders {
-		out = append(out, h.Owner)
-	}
-	return out
-}
-
-func waiterOwners(r driver.ResourceInfo) []string {
-	var out []string
-	for _, w := range r.Waiters {
-		out = append(out, w.Owner)
-	}
-	return out
-}
 
 // dir returns a key prefix of the test's own, whose keys are deleted when
 // the test ends.
@@ -93,12 +43,12 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := one(t, s, name)
+	r, ok := storetest.Listed(t, s, name)
 	if !ok || len(r.Holders) != 1 || len(r.Waiters) != 0 {
 		t.Fatalf("listing = %+v (listed %v), want one holder and no waiter", r, ok)
 	}
 	h := r.Holders[0]
-	if !ownerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() ||
+	if !storetest.OwnerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() ||
 		h.Metadata != "host-b\nline 2" || h.TTL <= 0 || h.TTL > ttl {
 		t.Fatalf("holder = %+v, want a 32-hex owner, EX, token %d, metadata %q, TTL in (0, %s]",
 			h, holder.Token(), "host-b\nline 2", ttl)
@@ -116,15 +66,15 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			leases <- l
 		}()
 		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = one(t, s, name)
+			r, _ = storetest.Listed(t, s, name)
 			return len(r.Waiters) == i+1
 		})
 		w := r.Waiters[i]
-		if !ownerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Metadata != fmt.Sprint("waiter ", i) ||
+		if !storetest.OwnerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Metadata != fmt.Sprint("waiter ", i) ||
 			w.Owner == h.Owner || slices.Contains(order, w.Owner) {
 			t.Fatalf("new waiter = %+v, earlier ones %q", w, order)
 		}
-		if got := waiterOwners(r); !slices.Equal(got[:i], order) {
+		if got := storetest.WaiterOwners(r); !slices.Equal(got[:i], order) {
 			t.Fatalf("waiters = %q, want %q first", got, order)
 		}
 		order = append(order, w.Owner)
@@ -134,11 +84,11 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := <-leases
-	r, _ = one(t, s, name)
-	if got := holderOwners(r); !slices.Equal(got, order[:1]) || r.Holders[0].Token != next.Token() {
+	r, _ = storetest.Listed(t, s, name)
+	if got := storetest.HolderOwners(r); !slices.Equal(got, order[:1]) || r.Holders[0].Token != next.Token() {
 		t.Fatalf("after the release: %+v, want holder %s with token %d", r, order[0], next.Token())
 	}
-	if got := waiterOwners(r); !slices.Equal(got, order[1:]) {
+	if got := storetest.WaiterOwners(r); !slices.Equal(got, order[1:]) {
 		t.Fatalf("waiters after the handoff = %q, want %q", got, order[1:])
 	}
 	if err := next.Release(ctx); err != nil {
@@ -149,7 +99,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r, ok := one(t, s, name); ok {
+	if r, ok := storetest.Listed(t, s, name); ok {
 		t.Fatalf("released resource still listed: %+v", r)
 	}
 }
@@ -172,7 +122,7 @@ func TestListModes(t *testing.T) {
 		writer <- l
 	}()
 	storetest.Await(t, 10*time.Second, "writer queued", func() bool {
-		r, _ := one(t, s, name)
+		r, _ := storetest.Listed(t, s, name)
 		return len(r.Waiters) == 1
 	})
 	// NL conflicts with nothing: granted behind the queued writer.
@@ -181,7 +131,7 @@ func TestListModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Release(ctx)
-	r, _ := one(t, s, name)
+	r, _ := storetest.Listed(t, s, name)
 	if len(r.Holders) != 2 || r.Holders[0].Mode != driver.PR || r.Holders[0].Token != reader.Token() ||
 		r.Holders[1].Mode != driver.NL || r.Holders[1].Token != null.Token() ||
 		len(r.Waiters) != 1 || r.Waiters[0].Mode != driver.EX {
@@ -226,7 +176,7 @@ func TestListPrefixEscapingAndLimit(t *testing.T) {
 		{"a%2", 100, []string{"a%2F"}},
 		{"c", 100, nil},
 	} {
-		if got := names(list(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
+		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
 			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
 		}
 	}
@@ -253,8 +203,8 @@ func TestListPages(t *testing.T) {
 	if _, err := e.raw.Put(ctx, dir+"r0000/waiter", "PR\nw"); err != nil {
 		t.Fatal(err)
 	}
-	got := list(t, s, "", 5000)
-	if len(got) != n || !slices.IsSorted(names(got)) {
+	got := storetest.List(t, s, "", 5000)
+	if len(got) != n || !slices.IsSorted(storetest.Names(got)) {
 		t.Fatalf("listed %d resources, want %d in order", len(got), n)
 	}
 	// Tokens are create revisions, unknown here: the waiter's is later.
@@ -270,10 +220,10 @@ func TestListPages(t *testing.T) {
 	if r.Resource != want.Resource || want.Holders[0].Token == 0 || !slices.Equal(r.Holders, want.Holders) || !slices.Equal(r.Waiters, want.Waiters) {
 		t.Fatalf("first resource = %+v, want %+v", r, want)
 	}
-	if got := names(list(t, s, "", 7)); !slices.Equal(got, []string{"r0000", "r0001", "r0002", "r0003", "r0004", "r0005", "r0006"}) {
+	if got := storetest.Names(storetest.List(t, s, "", 7)); !slices.Equal(got, []string{"r0000", "r0001", "r0002", "r0003", "r0004", "r0005", "r0006"}) {
 		t.Fatalf("List limit 7 = %q", got)
 	}
-	if got := names(list(t, s, "r24", 1000)); len(got) != 100 || got[0] != "r2400" || got[99] != "r2499" {
+	if got := storetest.Names(storetest.List(t, s, "r24", 1000)); len(got) != 100 || got[0] != "r2400" || got[99] != "r2499" {
 		t.Fatalf("List(%q) = %d names from %q, want r2400 to r2499", "r24", len(got), got[0])
 	}
 }

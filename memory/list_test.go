@@ -3,7 +3,6 @@ package memory_test
 import (
 	"context"
 	"errors"
-	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -11,47 +10,7 @@ import (
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
-	"github.com/dlmhq/dlm/memory"
 )
-
-var ownerID = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// list lists through s and fails the test on an error.
-func list(t *testing.T, s *memory.Store, prefix string, limit int) []driver.ResourceInfo {
-	t.Helper()
-	infos, err := s.List(t.Context(), prefix, limit)
-	if err != nil {
-		t.Fatalf("List(%q, %d): %v", prefix, limit, err)
-	}
-	return infos
-}
-
-// one returns the listing of name alone, with ok false if it is not listed.
-func one(t *testing.T, s *memory.Store, name string) (driver.ResourceInfo, bool) {
-	t.Helper()
-	for _, r := range list(t, s, name, 1000) {
-		if r.Resource == name {
-			return r, true
-		}
-	}
-	return driver.ResourceInfo{}, false
-}
-
-func names(infos []driver.ResourceInfo) []string {
-	out := make([]string, len(infos))
-	for i, r := range infos {
-		out[i] = r.Resource
-	}
-	return out
-}
-
-func waiterOwners(r driver.ResourceInfo) []string {
-	var out []string
-	for _, w := range r.Waiters {
-		out = append(out, w.Owner)
-	}
-	return out
-}
 
 func TestListHolderAndWaitersInOrder(t *testing.T) {
 	c, s := newClient(t)
@@ -63,7 +22,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := one(t, s, name)
+	r, ok := storetest.Listed(t, s, name)
 	if ok && len(r.Holders) == 1 && r.Holders[0].Metadata != "the holder" {
 		t.Errorf("holder metadata %q, want %q", r.Holders[0].Metadata, "the holder")
 	}
@@ -71,7 +30,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		t.Fatalf("listing = %+v (listed %v), want one holder and no waiter", r, ok)
 	}
 	h := r.Holders[0]
-	if !ownerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() || h.Permits != 0 ||
+	if !storetest.OwnerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() || h.Permits != 0 ||
 		h.TTL <= 0 || h.TTL > ttl || h.Since.Before(start.Add(-time.Millisecond)) || h.Since.After(time.Now()) {
 		t.Fatalf("holder = %+v, want a 32-hex owner, EX, token %d, TTL in (0, %s], granted since %s", h, holder.Token(), ttl, start)
 	}
@@ -88,15 +47,15 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			leases <- l
 		}()
 		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = one(t, s, name)
+			r, _ = storetest.Listed(t, s, name)
 			return len(r.Waiters) == i+1
 		})
 		w := r.Waiters[i]
-		if !ownerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Conversion || w.Owner == h.Owner ||
+		if !storetest.OwnerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Conversion || w.Owner == h.Owner ||
 			slices.Contains(order, w.Owner) || w.Since.IsZero() || (i > 0 && w.Since.Before(r.Waiters[i-1].Since)) {
 			t.Fatalf("new waiter = %+v, earlier ones %+v", w, r.Waiters[:i])
 		}
-		if got := waiterOwners(r); !slices.Equal(got[:i], order) {
+		if got := storetest.WaiterOwners(r); !slices.Equal(got[:i], order) {
 			t.Fatalf("waiters = %q, want %q first", got, order)
 		}
 		order = append(order, w.Owner)
@@ -106,11 +65,11 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := <-leases
-	r, _ = one(t, s, name)
+	r, _ = storetest.Listed(t, s, name)
 	if len(r.Holders) != 1 || r.Holders[0].Owner != order[0] || r.Holders[0].Token != next.Token() {
 		t.Fatalf("after the release: %+v, want holder %s with token %d", r, order[0], next.Token())
 	}
-	if got := waiterOwners(r); !slices.Equal(got, order[1:]) {
+	if got := storetest.WaiterOwners(r); !slices.Equal(got, order[1:]) {
 		t.Fatalf("waiters after the handoff = %q, want %q", got, order[1:])
 	}
 	if err := next.Release(ctx); err != nil {
@@ -121,7 +80,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r, ok := one(t, s, name); ok {
+	if r, ok := storetest.Listed(t, s, name); ok {
 		t.Fatalf("released resource still listed: %+v", r)
 	}
 }
@@ -146,7 +105,7 @@ func TestListConversionAndSemaphore(t *testing.T) {
 	go func() { converted <- r1.Convert(cctx, dlm.EX) }() // waits for r2
 	var r driver.ResourceInfo
 	storetest.Await(t, 10*time.Second, "conversion queued", func() bool {
-		r, _ = one(t, s, doc)
+		r, _ = storetest.Listed(t, s, doc)
 		return len(r.Waiters) == 1
 	})
 	if len(r.Holders) != 2 || r.Holders[0].Mode != driver.PR || r.Holders[1].Mode != driver.PR ||
@@ -177,7 +136,7 @@ func TestListConversionAndSemaphore(t *testing.T) {
 		waited <- l
 	}()
 	storetest.Await(t, 10*time.Second, "semaphore request queued", func() bool {
-		r, _ = one(t, s, slots)
+		r, _ = storetest.Listed(t, s, slots)
 		return len(r.Waiters) == 1
 	})
 	if r.Capacity != 3 || len(r.Holders) != 2 || r.Holders[0].Permits != 2 || r.Holders[1].Permits != 1 ||
@@ -212,7 +171,7 @@ func TestListPrefixAndLimit(t *testing.T) {
 		{"a/", 1, []string{"a/b"}},
 		{"c", 100, nil},
 	} {
-		if got := names(list(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
+		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
 			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
 		}
 	}

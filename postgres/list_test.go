@@ -37,37 +37,6 @@ func (e *env) appClient(app string) (*dlm.Client, *postgres.Store) {
 	return dlm.New(s), s
 }
 
-// list lists through s and fails the test on an error.
-func list(t *testing.T, s *postgres.Store, prefix string, limit int) []driver.ResourceInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	infos, err := s.List(ctx, prefix, limit)
-	if err != nil {
-		t.Fatalf("List(%q, %d): %v", prefix, limit, err)
-	}
-	return infos
-}
-
-// one returns the listing of name alone, with ok false if it is not listed.
-func one(t *testing.T, s *postgres.Store, name string) (driver.ResourceInfo, bool) {
-	t.Helper()
-	for _, r := range list(t, s, name, 1000) {
-		if r.Resource == name {
-			return r, true
-		}
-	}
-	return driver.ResourceInfo{}, false
-}
-
-func names(infos []driver.ResourceInfo) []string {
-	out := make([]string, len(infos))
-	for i, r := range infos {
-		out[i] = r.Resource
-	}
-	return out
-}
-
 // pids returns the backends that hold (granted) or wait for key, by
 // pg_locks, in pid order.
 func (e *env) pids(key int64, granted bool) []string {
@@ -105,7 +74,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := one(t, s, shown)
+	r, ok := storetest.Listed(t, s, shown)
 	want := driver.HolderInfo{Owner: e.pids(key, true)[0], Mode: driver.EX, Metadata: "list-holder"}
 	if !ok || len(r.Holders) != 1 || r.Holders[0] != want || len(r.Waiters) != 0 {
 		t.Fatalf("listing of %s = %+v (listed %v), want the holder %+v alone", shown, r, ok, want)
@@ -123,7 +92,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			leases <- l
 		}()
 		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = one(t, s, shown)
+			r, _ = storetest.Listed(t, s, shown)
 			return len(r.Waiters) == i+1 && !r.Waiters[i].Since.IsZero()
 		})
 		w := r.Waiters[i]
@@ -151,7 +120,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := <-leases
-	r, _ = one(t, s, shown)
+	r, _ = storetest.Listed(t, s, shown)
 	if len(r.Holders) != 1 || r.Holders[0].Owner != order[0] || len(r.Waiters) != waiters-1 ||
 		r.Waiters[0].Owner != order[1] || r.Waiters[1].Owner != order[2] {
 		t.Fatalf("after the release: %+v, want holder %s and waiters %q", r, order[0], order[1:])
@@ -164,7 +133,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r, ok := one(t, s, shown); ok {
+	if r, ok := storetest.Listed(t, s, shown); ok {
 		t.Fatalf("released resource still listed: %+v", r)
 	}
 }
@@ -191,7 +160,7 @@ func TestListSharedHoldersAndWriter(t *testing.T) {
 	}()
 	var r driver.ResourceInfo
 	storetest.Await(t, 10*time.Second, "writer queued", func() bool {
-		r, _ = one(t, s, postgres.Key(key))
+		r, _ = storetest.Listed(t, s, postgres.Key(key))
 		return len(r.Waiters) == 1
 	})
 	holders := e.pids(key, true)
@@ -249,15 +218,15 @@ func TestListPrefixLimitAndForeignLocks(t *testing.T) {
 		{postgres.Key(base + 1), 100, want[:1]},
 		{"pgkey:74000002", 100, nil},
 	} {
-		if got := names(list(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
+		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
 			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
 		}
 	}
-	all := names(list(t, s, "", 1000))
+	all := storetest.Names(storetest.List(t, s, "", 1000))
 	if !slices.IsSorted(all) || !slices.Contains(all, postgres.Key(postgres.KeyOf(hashed))) || !slices.Contains(all, want[0]) {
 		t.Fatalf("List all = %q, want sorted names with %s and %s", all, postgres.Key(postgres.KeyOf(hashed)), want[0])
 	}
-	if names := names(list(t, s, "pgkey:", 1000)); !slices.Equal(names, all) {
+	if names := storetest.Names(storetest.List(t, s, "pgkey:", 1000)); !slices.Equal(names, all) {
 		t.Fatalf("List(%q) = %q, want every lock %q", "pgkey:", names, all)
 	}
 	if _, err := s.List(ctx, hashed, 10); !errors.Is(err, driver.ErrUnsupported) {

@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -16,47 +15,6 @@ import (
 	"github.com/dlmhq/dlm/redis"
 )
 
-var ownerID = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// list lists through s and fails the test on an error.
-func list(t *testing.T, s *redis.Store, prefix string, limit int) []driver.ResourceInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	infos, err := s.List(ctx, prefix, limit)
-	if err != nil {
-		t.Fatalf("List(%q, %d): %v", prefix, limit, err)
-	}
-	return infos
-}
-
-// one returns the listing of name alone, with ok false if it is not listed.
-func one(t *testing.T, s *redis.Store, name string) (driver.ResourceInfo, bool) {
-	t.Helper()
-	for _, r := range list(t, s, name, 1000) {
-		if r.Resource == name {
-			return r, true
-		}
-	}
-	return driver.ResourceInfo{}, false
-}
-
-func names(infos []driver.ResourceInfo) []string {
-	out := make([]string, len(infos))
-	for i, r := range infos {
-		out[i] = r.Resource
-	}
-	return out
-}
-
-func waiterOwners(r driver.ResourceInfo) []string {
-	var out []string
-	for _, w := range r.Waiters {
-		out = append(out, w.Owner)
-	}
-	return out
-}
-
 func TestListHolderAndWaitersInOrder(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
@@ -68,12 +26,12 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := one(t, s, name)
+	r, ok := storetest.Listed(t, s, name)
 	if !ok || len(r.Holders) != 1 || len(r.Waiters) != 0 {
 		t.Fatalf("listing = %+v (listed %v), want one holder and no waiter", r, ok)
 	}
 	h := r.Holders[0]
-	if !ownerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() ||
+	if !storetest.OwnerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() ||
 		h.Metadata != "host-a pid 1" || h.TTL <= 0 || h.TTL > ttl {
 		t.Fatalf("holder = %+v, want a 32-hex owner, EX, token %d, metadata %q, TTL in (0, %s]",
 			h, holder.Token(), "host-a pid 1", ttl)
@@ -94,14 +52,14 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		}()
 		var r driver.ResourceInfo
 		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = one(t, s, name)
+			r, _ = storetest.Listed(t, s, name)
 			return len(r.Waiters) == i+1
 		})
 		w := r.Waiters[i]
-		if !ownerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Owner == h.Owner || slices.Contains(order, w.Owner) {
+		if !storetest.OwnerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Owner == h.Owner || slices.Contains(order, w.Owner) {
 			t.Fatalf("new waiter = %+v, earlier ones %q, holder %q", w, order, h.Owner)
 		}
-		if got := waiterOwners(r); !slices.Equal(got[:i], order) {
+		if got := storetest.WaiterOwners(r); !slices.Equal(got[:i], order) {
 			t.Fatalf("waiters = %q, want %q first", got, order)
 		}
 		order = append(order, w.Owner)
@@ -113,11 +71,11 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := <-leases
-	r, ok = one(t, s, name)
+	r, ok = storetest.Listed(t, s, name)
 	if !ok || len(r.Holders) != 1 || r.Holders[0].Owner != order[0] || r.Holders[0].Token != next.Token() {
 		t.Fatalf("after the release: %+v, want holder %s with token %d", r, order[0], next.Token())
 	}
-	if got := waiterOwners(r); !slices.Equal(got, order[1:]) {
+	if got := storetest.WaiterOwners(r); !slices.Equal(got, order[1:]) {
 		t.Fatalf("waiters after the handoff = %q, want %q", got, order[1:])
 	}
 	if err := next.Release(ctx); err != nil {
@@ -128,7 +86,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r, ok := one(t, s, name); ok {
+	if r, ok := storetest.Listed(t, s, name); ok {
 		t.Fatalf("released resource still listed: %+v", r)
 	}
 }
@@ -147,7 +105,7 @@ func TestListPrefixEscapingAndLimit(t *testing.T) {
 		t.Cleanup(func() { l.Release(context.Background()) })
 	}
 	sorted := slices.Sorted(slices.Values(all))
-	if got := names(list(t, s, "", 100)); !slices.Equal(got, sorted) {
+	if got := storetest.Names(storetest.List(t, s, "", 100)); !slices.Equal(got, sorted) {
 		t.Fatalf("List all = %q, want %q", got, sorted)
 	}
 	for _, tc := range []struct {
@@ -165,7 +123,7 @@ func TestListPrefixEscapingAndLimit(t *testing.T) {
 		{"", 1, sorted[:1]},
 		{"N", 100, nil},
 	} {
-		if got := names(list(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
+		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
 			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
 		}
 	}
@@ -189,7 +147,7 @@ func TestListWaitersOnlyAndLapsedWaiters(t *testing.T) {
 	e.rdb.RPush(ctx, "dlm:{z}:wake:"+live, "1")
 	e.rdb.Set(ctx, "other{v}", "x", 0)
 
-	got := list(t, s, "", 100)
+	got := storetest.List(t, s, "", 100)
 	want := []driver.WaiterInfo{{Owner: live, Mode: driver.EX}}
 	if len(got) != 1 || got[0].Resource != "w" || len(got[0].Holders) != 0 || !slices.Equal(got[0].Waiters, want) {
 		t.Fatalf("List = %+v, want resource w with no holder and the waiters %+v", got, want)
@@ -205,11 +163,11 @@ func TestListAfterScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	list(t, s, "", 10)
+	storetest.List(t, s, "", 10)
 	if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(t, s, "", 10); len(got) != 1 || len(got[0].Holders) != 1 || got[0].Holders[0].Token != l.Token() {
+	if got := storetest.List(t, s, "", 10); len(got) != 1 || len(got[0].Holders) != 1 || got[0].Holders[0].Token != l.Token() {
 		t.Fatalf("List after SCRIPT FLUSH = %+v", got)
 	}
 }
@@ -233,10 +191,10 @@ func TestListManyResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(want)
-	if got := names(list(t, s, "", 5000)); !slices.Equal(got, want) {
+	if got := storetest.Names(storetest.List(t, s, "", 5000)); !slices.Equal(got, want) {
 		t.Fatalf("listed %d resources, want %d", len(got), len(want))
 	}
-	if got := names(list(t, s, "", 50)); !slices.Equal(got, want[:50]) {
+	if got := storetest.Names(storetest.List(t, s, "", 50)); !slices.Equal(got, want[:50]) {
 		t.Fatalf("List limit 50 = %q, want %q", got, want[:50])
 	}
 }

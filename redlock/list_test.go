@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,28 +14,6 @@ import (
 	"github.com/dlmhq/dlm/redlock"
 )
 
-var ownerID = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// list lists through s and fails the test on an error.
-func list(t *testing.T, s *redlock.Store, prefix string, limit int) []driver.ResourceInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	infos, err := s.List(ctx, prefix, limit)
-	if err != nil {
-		t.Fatalf("List(%q, %d): %v", prefix, limit, err)
-	}
-	return infos
-}
-
-func names(infos []driver.ResourceInfo) []string {
-	out := make([]string, len(infos))
-	for i, r := range infos {
-		out[i] = r.Resource
-	}
-	return out
-}
-
 func TestListHolder(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
@@ -47,12 +24,12 @@ func TestListHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := list(t, s, name, 10)
+	got := storetest.List(t, s, name, 10)
 	if len(got) != 1 || got[0].Resource != name || len(got[0].Holders) != 1 || len(got[0].Waiters) != 0 {
 		t.Fatalf("List = %+v, want %q with one holder", got, name)
 	}
 	h := got[0].Holders[0]
-	if !ownerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Metadata != "worker 7" || h.TTL <= 0 || h.TTL > ttl {
+	if !storetest.OwnerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Metadata != "worker 7" || h.TTL <= 0 || h.TTL > ttl {
 		t.Fatalf("holder = %+v, want a 32-hex owner, EX, metadata %q, TTL in (0, %s]", h, "worker 7", ttl)
 	}
 	// The grant's token is the largest counter of the quorum that
@@ -74,7 +51,7 @@ func TestListHolder(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(t, s, name, 10); len(got) != 0 {
+	if got := storetest.List(t, s, name, 10); len(got) != 0 {
 		t.Fatalf("released lock still listed: %+v", got)
 	}
 }
@@ -105,7 +82,7 @@ func TestListQuorumOnly(t *testing.T) {
 	set(3, "quorum", a, 30*time.Second, "6")
 	set(4, "quorum", b, 90*time.Second, "9")
 
-	got := list(t, s, "", 10)
+	got := storetest.List(t, s, "", 10)
 	if len(got) != 1 || got[0].Resource != "quorum" || len(got[0].Holders) != 1 {
 		t.Fatalf("List = %+v, want only %q", got, "quorum")
 	}
@@ -141,7 +118,7 @@ func TestListPrefixAndLimit(t *testing.T) {
 		{"a*", 100, []string{"a*"}},
 		{"c", 100, nil},
 	} {
-		if got := names(list(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
+		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
 			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
 		}
 	}
@@ -160,7 +137,7 @@ func TestListNodesDown(t *testing.T) {
 	e.srvs[1].Kill()
 	e.srvs[3].Kill()
 	owner := e.holders(name, 0)[0][:32]
-	if got := list(t, s, "", 10); len(got) != 1 || len(got[0].Holders) != 1 || got[0].Holders[0].Owner != owner {
+	if got := storetest.List(t, s, "", 10); len(got) != 1 || len(got[0].Holders) != 1 || got[0].Holders[0].Owner != owner {
 		t.Fatalf("List with 2 of 5 nodes down = %+v, want the holder %s", got, owner)
 	}
 	e.srvs[4].Kill()

@@ -16,37 +16,6 @@ import (
 	"github.com/dlmhq/dlm/remote"
 )
 
-// list lists through s and fails the test on an error.
-func list(t *testing.T, s *remote.Store, prefix string, limit int) []driver.ResourceInfo {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	infos, err := s.List(ctx, prefix, limit)
-	if err != nil {
-		t.Fatalf("List(%q, %d): %v", prefix, limit, err)
-	}
-	return infos
-}
-
-// one returns the listing of name alone, with ok false if it is not listed.
-func one(t *testing.T, s *remote.Store, name string) (driver.ResourceInfo, bool) {
-	t.Helper()
-	for _, r := range list(t, s, name, 1000) {
-		if r.Resource == name {
-			return r, true
-		}
-	}
-	return driver.ResourceInfo{}, false
-}
-
-func names(infos []driver.ResourceInfo) []string {
-	out := make([]string, len(infos))
-	for i, r := range infos {
-		out[i] = r.Resource
-	}
-	return out
-}
-
 // id identifies a holder or waiter across sessions.
 func id(session, owner string) string { return session + "/" + owner }
 
@@ -61,7 +30,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := one(t, ws, name)
+	r, ok := storetest.Listed(t, ws, name)
 	if !ok || len(r.Holders) != 1 || len(r.Waiters) != 0 || r.Capacity != 0 {
 		t.Fatalf("listing = %+v (listed %v), want one holder and no waiter", r, ok)
 	}
@@ -86,7 +55,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			leases <- l
 		}()
 		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = one(t, ws, name)
+			r, _ = storetest.Listed(t, ws, name)
 			return len(r.Waiters) == i+1
 		})
 		w := r.Waiters[i]
@@ -106,7 +75,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := <-leases
-	r, _ = one(t, ws, name)
+	r, _ = storetest.Listed(t, ws, name)
 	if len(r.Holders) != 1 || id(r.Holders[0].Session, r.Holders[0].Owner) != order[0] ||
 		r.Holders[0].Token != next.Token() || r.Holders[0].Metadata != "waiter 0" || len(r.Waiters) != waiters-1 {
 		t.Fatalf("after the release: %+v, want holder %s with token %d", r, order[0], next.Token())
@@ -124,7 +93,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r, ok := one(t, ws, name); ok {
+	if r, ok := storetest.Listed(t, ws, name); ok {
 		t.Fatalf("released resource still listed: %+v", r)
 	}
 }
@@ -149,7 +118,7 @@ func TestListConversionAndSemaphore(t *testing.T) {
 	go func() { converted <- r1.Convert(cctx, dlm.EX) }() // waits for r2
 	var r driver.ResourceInfo
 	storetest.Await(t, 10*time.Second, "conversion queued", func() bool {
-		r, _ = one(t, s, doc)
+		r, _ = storetest.Listed(t, s, doc)
 		return len(r.Waiters) == 1
 	})
 	if len(r.Holders) != 2 || r.Holders[0].Mode != driver.PR || r.Holders[1].Mode != driver.PR ||
@@ -180,7 +149,7 @@ func TestListConversionAndSemaphore(t *testing.T) {
 		waited <- l
 	}()
 	storetest.Await(t, 10*time.Second, "semaphore request queued", func() bool {
-		r, _ = one(t, s, slots)
+		r, _ = storetest.Listed(t, s, slots)
 		return len(r.Waiters) == 1
 	})
 	if r.Capacity != 3 || len(r.Holders) != 2 || r.Holders[0].Permits != 2 || r.Holders[1].Permits != 1 ||
@@ -241,7 +210,7 @@ func TestListPrefixAndPages(t *testing.T) {
 		{dir + "10", 1000, want[1000:]},
 		{dir + "x", 10, nil},
 	} {
-		if got := names(list(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
+		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
 			t.Errorf("List(%q, %d) = %d names, want %d", tc.prefix, tc.limit, len(got), len(tc.want))
 		}
 	}
