@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -289,6 +290,96 @@ func (c *Cluster) Leader(ctx context.Context, timeout time.Duration) (*Node, err
 		case <-ctx.Done():
 			t.Stop()
 			return nil, fmt.Errorf("%w within %s (%d nodes ready)", errNoLeader, timeout, len(ready))
+		case <-t.C:
+		}
+	}
+}
+
+// status is what the harness reads of a node's GET /v1/status.
+type status struct {
+	Leader        bool   `json:"leader"`
+	LeaderAddress string `json:"leader_address"`
+	AppliedIndex  uint64 `json:"applied_index,string"`
+}
+
+// status asks the node's own HTTP port for its status.
+func (n *Node) status(ctx context.Context, hc *http.Client) (status, error) {
+	var st status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTP+"/v1/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("%s: GET /v1/status: %s", n.ID, resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// AwaitHealthy waits until exactly one running node leads, every other
+// running node follows it, and each has applied the log at least up to
+// where the leader had applied it when it was first seen leading. It
+// returns the leader and how long that took. A node restarted by a kill
+// replays and fetches what it missed; until it has, the cluster is not
+// healthy, and a fault then (say, the leader cut off while the restarted
+// node still catches up) is a double fault that no recovery bound covers.
+// Like Leader, it polls: the servers offer no event to wait on.
+func (c *Cluster) AwaitHealthy(ctx context.Context, timeout time.Duration) (*Node, time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hc := &http.Client{Timeout: 300 * time.Millisecond}
+	var (
+		leader *Node
+		target uint64
+	)
+	for {
+		sts := map[*Node]status{}
+		lag := ""
+		var leaders []*Node
+		for _, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			st, err := n.status(ctx, hc)
+			if err != nil {
+				lag = err.Error()
+				break
+			}
+			sts[n] = st
+			if st.Leader {
+				leaders = append(leaders, n)
+			}
+		}
+		if lag == "" && len(leaders) != 1 {
+			lag = fmt.Sprintf("%d nodes lead", len(leaders))
+		}
+		if lag == "" {
+			if leaders[0] != leader {
+				leader, target = leaders[0], sts[leaders[0]].AppliedIndex
+			}
+			for n, st := range sts {
+				switch {
+				case n == leader:
+				case st.LeaderAddress == "":
+					lag = fmt.Sprintf("%s follows no leader", n.ID)
+				case st.AppliedIndex < target:
+					lag = fmt.Sprintf("%s applied %d of %d", n.ID, st.AppliedIndex, target)
+				}
+			}
+		}
+		if lag == "" {
+			return leader, time.Since(start), nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, time.Since(start), fmt.Errorf("chaos: cluster not healthy within %s: %s", timeout, lag)
 		case <-t.C:
 		}
 	}

@@ -392,9 +392,14 @@ func (hs *harness) rounds(ctx context.Context) {
 // round injects one fault, holds it, heals it and waits for grants to
 // resume.
 func (hs *harness) round(ctx context.Context, round int, kind string) error {
-	leader, err := hs.cluster.Leader(ctx, 20*time.Second)
+	// One fault at a time, on a healthy cluster: a node restarted by the
+	// last round must have caught up before the next fault.
+	leader, took, err := hs.cluster.AwaitHealthy(ctx, 30*time.Second)
 	if err != nil {
 		return err
+	}
+	if took > 100*time.Millisecond {
+		hs.logf("round %d: waited %s for every node to catch up with %s", round, took.Round(time.Millisecond), leader.ID)
 	}
 	// Grants flow before anything is broken.
 	if _, err := hs.awaitGrant(ctx, hs.h.Len(), Now(), 10*time.Second); err != nil {
