@@ -108,7 +108,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer cancel()
 		store.Close(cctx)
 	}()
-	c := dlm.New(store.Driver())
+	lk := workload.Client(dlm.New(store.Driver()))
 	report := benchReport{Store: store.String(), Kind: string(store.Kind()), Started: time.Now().UTC()}
 	budget := workload.Budget{Ops: f.ops, Duration: f.duration}
 	code := 0
@@ -117,11 +117,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		name := f.prefix + n
 		switch n {
 		case "uncontended":
-			res, err = workload.Uncontended(ctx, c, name, budget)
+			res, err = workload.Uncontended(ctx, lk, name, budget)
 		case "distinct-keys":
-			res, err = workload.DistinctKeys(ctx, c, name, f.lockers, budget)
+			res, err = workload.DistinctKeys(ctx, lk, name, f.lockers, budget)
 		case "contended":
-			res, err = workload.Contended(ctx, c, name, f.waiters, f.hold, budget)
+			res, err = workload.Contended(ctx, lk, name, f.waiters, f.hold, budget)
 		}
 		report.Results = append(report.Results, res)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 // acquire+release (p50-µs, p99-µs).
 func Uncontended(b *testing.B, c *dlm.Client) {
 	b.ResetTimer()
-	res, err := workload.Uncontended(context.Background(), c, Resource(b), workload.Budget{Ops: b.N})
+	res, err := workload.Uncontended(context.Background(), workload.Client(c), Resource(b), workload.Budget{Ops: b.N})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func Uncontended(b *testing.B, c *dlm.Client) {
 // contention (ops/s).
 func ParallelDistinctKeys(b *testing.B, c *dlm.Client) {
 	b.ResetTimer()
-	res, err := workload.DistinctKeys(context.Background(), c, Resource(b), workload.Lockers, workload.Budget{Ops: b.N})
+	res, err := workload.DistinctKeys(context.Background(), workload.Client(c), Resource(b), workload.Lockers, workload.Budget{Ops: b.N})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ const HandoffWaiters = workload.Waiters
 // single wait (max-wait-ms). It fails on any mutual exclusion violation.
 func ContendedHandoff(b *testing.B, c *dlm.Client, opts ...dlm.Option) {
 	b.ResetTimer()
-	res, err := workload.Contended(context.Background(), c, Resource(b), HandoffWaiters, workload.Hold, workload.Budget{Ops: b.N}, opts...)
+	res, err := workload.Contended(context.Background(), workload.Client(c, opts...), Resource(b), HandoffWaiters, workload.Hold, workload.Budget{Ops: b.N})
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)

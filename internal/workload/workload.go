@@ -1,5 +1,6 @@
 // Package workload runs dlm's standard benchmark workloads against any
-// *dlm.Client and measures them: uncontended acquire+release, many lockers on
+// Locker (a *dlm.Client through Client, or another lock library through an
+// adapter of the comparison module) and measures them: uncontended acquire+release, many lockers on
 // distinct keys, and waiters taking turns on one key. Every workload checks
 // mutual exclusion as it goes (all lockers run in this process, so a shared
 // counter per resource sees any overlap).
@@ -17,8 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/dlmhq/dlm"
 )
 
 // Defaults of the standard workloads.
@@ -115,10 +114,10 @@ func (c *counter) next() bool {
 	return c.left.Add(-1) >= 0
 }
 
-// cycle acquires name with opts, runs inside with the lock held, and
-// releases it.
-func cycle(ctx context.Context, c *dlm.Client, name string, f *fence, inside func(), opts ...dlm.Option) error {
-	l, err := c.Acquire(ctx, name, opts...)
+// cycle acquires name without waiting, runs inside with the lock held,
+// and releases it.
+func cycle(ctx context.Context, lk Locker, w int, name string, f *fence, inside func()) error {
+	unlock, err := lk.Lock(ctx, w, name, false)
 	if err != nil {
 		return err
 	}
@@ -127,7 +126,7 @@ func cycle(ctx context.Context, c *dlm.Client, name string, f *fence, inside fun
 		inside()
 	}
 	f.leave()
-	return release(ctx, l)
+	return release(ctx, unlock)
 }
 
 // releaseTimeout bounds a release made after the run's context ended.
@@ -136,22 +135,30 @@ const releaseTimeout = 5 * time.Second
 // release releases l even when ctx has ended, within releaseTimeout: a run
 // stopped midway (dlm bench interrupted) must not leave its locks held
 // until their TTL, where the next run would find them taken.
-func release(ctx context.Context, l *dlm.Lease) error {
+func release(ctx context.Context, unlock Unlock) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	return l.Release(ctx)
+	return unlock(ctx)
+}
+
+// prepare gives lk the chance to set up its workers before the clock runs.
+func prepare(ctx context.Context, lk Locker, workers int) error {
+	if p, ok := lk.(Preparer); ok {
+		return p.Prepare(ctx, workers)
+	}
+	return nil
 }
 
 // Uncontended acquires (without waiting) and releases one resource nobody
 // else wants, one cycle at a time. P50 and P99 are those of one cycle.
-func Uncontended(ctx context.Context, c *dlm.Client, name string, b Budget) (Result, error) {
-	return DistinctKeys(ctx, c, name, 1, b)
+func Uncontended(ctx context.Context, lk Locker, name string, b Budget) (Result, error) {
+	return DistinctKeys(ctx, lk, name, 1, b)
 }
 
 // DistinctKeys runs lockers concurrent lockers, each acquiring (without
 // waiting) and releasing a resource of its own named name/<i>: the store's
 // throughput without contention. P50 and P99 are those of one cycle.
-func DistinctKeys(ctx context.Context, c *dlm.Client, name string, lockers int, b Budget) (Result, error) {
+func DistinctKeys(ctx context.Context, lk Locker, name string, lockers int, b Budget) (Result, error) {
 	if err := b.check(); err != nil {
 		return Result{}, err
 	}
@@ -161,6 +168,9 @@ func DistinctKeys(ctx context.Context, c *dlm.Client, name string, lockers int, 
 	res := Result{Workload: "distinct-keys", Workers: lockers}
 	if lockers == 1 {
 		res.Workload = "uncontended"
+	}
+	if err := prepare(ctx, lk, lockers); err != nil {
+		return res, err
 	}
 	budget := newCounter(b)
 	took := make([][]time.Duration, lockers)
@@ -176,7 +186,7 @@ func DistinctKeys(ctx context.Context, c *dlm.Client, name string, lockers int, 
 		wg.Go(func() {
 			for budget.next() {
 				t0 := time.Now()
-				if err := cycle(ctx, c, key, &fences[i], nil, dlm.WithWait(0)); err != nil {
+				if err := cycle(ctx, lk, i, key, &fences[i], nil); err != nil {
 					errs[i] = err
 					return
 				}
@@ -195,18 +205,20 @@ func DistinctKeys(ctx context.Context, c *dlm.Client, name string, lockers int, 
 }
 
 // Contended runs waiters lockers taking turns on the resource name, each
-// holding it for hold per acquisition (TTL 5 s, then opts). P50 and P99 are
+// holding it for hold per acquisition. P50 and P99 are
 // those of the handoff gap from a release to the next grant; Jain and
 // MaxWait say how fairly and how long they waited.
-func Contended(ctx context.Context, c *dlm.Client, name string, waiters int, hold time.Duration, b Budget, opts ...dlm.Option) (Result, error) {
+func Contended(ctx context.Context, lk Locker, name string, waiters int, hold time.Duration, b Budget) (Result, error) {
 	if err := b.check(); err != nil {
 		return Result{}, err
 	}
 	if waiters < 1 {
 		return Result{}, fmt.Errorf("workload: waiters must be at least 1, got %d", waiters)
 	}
-	opts = append([]dlm.Option{dlm.WithTTL(5 * time.Second)}, opts...)
 	res := Result{Workload: "contended", Workers: waiters}
+	if err := prepare(ctx, lk, waiters); err != nil {
+		return res, err
+	}
 	var (
 		f           fence
 		mu          sync.Mutex
@@ -222,7 +234,7 @@ func Contended(ctx context.Context, c *dlm.Client, name string, waiters int, hol
 		wg.Go(func() {
 			for budget.next() {
 				asked := time.Now()
-				l, err := c.Acquire(ctx, name, opts...)
+				unlock, err := lk.Lock(ctx, w, name, true)
 				if err != nil {
 					errs[w] = err
 					return
@@ -241,7 +253,7 @@ func Contended(ctx context.Context, c *dlm.Client, name string, waiters int, hol
 				mu.Lock()
 				lastRelease = time.Now()
 				mu.Unlock()
-				if err := release(ctx, l); err != nil {
+				if err := release(ctx, unlock); err != nil {
 					errs[w] = err
 					return
 				}

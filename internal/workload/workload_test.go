@@ -38,15 +38,15 @@ func TestJain(t *testing.T) {
 func TestWorkloadsOnMemory(t *testing.T) {
 	ctx := t.Context()
 	c := dlm.New(memory.New())
-	u, err := workload.Uncontended(ctx, c, "u", workload.Budget{Ops: 200})
+	u, err := workload.Uncontended(ctx, workload.Client(c), "u", workload.Budget{Ops: 200})
 	if err != nil || u.Ops != 200 || u.P50 <= 0 || u.P99 < u.P50 || u.Violations != 0 {
 		t.Fatalf("uncontended: %+v, %v", u, err)
 	}
-	d, err := workload.DistinctKeys(ctx, c, "d", 16, workload.Budget{Ops: 800})
+	d, err := workload.DistinctKeys(ctx, workload.Client(c), "d", 16, workload.Budget{Ops: 800})
 	if err != nil || d.Ops != 800 || d.Workers != 16 || d.PerSecond <= 0 {
 		t.Fatalf("distinct keys: %+v, %v", d, err)
 	}
-	k, err := workload.Contended(ctx, c, "k", 4, 100*time.Microsecond, workload.Budget{Ops: 100})
+	k, err := workload.Contended(ctx, workload.Client(c), "k", 4, 100*time.Microsecond, workload.Budget{Ops: 100})
 	if err != nil || k.Ops != 100 || k.Violations != 0 || k.Jain <= 0 || k.MaxWait <= 0 {
 		t.Fatalf("contended: %+v, %v", k, err)
 	}
@@ -59,7 +59,7 @@ func TestWorkloadsOnMemory(t *testing.T) {
 func TestDurationBudget(t *testing.T) {
 	c := dlm.New(memory.New())
 	start := time.Now()
-	r, err := workload.Contended(t.Context(), c, "k", 2, 0, workload.Budget{Duration: 50 * time.Millisecond})
+	r, err := workload.Contended(t.Context(), workload.Client(c), "k", 2, 0, workload.Budget{Duration: 50 * time.Millisecond})
 	if err != nil || r.Ops == 0 {
 		t.Fatalf("%+v, %v", r, err)
 	}
@@ -70,10 +70,10 @@ func TestDurationBudget(t *testing.T) {
 
 func TestBadBudget(t *testing.T) {
 	c := dlm.New(memory.New())
-	if _, err := workload.Uncontended(t.Context(), c, "u", workload.Budget{}); err == nil {
+	if _, err := workload.Uncontended(t.Context(), workload.Client(c), "u", workload.Budget{}); err == nil {
 		t.Fatal("an empty budget was accepted")
 	}
-	if _, err := workload.DistinctKeys(t.Context(), c, "u", 0, workload.Budget{Ops: 1}); err == nil {
+	if _, err := workload.DistinctKeys(t.Context(), workload.Client(c), "u", 0, workload.Budget{Ops: 1}); err == nil {
 		t.Fatal("zero lockers were accepted")
 	}
 }
@@ -90,7 +90,7 @@ func (grantAll) Release(context.Context, driver.Request, driver.Grant) error { r
 
 func TestViolationIsCaught(t *testing.T) {
 	c := dlm.New(grantAll{})
-	r, err := workload.Contended(t.Context(), c, "k", 8, time.Millisecond, workload.Budget{Ops: 200})
+	r, err := workload.Contended(t.Context(), workload.Client(c), "k", 8, time.Millisecond, workload.Budget{Ops: 200})
 	if !errors.Is(err, workload.ErrViolation) || r.Violations == 0 {
 		t.Fatalf("a store granting everyone gave %+v, %v", r, err)
 	}
@@ -124,11 +124,11 @@ func TestStoppedRunReleasesItsLock(t *testing.T) {
 		run  func(context.Context, *dlm.Client) error
 	}{
 		{"uncontended", func(ctx context.Context, c *dlm.Client) error {
-			_, err := workload.Uncontended(ctx, c, "uncontended", workload.Budget{Ops: 10})
+			_, err := workload.Uncontended(ctx, workload.Client(c), "uncontended", workload.Budget{Ops: 10})
 			return err
 		}},
 		{"contended", func(ctx context.Context, c *dlm.Client) error {
-			_, err := workload.Contended(ctx, c, "contended", 1, 0, workload.Budget{Ops: 10})
+			_, err := workload.Contended(ctx, workload.Client(c), "contended", 1, 0, workload.Budget{Ops: 10})
 			return err
 		}},
 	} {
