@@ -12,23 +12,7 @@ if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
 fi
 command -v go >/dev/null 2>&1 || { echo "test.sh: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
 
-# Debian packages of the servers the tests start.
-missing=()
-command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
-if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
-	missing+=(postgresql)
-fi
-if ((${#missing[@]})); then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		echo "test.sh: installing ${missing[*]}"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-	else
-		echo "test.sh: missing ${missing[*]}; install with: sudo apt-get install ${missing[*]}" >&2
-		exit 1
-	fi
-fi
+bash scripts/deps.sh
 
 # The dashboard's browser test: Debian's chromium and playwright-core. As
 # root they are installed and the test must run; otherwise it runs if they
@@ -44,3 +28,9 @@ pkgs=("$@")
 ((${#pkgs[@]})) || pkgs=(./...)
 go vet "${pkgs[@]}"
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
+
+# The comparison module (its own go.mod, so that dlm never depends on the
+# other lock libraries): its adapters are tested on real servers.
+if ! (($#)); then
+	(cd bench && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+fi

@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 // loopback ports, bootstrapped together with -peers.
 type Cluster struct {
 	Nodes []*DLM
+	root  string // NewCluster: the nodes' directories, removed by Stop
 }
 
 // StartCluster starts an n-node cluster (each node with extra flags), waits
@@ -21,17 +23,55 @@ type Cluster struct {
 // timeouts are 100ms, for quick elections.
 func StartCluster(t testing.TB, bin string, n int, extra ...string) *Cluster {
 	t.Helper()
+	c, err := newCluster(bin, n, t.TempDir, extra)
+	if c != nil {
+		t.Cleanup(c.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Leader(t, 20*time.Second)
+	return c
+}
+
+// NewCluster is StartCluster outside a test (the comparison benchmarks):
+// it returns once every node runs, without waiting for a leader (see
+// AwaitLeader); Stop stops the nodes and removes their data. extra flags
+// come after the defaults and override them (-raft-timeout among them).
+func NewCluster(bin string, n int, extra ...string) (*Cluster, error) {
+	root, err := os.MkdirTemp("", "dlm-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	c, err := newCluster(bin, n, func() string {
+		i++
+		return filepath.Join(root, strconv.Itoa(i))
+	}, extra)
+	c.root = root
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newCluster(bin string, n int, dir func() string, extra []string) (*Cluster, error) {
 	c := &Cluster{}
 	var peers []string
 	ports := make([][3]int, n)
 	for i := range n {
 		for j := range ports[i] {
-			ports[i][j] = FreePort(t)
+			p, err := freePort()
+			if err != nil {
+				return c, err
+			}
+			ports[i][j] = p
 		}
 		peers = append(peers, fmt.Sprintf("node-%d=127.0.0.1:%d", i+1, ports[i][2]))
 	}
 	for i := range n {
-		d := &DLM{bin: bin, dir: t.TempDir(), ready: "dlm server: started"}
+		d := &DLM{bin: bin, dir: dir(), ready: "dlm server: started"}
 		d.addr = "127.0.0.1:" + strconv.Itoa(ports[i][0])
 		d.http = "127.0.0.1:" + strconv.Itoa(ports[i][1])
 		d.raft = "127.0.0.1:" + strconv.Itoa(ports[i][2])
@@ -39,30 +79,27 @@ func StartCluster(t testing.TB, bin string, n int, extra ...string) *Cluster {
 			"-addr", d.addr, "-http", d.http, "-raft-addr", d.raft, "-peers", strings.Join(peers, ","),
 			"-data", filepath.Join(d.dir, "data"), "-raft-timeout", "100ms"}, extra...)
 		if err := d.start(); err != nil {
-			t.Fatalf("testenv: cluster node %d: %v", i+1, err)
+			return c, fmt.Errorf("testenv: cluster node %d: %w", i+1, err)
 		}
-		t.Cleanup(d.Kill)
 		c.Nodes = append(c.Nodes, d)
 	}
-	c.Leader(t, 20*time.Second)
-	return c
+	return c, nil
 }
 
-// Addrs returns the nodes' client addresses, comma-separated, as
-// remote.Dial and dlm:// URLs take them.
-func (c *Cluster) Addrs() string {
-	addrs := make([]string, len(c.Nodes))
-	for i, d := range c.Nodes {
-		addrs[i] = d.Addr()
+// Stop kills every node; for a cluster made by NewCluster, it also removes
+// their data.
+func (c *Cluster) Stop() {
+	for _, d := range c.Nodes {
+		d.Kill()
 	}
-	return strings.Join(addrs, ",")
+	if c.root != "" {
+		os.RemoveAll(c.root)
+	}
 }
 
-// Leader waits up to timeout until exactly one running node reports that it
-// serves (GET /readyz), and returns it. Readiness lives inside the servers,
-// which offer no event to wait on, so it polls.
-func (c *Cluster) Leader(t testing.TB, timeout time.Duration) *DLM {
-	t.Helper()
+// AwaitLeader waits up to timeout until exactly one running node reports
+// that it serves (GET /readyz), and returns it.
+func (c *Cluster) AwaitLeader(timeout time.Duration) (*DLM, error) {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -80,13 +117,35 @@ func (c *Cluster) Leader(t testing.TB, timeout time.Duration) *DLM {
 			}
 		}
 		if len(ready) == 1 {
-			return ready[0]
+			return ready[0], nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: no single leader within %s (%d nodes ready)", timeout, len(ready))
+			return nil, fmt.Errorf("testenv: no single leader within %s (%d nodes ready)", timeout, len(ready))
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // readiness offers no event to wait on
 	}
+}
+
+// Addrs returns the nodes' client addresses, comma-separated, as
+// remote.Dial and dlm:// URLs take them.
+func (c *Cluster) Addrs() string {
+	addrs := make([]string, len(c.Nodes))
+	for i, d := range c.Nodes {
+		addrs[i] = d.Addr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Leader waits up to timeout until exactly one running node reports that it
+// serves (GET /readyz), and returns it. Readiness lives inside the servers,
+// which offer no event to wait on, so it polls.
+func (c *Cluster) Leader(t testing.TB, timeout time.Duration) *DLM {
+	t.Helper()
+	d, err := c.AwaitLeader(timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // Join starts one more node that joins the cluster through its members'

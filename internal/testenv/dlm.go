@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,7 +27,15 @@ func BuildDLM() (bin string, cleanup func(), err error) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "github.com/dlmhq/dlm/cmd/dlm")...)
+	// Built inside dlm's own module, with its own dependencies, also when
+	// called from another module (the comparison benchmarks).
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/dlmhq/dlm").Output()
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("testenv: find dlm's module: %w", err)
+	}
+	cmd := exec.Command("go", append(args, "./cmd/dlm")...)
+	cmd.Dir = strings.TrimSpace(string(root))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("testenv: build dlm: %v\n%s", err, out)

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -38,6 +39,36 @@ func StartRedis(t testing.TB) *Redis {
 	return r
 }
 
+// NewRedis is StartRedis outside a test (the comparison benchmarks): Stop
+// stops it and removes its directory.
+func NewRedis() (*Redis, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("testenv: redis-server is not installed (Debian package redis-server): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "dlm-redis-")
+	if err != nil {
+		return nil, err
+	}
+	r := &Redis{bin: bin, dir: dir}
+	for range 5 {
+		if r.port, err = freePort(); err != nil {
+			break
+		}
+		if err = r.start(); err == nil {
+			return r, nil
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, fmt.Errorf("testenv: redis-server: %w", err)
+}
+
+// Stop kills a server made by NewRedis and removes its directory.
+func (r *Redis) Stop() {
+	r.Kill()
+	os.RemoveAll(r.dir)
+}
+
 // Addr returns the server's host:port.
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
@@ -68,7 +99,8 @@ func (r *Redis) Kill() {
 	}
 }
 
-// Restart starts the server again on the same port after Kill, empty.
+// Restart starts the server again on the same port after Kill, empty. It
+// is for servers started by StartRedis.
 func (r *Redis) Restart() {
 	r.t.Helper()
 	var err error

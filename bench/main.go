@@ -1,0 +1,204 @@
+// Command bench runs dlm's standard workloads, in one run on the same
+// servers, against dlm's stores and against the libraries users would
+// otherwise pick (go-redsync/redsync, bsm/redislock, etcd's
+// concurrency.Mutex, PostgreSQL advisory locks through pgx), and writes the
+// comparison as Markdown (BENCHMARKS.md).
+//
+// It starts every server it needs on free loopback ports and stops them
+// when it ends: redis-server, postgres and etcd must be installed
+// (scripts/bench.sh installs them as root). It is a module of its own, so
+// that dlm itself never depends on the other lock libraries.
+//
+//	cd bench && go run . -out ../BENCHMARKS.md
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dlmhq/dlm/internal/workload"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// config is what the flags set.
+type config struct {
+	budget  workload.Budget
+	lockers int // of distinct-keys
+	waiters int // of contended
+	only    []string
+	out     string
+	json    string
+	command string
+}
+
+// workloads are the standard workloads, in the order they run.
+var workloads = []string{"uncontended", "distinct-keys", "contended"}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg config
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	only := fs.String("only", "", "run only these targets (comma-separated ids; see -list)")
+	list := fs.Bool("list", false, "list the targets and exit")
+	fs.DurationVar(&cfg.budget.Duration, "duration", 3*time.Second, "how long each workload runs on each target")
+	fs.IntVar(&cfg.budget.Ops, "ops", 0, "stop each workload after this many acquisitions (0: no limit)")
+	fs.IntVar(&cfg.lockers, "lockers", workload.Lockers, "lockers of distinct-keys")
+	fs.IntVar(&cfg.waiters, "waiters", workload.Waiters, "waiters of contended")
+	fs.StringVar(&cfg.out, "out", "", "write the Markdown report to this file (default: standard output)")
+	fs.StringVar(&cfg.json, "json", "", "also write the results as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if cfg.lockers < 1 || cfg.lockers > 1000 || cfg.waiters < 1 || cfg.waiters > 1000 {
+		fmt.Fprintln(stderr, "bench: -lockers and -waiters must lie between 1 and 1000")
+		return 2
+	}
+	cfg.command = strings.TrimSpace("go run . " + strings.Join(args, " "))
+	all := targets()
+	if *list {
+		for _, t := range all {
+			fmt.Fprintf(stdout, "%-16s %s\n", t.id, t.name)
+		}
+		return 0
+	}
+	chosen := all
+	if *only != "" {
+		chosen = nil
+		for _, id := range strings.Split(*only, ",") {
+			i := slices.IndexFunc(all, func(t target) bool { return t.id == id })
+			if i < 0 {
+				fmt.Fprintf(stderr, "bench: -only: unknown target %q (see -list)\n", id)
+				return 2
+			}
+			chosen = append(chosen, all[i])
+		}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	rep, err := measure(ctx, cfg, chosen, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	if err := writeOut(cfg.out, stdout, func(w io.Writer) error { return rep.markdown(w) }); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	if cfg.json != "" {
+		err := writeOut(cfg.json, stdout, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+	}
+	if rep.failed() {
+		fmt.Fprintln(stderr, "bench: some runs failed or broke mutual exclusion; see the report")
+		return 1
+	}
+	return 0
+}
+
+// measure starts the servers and runs every workload on every target.
+func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger) (*report, error) {
+	need := map[string]bool{}
+	for _, t := range chosen {
+		need[t.needs] = true
+	}
+	srv, err := startServers(need, log)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	rep := newReport(cfg)
+	rep.Servers = srv.versions(ctx)
+	for _, t := range chosen {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		row := runTarget(ctx, cfg, t, srv)
+		for _, r := range row.Results {
+			log.Info("measured", "target", t.id, "workload", r.Workload, "ops", r.Ops, "per_second", int(r.PerSecond),
+				"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations)
+		}
+		if row.Err != "" {
+			log.Error("failed", "target", t.id, "err", row.Err)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	return rep, nil
+}
+
+// runTarget runs the workloads on one target.
+func runTarget(ctx context.Context, cfg config, t target, srv *servers) row {
+	r := row{ID: t.id, Name: t.name, DLM: t.dlm}
+	lk, closeLocker, err := t.open(ctx, srv)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer closeLocker()
+	var errs []error
+	for _, w := range workloads {
+		name := "bench/" + t.id + "/" + w
+		var res workload.Result
+		switch w {
+		case "uncontended":
+			res, err = workload.Uncontended(ctx, lk, name, cfg.budget)
+		case "distinct-keys":
+			res, err = workload.DistinctKeys(ctx, lk, name, cfg.lockers, cfg.budget)
+		case "contended":
+			res, err = workload.Contended(ctx, lk, name, cfg.waiters, workload.Hold, cfg.budget)
+		}
+		r.Results = append(r.Results, res)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", w, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+// writeOut writes through fn to the file path, or to stdout if path is "".
+func writeOut(path string, stdout io.Writer, fn func(io.Writer) error) error {
+	if path == "" {
+		return fn(stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
