@@ -124,10 +124,20 @@ func (l *Lease) AcquiredAt() time.Time { return l.acquired }
 // the start of the last successful acquire or extend request, plus the TTL,
 // minus the drift allowance (1% of the TTL + 2 ms). Past it, the lease is
 // lost unless it was renewed.
+//
+// For a store whose locks live by something it keeps alive apart from
+// renewals (the dlm server's sessions, see driver.Validator), the deadline
+// is that validity when it ends sooner.
 func (l *Lease) Deadline() time.Time {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
+	d, req, g := l.deadline, l.req, l.grant
+	l.mu.Unlock()
+	if v, ok := l.c.drv.(driver.Validator); ok {
+		if until := v.ValidUntil(req, g); !until.IsZero() && until.Before(d) {
+			return until
+		}
+	}
+	return d
 }
 
 // Lost returns a channel that is closed when the lease is lost. It is never

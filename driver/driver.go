@@ -127,6 +127,17 @@ type Drifter interface {
 	Drift(ttl time.Duration) time.Duration
 }
 
+// Validator is implemented by stores whose locks live as long as something
+// of the store's own that the client keeps alive apart from Extend, such as
+// the dlm server's sessions: Extend then succeeds without renewing
+// anything, and the lock is valid only as long as that other thing is.
+type Validator interface {
+	// ValidUntil returns until when the client knows g to be held (the
+	// validity of what keeps it alive, allowance for drift deducted), or
+	// the zero time if the store cannot tell.
+	ValidUntil(req Request, g Grant) time.Time
+}
+
 // Namer is implemented by stores that have a short name for metrics and
 // logs, such as "redis".
 type Namer interface {

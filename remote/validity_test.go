@@ -1,0 +1,24 @@
+package remote_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/remote"
+)
+
+// A lock of the dlm server lives as long as its session: a lease with a
+// TTL longer than the session's must not claim a deadline past the
+// session's validity, which only acknowledged keepalives extend.
+func TestDeadlineIsTheSessionValidity(t *testing.T) {
+	c, _ := newClient(t, remote.WithSessionTTL(time.Second))
+	l, err := c.Acquire(t.Context(), "validity/"+t.Name(), dlm.WithTTL(30*time.Second), dlm.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(t.Context())
+	if d := time.Until(l.Deadline()); d > time.Second || d <= 0 {
+		t.Fatalf("deadline in %s, want within the session TTL of 1s", d)
+	}
+}
