@@ -24,7 +24,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	c := dlm.New(redis.New(rdb), dlm.WithMetrics(dlmprom.New(reg)))
 	ctx := t.Context()
 
-	l, err := c.Acquire(ctx, "m", dlm.WithTTL(60*time.Millisecond), dlm.WithAutoRenew(true))
+	l, err := c.Acquire(ctx, "m", dlm.WithTTL(600*time.Millisecond), dlm.WithAutoRenew(true))
 	if err != nil {
 		t.Fatal(err)
 	}
