@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/locktable"
 )
 
 func TestCompatibilityMatrix(t *testing.T) {
@@ -46,4 +47,22 @@ func TestParseMode(t *testing.T) {
 	if s := driver.Mode(42).String(); s != "Mode(42)" {
 		t.Errorf("String of an invalid mode = %q", s)
 	}
+}
+
+// FuzzParseMode: the driver's ParseMode is the lock table's, its errors
+// matching ErrInvalid too.
+func FuzzParseMode(f *testing.F) {
+	for _, s := range []string{"ex", "PR", "nl", "", "xx", "exclusive", "E\u0301X"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := driver.ParseMode(s)
+		want, werr := locktable.ParseMode(s)
+		if m != want || (err == nil) != (werr == nil) {
+			t.Fatalf("ParseMode(%q) = %v, %v; the lock table's gives %v, %v", s, m, err, want, werr)
+		}
+		if err != nil && (!errors.Is(err, driver.ErrInvalid) || !errors.Is(err, locktable.ErrInvalidMode)) {
+			t.Fatalf("ParseMode(%q): %v matches neither ErrInvalid nor ErrInvalidMode", s, err)
+		}
+	})
 }

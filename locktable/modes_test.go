@@ -3,6 +3,7 @@ package locktable
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,4 +117,33 @@ func TestDownConversions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzParseMode: ParseMode accepts exactly the six two-letter names, in any
+// ASCII case, and its result marshals back to the name; anything else is an
+// ErrInvalidMode, also through UnmarshalText.
+func FuzzParseMode(f *testing.F) {
+	for _, s := range []string{"NL", "cr", "Cw", "pR", "PW", "ex", "", "E", "EXX", " ex", "ex\x00", "ſx", "Mode(7)", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMode(s)
+		var u Mode
+		uerr := u.UnmarshalText([]byte(s))
+		if (err == nil) != (uerr == nil) || u != m {
+			t.Fatalf("ParseMode(%q) = %v, %v; UnmarshalText gives %v, %v", s, m, err, u, uerr)
+		}
+		upper := strings.ToUpper(s)
+		known := slices.Contains([]string{"NL", "CR", "CW", "PR", "PW", "EX"}, upper)
+		if err != nil {
+			if known || !errors.Is(err, ErrInvalidMode) || m != 0 {
+				t.Fatalf("ParseMode(%q) = %v, %v", s, m, err)
+			}
+			return
+		}
+		text, merr := m.MarshalText()
+		if !known || !m.Valid() || merr != nil || string(text) != upper || m.String() != upper {
+			t.Fatalf("ParseMode(%q) = %v (%q, %v)", s, m, text, merr)
+		}
+	})
 }

@@ -371,5 +371,19 @@ func FuzzRestore(f *testing.F) {
 		if tb.Stats().Locks != 0 {
 			t.Fatal("locks left after closing every session")
 		}
+		// It grants with a new lock id and a greater token, and its
+		// snapshot restores.
+		last := tb.LastToken()
+		st = Stamp{Index: last + 1, Now: tb.Now() + 1}
+		if err := tb.OpenSession(st, 1, "after"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := tb.Lock(st, LockRequest{Session: 1, Resource: "r", Mode: EX})
+		if err != nil || r.Status != StatusGranted || r.Token <= last || r.Lock == 0 {
+			t.Fatalf("lock after restore: %+v, %v (last token %d)", r, err, last)
+		}
+		if err := New(driverLimits).Restore(tb.Snapshot()); err != nil {
+			t.Fatalf("the restored table's own snapshot: %v", err)
+		}
 	})
 }

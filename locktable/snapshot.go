@@ -31,6 +31,13 @@ const (
 	snapshotVersion = 1
 )
 
+// maxCounter bounds the last token and the next lock id of a snapshot. No
+// table gets near it (a billion grants a second take 292 years; tokens
+// also follow Stamp.Index, a Raft index, which never does either), and it
+// is far enough below 2^64 that a restored table never wraps them around,
+// which would issue lock id 0, reuse ids and make tokens go back.
+const maxCounter = 1 << 63
+
 // Snapshot returns the whole state of the table in a compact, versioned,
 // deterministic binary form: replaying the same operations on two tables
 // gives byte-identical snapshots. Limits are configuration, not state, and
@@ -215,8 +222,12 @@ func (t *Table) decode(d *decoder) error {
 	t.now = d.varint()
 	t.lastToken = d.uvarint()
 	t.nextID = LockID(d.uvarint())
-	if d.err == nil && t.nextID == 0 {
+	switch {
+	case d.err != nil:
+	case t.nextID == 0:
 		d.fail("next lock id is 0")
+	case uint64(t.nextID) >= maxCounter || t.lastToken >= maxCounter:
+		d.fail("next lock id %d or last token %d beyond 2^63", t.nextID, t.lastToken)
 	}
 
 	var prevID SessionID

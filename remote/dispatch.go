@@ -328,6 +328,8 @@ func refusal(r *dlmpb.Refused) error {
 	case dlmpb.Reason_REASON_INVALID, dlmpb.Reason_REASON_INVALID_MODE, dlmpb.Reason_REASON_NAME_TOO_LONG,
 		dlmpb.Reason_REASON_KIND_MISMATCH, dlmpb.Reason_REASON_CAPACITY_MISMATCH, dlmpb.Reason_REASON_CONVERSION_PENDING:
 		base = driver.ErrInvalid
+	case dlmpb.Reason_REASON_PERMISSION_DENIED:
+		base = ErrPermissionDenied
 	default: // limits and the rest: the server cannot take it now
 		base = driver.ErrUnavailable
 	}

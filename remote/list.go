@@ -125,14 +125,18 @@ func (s *Store) open() error {
 }
 
 // rpcError classifies the error of a unary call to the server: the end of
-// ctx as such, an argument the server rejected as driver.ErrInvalid, and
-// anything else as the server being unavailable.
+// ctx as such, an argument the server rejected as driver.ErrInvalid,
+// refused credentials or rights as ErrUnauthenticated or
+// ErrPermissionDenied, and anything else as the server being unavailable.
 func (s *Store) rpcError(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("dlm %s: %w", op, cerr)
 	}
 	if status.Code(err) == codes.InvalidArgument {
 		return fmt.Errorf("%w: dlm %s: %s", driver.ErrInvalid, op, status.Convert(err).Message())
+	}
+	if aerr := authError(err); aerr != nil {
+		return fmt.Errorf("dlm %s: %w", op, aerr)
 	}
 	return fmt.Errorf("%w: dlm %s: %w", driver.ErrUnavailable, op, err)
 }

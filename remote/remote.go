@@ -29,10 +29,21 @@
 // All six lock modes, conversion (driver.Converter), counting semaphores and
 // try-locks (dlm.WithWait(0)) are available; waits are queued in the server
 // in FIFO order and granted by push (driver.Waiter).
+//
+// # Security
+//
+// WithTLS connects over TLS (and, with a client certificate, mutual TLS);
+// WithToken or WithTokenFile sends a bearer token with every call, only
+// over TLS unless AllowTokenOverPlaintext says otherwise. A server with
+// authentication refuses a store without valid credentials
+// (ErrUnauthenticated) and requests its identity may not make
+// (ErrPermissionDenied); both match dlm.ErrInvalid, so they are not
+// retried.
 package remote
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +52,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -58,12 +70,16 @@ const (
 type Option func(*options)
 
 type options struct {
-	ttl       time.Duration
-	interval  time.Duration
-	label     string
-	log       *slog.Logger
-	dialOpts  []grpc.DialOption
-	reconnect time.Duration
+	ttl            time.Duration
+	interval       time.Duration
+	label          string
+	log            *slog.Logger
+	dialOpts       []grpc.DialOption
+	reconnect      time.Duration
+	tls            *tls.Config
+	token          string
+	tokenFile      string
+	plaintextToken bool
 }
 
 // WithSessionTTL sets the session TTL (default 10s; the server accepts 100ms
@@ -83,7 +99,7 @@ func WithLabel(label string) Option { return func(o *options) { o.label = label 
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithDialOptions adds gRPC dial options (the default connection is
-// plaintext).
+// plaintext; see WithTLS).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }
@@ -138,8 +154,11 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dialOpts...)
-	srv, err := newServers(addr, dial)
+	dial, err := o.security()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := newServers(addr, append(dial, o.dialOpts...))
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +174,35 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 	go s.run(first)
 	go s.keepalive()
 	return s, nil
+}
+
+// security returns the dial options of TLS and the token.
+func (o *options) security() ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	if o.tls != nil {
+		creds = credentials.NewTLS(o.tls)
+	}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.tokenFile != "" {
+		if o.token != "" {
+			return nil, fmt.Errorf("%w: a token and a token file", driver.ErrInvalid)
+		}
+		tok, err := ReadTokenFile(o.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		o.token = tok
+	}
+	if o.token == "" {
+		return dial, nil
+	}
+	if err := checkToken(o.token); err != nil {
+		return nil, fmt.Errorf("%w: token: %w", driver.ErrInvalid, err)
+	}
+	if o.tls == nil && !o.plaintextToken {
+		return nil, fmt.Errorf("%w: a token is only sent over TLS: add WithTLS (or AllowTokenOverPlaintext on a network you trust)", driver.ErrInvalid)
+	}
+	return append(dial, grpc.WithPerRPCCredentials(tokenCreds{token: o.token, plaintext: o.plaintextToken})), nil
 }
 
 // Name returns "dlm".

@@ -3,6 +3,9 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -41,23 +44,38 @@ type servers struct {
 // newServers parses a comma-separated address list and makes a connection
 // for each (gRPC connects lazily).
 func newServers(addrs string, dial []grpc.DialOption) (*servers, error) {
+	list, err := parseAddrs(addrs)
+	if err != nil {
+		return nil, err
+	}
 	ss := &servers{dial: dial}
-	for _, a := range strings.Split(addrs, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			return nil, fmt.Errorf("%w: empty server address in %q", driver.ErrInvalid, addrs)
-		}
-		if ss.find(a) >= 0 {
-			continue
-		}
-		if len(ss.list) == MaxServers {
-			return nil, fmt.Errorf("%w: more than %d server addresses", driver.ErrInvalid, MaxServers)
-		}
+	for _, a := range list {
 		if err := ss.add(a); err != nil {
 			return nil, errors.Join(err, ss.close())
 		}
 	}
 	return ss, nil
+}
+
+// parseAddrs splits a comma-separated address list, trimming spaces around
+// each address and dropping repeats. An empty address, or more than
+// MaxServers, is an error.
+func parseAddrs(addrs string) ([]string, error) {
+	var list []string
+	for _, a := range strings.Split(addrs, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, fmt.Errorf("%w: empty server address in %q", driver.ErrInvalid, addrs)
+		}
+		if slices.Contains(list, a) {
+			continue
+		}
+		if len(list) == MaxServers {
+			return nil, fmt.Errorf("%w: more than %d server addresses", driver.ErrInvalid, MaxServers)
+		}
+		list = append(list, a)
+	}
+	return list, nil
 }
 
 // add makes a connection to addr. The caller holds ss.mu or owns ss.
@@ -129,7 +147,9 @@ func (ss *servers) close() error {
 }
 
 // leaderHint returns whether err is a dlm node's "not the leader"
-// refusal, and the leader address it names ("" if it knows none).
+// refusal, and the leader address it names: "" if it knows none, or if
+// what it names is not a host:port address (which the store would
+// otherwise dial as it is, as any gRPC target).
 func leaderHint(err error, trailer metadata.MD) (hint string, notLeader bool) {
 	if status.Code(err) != codes.Unavailable {
 		return "", false
@@ -137,6 +157,10 @@ func leaderHint(err error, trailer metadata.MD) (hint string, notLeader bool) {
 	v := trailer.Get(LeaderHeader)
 	if len(v) == 0 {
 		return "", false
+	}
+	host, port, perr := net.SplitHostPort(v[0])
+	if n, aerr := strconv.ParseUint(port, 10, 16); perr != nil || host == "" || aerr != nil || n == 0 {
+		return "", true
 	}
 	return v[0], true
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -43,8 +44,9 @@ func (s *Store) connectOnce(ctx context.Context) (conn *streamConn, leaderless b
 			return conn, false, nil
 		}
 		errs = append(errs, err)
-		if ctx.Err() != nil || s.ctx.Err() != nil || errors.Is(err, errSessionEnded) {
-			break
+		if ctx.Err() != nil || s.ctx.Err() != nil || errors.Is(err, errSessionEnded) ||
+			errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrPermissionDenied) {
+			break // every server of a cluster has the same configuration
 		}
 		if _, notLeader := leaderHint(err, trailer); notLeader {
 			leaderless = true
@@ -70,6 +72,9 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 	var trailer metadata.MD
 	fail := func(err error) (*streamConn, metadata.MD, error) {
 		cancel()
+		if aerr := authError(err); aerr != nil {
+			return nil, trailer, fmt.Errorf("dlm server %s: %w", srv.addr, aerr)
+		}
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", err, ctx.Err())
 		}
@@ -83,7 +88,9 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 	err = stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{
 		Session: sid, Ttl: durationpb.New(s.opt.ttl), Label: s.opt.label,
 	}}})
-	if err != nil {
+	if err != nil && !errors.Is(err, io.EOF) {
+		// io.EOF: the server ended the stream (refused credentials, say);
+		// Recv below returns its status.
 		return fail(err)
 	}
 	m, err := stream.Recv()

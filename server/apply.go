@@ -80,7 +80,7 @@ func (f *FSM) openSession(st locktable.Stamp, op *dlmpb.OpenSessionCmd) Result {
 		return Result{Index: st.Index, Err: err}
 	}
 	f.lastSession = sid
-	f.sessions[sid] = &sessionRecord{ttl: time.Duration(op.GetTtlNanos())}
+	f.sessions[sid] = &sessionRecord{ttl: time.Duration(op.GetTtlNanos()), owner: op.GetOwner()}
 	return Result{Index: st.Index, Session: sid}
 }
 

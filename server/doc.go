@@ -22,5 +22,14 @@
 //     leader applies its whole log and gives every session a fresh deadline
 //     before serving.
 //
+// Security is optional and layered: TLS for the client ports
+// (ServerConfig.TLS, LoadTLS, with client certificates for mutual TLS),
+// mutually authenticated TLS for Raft between nodes (Config.RaftTLS,
+// LoadRaftTLS), bearer tokens (Tokens) and authorization rules by name
+// prefix (Rules), checked per gRPC call, per session request and per HTTP
+// request. Sessions remember the identity that opened them, and only it
+// may resume them. Without tokens or client certificates the server is
+// open, as it always was.
+//
 // Start runs a Server; cmd/dlm's `dlm server` is its command line.
 package server

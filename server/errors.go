@@ -26,4 +26,12 @@ var (
 	ErrLeadershipLost = errors.New("dlm server: leadership lost, outcome unknown")
 	// ErrClosed means the Node is closed.
 	ErrClosed = errors.New("dlm server: node closed")
+	// ErrUnauthenticated means a call or request carried no valid
+	// credentials (gRPC Unauthenticated, HTTP 401). The membership calls
+	// (Server.Join, RemoveMember, ClusterMembers) return it, wrapped, when
+	// the cluster refuses theirs.
+	ErrUnauthenticated = errors.New("dlm server: authentication required: a valid bearer token or client certificate")
+	// ErrPermissionDenied means the caller's identity may not do what it
+	// asked (gRPC PermissionDenied, HTTP 403); see Rules.
+	ErrPermissionDenied = errors.New("dlm server: permission denied")
 )

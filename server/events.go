@@ -52,6 +52,9 @@ const (
 // JSON snapshot (an eventSnapshot) of the node, its cluster and the part of
 // the lock table whose resource names begin with ?prefix=, at most ?limit=
 // resources and sessions (default DefaultListLimit, at most MaxListLimit).
+// With authentication, only what the caller's list scope covers: the
+// resources under its list prefixes, the sessions holding or awaiting
+// them, and the members only for an admin.
 //
 // A stream sends a snapshot at once, then whenever the FSM's applied index
 // moved (looked at every eventInterval: changes are coalesced), and at least
@@ -101,12 +104,12 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	f.s.streamEvents(r.Context(), w, prefix, limit)
+	f.s.streamEvents(r.Context(), w, prefix, limit, scopeOf(f.s.caller(r.Context())))
 }
 
 // streamEvents writes snapshots to w until ctx ends, the server closes or a
 // write fails.
-func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix string, limit int) {
+func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix string, limit int, sc listScope) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{})
 	tick := time.NewTicker(eventInterval)
@@ -124,7 +127,7 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix
 		now := time.Now()
 		since := now.Sub(sent)
 		if force || since >= max(eventRefresh, gap) || (since >= gap && s.node.FSM().AppliedIndex() != index) {
-			snap := s.eventSnapshot(prefix, limit)
+			snap := s.eventSnapshot(prefix, limit, sc)
 			gap = max(eventInterval, eventCostFactor*time.Since(now))
 			buf.WriteString("event: snapshot\ndata: ")
 			if err := json.NewEncoder(&buf).Encode(snap); err != nil { // one line: JSON escapes newlines
@@ -172,6 +175,9 @@ type eventSnapshot struct {
 	// Stats are the whole table's, whatever the prefix.
 	Stats   eventStats `json:"stats"`
 	Members []Member   `json:"members"`
+	// MembersHidden is true when the caller may not see the members
+	// (they need the admin permission).
+	MembersHidden bool `json:"members_hidden,omitempty"`
 	// Resources are those whose names begin with Prefix, in name order, at
 	// most Limit; MoreResources is true when there are more.
 	Resources     []eventResource `json:"resources"`
@@ -240,8 +246,9 @@ type eventSession struct {
 }
 
 // eventSnapshot takes a snapshot of the node and of the table's resources
-// whose names begin with prefix, under one FSM read lock.
-func (s *Server) eventSnapshot(prefix string, limit int) *eventSnapshot {
+// whose names begin with prefix and that sc covers, under one FSM read
+// lock.
+func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *eventSnapshot {
 	snap := &eventSnapshot{
 		NodeID:    s.node.cfg.ID,
 		Ready:     s.Ready(),
@@ -253,7 +260,9 @@ func (s *Server) eventSnapshot(prefix string, limit int) *eventSnapshot {
 		Sessions:  []eventSession{},
 	}
 	snap.LeaderID, snap.LeaderAddress = s.node.Leader()
-	if m, err := s.node.Members(); err == nil {
+	if !sc.members {
+		snap.MembersHidden = true
+	} else if m, err := s.node.Members(); err == nil {
 		snap.Members = m
 	}
 	fsm := s.node.FSM()
@@ -264,7 +273,7 @@ func (s *Server) eventSnapshot(prefix string, limit int) *eventSnapshot {
 		st := t.Stats()
 		snap.Stats = eventStats{Sessions: st.Sessions, Resources: st.Resources, Locks: st.Locks, Waiters: st.Pending, LastToken: st.LastToken}
 
-		infos := t.ResourcesWithPrefix(prefix, "", limit+1)
+		infos := sc.resources(t, prefix, "", limit+1)
 		if len(infos) > limit {
 			infos, snap.MoreResources = infos[:limit], true
 		}
@@ -287,7 +296,7 @@ func (s *Server) eventSnapshot(prefix string, limit int) *eventSnapshot {
 				HoldersTotal: len(r.Holders), ConvertingTotal: len(r.Converting), WaitingTotal: len(r.Waiting),
 			}
 			snap.Resources = append(snap.Resources, er)
-			if prefix != "" {
+			if prefix != "" || !sc.all() {
 				for _, ls := range [][]eventLock{er.Holders, er.Waiting} { // converting ones are holders
 					for _, l := range ls {
 						involved = append(involved, locktable.SessionID(l.Session))
@@ -297,7 +306,7 @@ func (s *Server) eventSnapshot(prefix string, limit int) *eventSnapshot {
 		}
 
 		var sessions []locktable.SessionInfo
-		if prefix == "" {
+		if prefix == "" && sc.all() {
 			sessions = t.Sessions(0, limit+1)
 		} else {
 			slices.Sort(involved)
@@ -319,7 +328,7 @@ func (s *Server) eventSnapshot(prefix string, limit int) *eventSnapshot {
 			if d, ok := s.live.deadline(si.ID); ok {
 				es.ExpiresInMillis = millis(d.Sub(now).Nanoseconds())
 			}
-			for _, l := range si.Locks {
+			for _, l := range sc.locks(si.Locks) {
 				switch l.State {
 				case locktable.LockGranted:
 					es.Held++

@@ -27,6 +27,15 @@ import (
 //	GET /v1/members                 the Raft configuration's servers and the leader (JSON)
 //	GET /v1/events?prefix=&limit=   live snapshots as Server-Sent Events (see eventFeed);
 //	                                at most MaxEventStreams at once, else 503
+//	GET /v1/whoami                  the caller's identity and permissions (JSON)
+//	POST /v1/login, /v1/logout      a browser's login cookie (see httpLogin)
+//	POST /v1/cluster/join, /v1/cluster/remove   membership changes
+//
+// With authentication on (see ServerConfig.Tokens), /healthz, /readyz, the
+// dashboard's files and /v1/login, /v1/logout are open; /v1/whoami needs
+// credentials; /metrics, /v1/status, /v1/resources, /v1/sessions and
+// /v1/events need the list permission on some prefix (the last three show
+// only what it covers); /v1/members and the membership changes need admin.
 //
 // It also hooks the node's apply latency to the metrics, which only HTTP
 // serves.
@@ -44,17 +53,20 @@ func (s *Server) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /v1/resources", s.httpResources)
-	mux.HandleFunc("GET /v1/sessions", s.httpSessions)
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /v1/login", s.httpLogin)
+	mux.HandleFunc("POST /v1/logout", s.httpLogout)
+	mux.Handle("GET /v1/whoami", s.require(0, http.HandlerFunc(s.httpWhoami)))
+	mux.Handle("GET /metrics", s.require(PermissionList, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /v1/resources", s.require(PermissionList, http.HandlerFunc(s.httpResources)))
+	mux.Handle("GET /v1/sessions", s.require(PermissionList, http.HandlerFunc(s.httpSessions)))
+	mux.Handle("GET /v1/status", s.require(PermissionList, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st, _ := s.Status(r.Context(), nil)
 		writeProto(w, st)
-	})
-	mux.HandleFunc("GET /v1/members", s.httpMembers)
-	mux.HandleFunc("POST /v1/cluster/join", s.httpJoin)
-	mux.HandleFunc("POST /v1/cluster/remove", s.httpRemove)
-	mux.Handle("GET /v1/events", newEventFeed(s))
+	})))
+	mux.Handle("GET /v1/events", s.require(PermissionList, newEventFeed(s)))
+	mux.Handle("GET /v1/members", s.require(PermissionAdmin, http.HandlerFunc(s.httpMembers)))
+	mux.Handle("POST /v1/cluster/join", s.require(PermissionAdmin, http.HandlerFunc(s.httpJoin)))
+	mux.Handle("POST /v1/cluster/remove", s.require(PermissionAdmin, http.HandlerFunc(s.httpRemove)))
 	return mux
 }
 
@@ -65,7 +77,7 @@ func (s *Server) httpMembers(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	leaderID, leaderAddr := s.node.Leader()
-	writeJSON(w, map[string]any{"leader_id": leaderID, "leader_address": leaderAddr, "members": members})
+	writeJSON(w, MemberList{LeaderID: leaderID, LeaderAddress: leaderAddr, Members: members})
 }
 
 func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
@@ -114,12 +126,16 @@ func lockJSONOf(l locktable.LockInfo, meta metaFunc) lockJSON {
 	return j
 }
 
-func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
+// httpSessions lists the open sessions and their locks; for a caller
+// whose list permission does not cover every name, only the sessions that
+// hold or await a resource it covers, each with those locks only.
+func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
+	sc := scopeOf(s.caller(r.Context()))
 	out := []sessionJSON{}
 	s.node.FSM().View(func(t *locktable.Table) {
-		for _, si := range t.Sessions(0, MaxListLimit) {
+		for _, si := range s.visibleSessions(t, sc, MaxListLimit) {
 			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []lockJSON{}}
-			for _, l := range si.Locks {
+			for _, l := range sc.locks(si.Locks) {
 				sj.Locks = append(sj.Locks, lockJSONOf(l, s.node.fsm.metadataOf))
 			}
 			if rec := s.node.fsm.sessions[si.ID]; rec != nil {
@@ -132,6 +148,29 @@ func (s *Server) httpSessions(w http.ResponseWriter, _ *http.Request) {
 		}
 	})
 	writeJSON(w, map[string]any{"sessions": out})
+}
+
+// visibleSessions returns, in id order, at most limit of the sessions that
+// hold or await a resource sc covers (every session if it covers every
+// name). The caller is inside View.
+func (s *Server) visibleSessions(t *locktable.Table, sc listScope, limit int) []locktable.SessionInfo {
+	if sc.all() {
+		return t.Sessions(0, limit)
+	}
+	var out []locktable.SessionInfo
+	for after := locktable.SessionID(0); len(out) < limit; {
+		page := t.Sessions(after, MaxListLimit)
+		for _, si := range page {
+			after = si.ID
+			if len(sc.locks(si.Locks)) > 0 && len(out) < limit {
+				out = append(out, si)
+			}
+		}
+		if len(page) < MaxListLimit {
+			break
+		}
+	}
+	return out
 }
 
 // writeJSON writes v as indented JSON.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -15,8 +18,19 @@ const (
 )
 
 // List lists resources in name order: see dlmpb.DLMServer. It reads this
-// node's state, which on a follower may lag the leader's.
-func (s *Server) List(_ context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
+// node's state, which on a follower may lag the leader's. With
+// authentication, it needs the list permission on some prefix
+// (PermissionDenied otherwise) and lists only the resources it covers.
+func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
+	p := s.caller(ctx)
+	if !p.authenticated() {
+		return nil, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+	}
+	if !p.mayAny(PermissionList) {
+		s.auth.deny(p, PermissionList, req.GetPrefix())
+		return nil, permissionDenied("identity " + p.identity + " may list nothing")
+	}
+	sc := scopeOf(p)
 	limit := int(req.GetLimit())
 	if limit <= 0 {
 		limit = DefaultListLimit
@@ -24,7 +38,7 @@ func (s *Server) List(_ context.Context, req *dlmpb.ListRequest) (*dlmpb.ListRes
 	limit = min(limit, MaxListLimit)
 	resp := &dlmpb.ListResponse{}
 	s.node.FSM().View(func(t *locktable.Table) {
-		infos := t.ResourcesWithPrefix(req.GetPrefix(), req.GetAfter(), limit+1)
+		infos := sc.resources(t, req.GetPrefix(), req.GetAfter(), limit+1)
 		if len(infos) > limit {
 			infos = infos[:limit]
 			resp.Next = infos[limit-1].Name
@@ -46,8 +60,17 @@ func (s *Server) List(_ context.Context, req *dlmpb.ListRequest) (*dlmpb.ListRes
 	return resp, nil
 }
 
-// Status describes the node and its state: see dlmpb.DLMServer.
-func (s *Server) Status(context.Context, *dlmpb.StatusRequest) (*dlmpb.StatusResponse, error) {
+// Status describes the node and its state: see dlmpb.DLMServer. With
+// authentication, it needs the list permission on some prefix.
+func (s *Server) Status(ctx context.Context, _ *dlmpb.StatusRequest) (*dlmpb.StatusResponse, error) {
+	p := s.caller(ctx)
+	if !p.authenticated() {
+		return nil, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+	}
+	if !p.mayAny(PermissionList) {
+		s.auth.deny(p, PermissionList, "")
+		return nil, permissionDenied("identity " + p.identity + " has no list permission")
+	}
 	var st locktable.Stats
 	s.node.FSM().View(func(t *locktable.Table) { st = t.Stats() })
 	leaderAddr, _ := s.node.raft.LeaderWithID()

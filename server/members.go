@@ -25,6 +25,15 @@ type Member struct {
 	Self bool `json:"self"`
 }
 
+// MemberList is the answer of GET /v1/members (and ClusterMembers).
+type MemberList struct {
+	// LeaderID and LeaderAddress name the leader as the node that answered
+	// sees it (its Raft id and address); empty while it knows none.
+	LeaderID      string   `json:"leader_id"`
+	LeaderAddress string   `json:"leader_address"`
+	Members       []Member `json:"members"`
+}
+
 // Members returns the servers of the latest Raft configuration this node
 // knows (committed or not), in id order, with the leader marked as this
 // node sees it: none while an election runs. A single node is a cluster of

@@ -21,6 +21,7 @@ type serverMetrics struct {
 	streams       prometheus.Gauge
 	eventStreams  prometheus.Gauge
 	applyLatency  prometheus.Histogram
+	authRefused   *prometheus.CounterVec
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -55,8 +56,15 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Help:    "Time from a proposal's submission to this node until its entry was committed and applied (leader only).",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 17), // 100µs to 6.6s
 		}),
+		authRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dlm_server_auth_refused_total",
+			Help: "Calls and requests refused by authentication (reason=\"unauthenticated\") or authorization (reason=\"permission_denied\").",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency,
+	for _, reason := range []string{"unauthenticated", "permission_denied"} {
+		m.authRefused.WithLabelValues(reason) // shown from the start, at 0
+	}
+	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +67,11 @@ type Config struct {
 	// SourceIP, if set, is the local IP outgoing Raft connections are
 	// bound to.
 	SourceIP string
+	// RaftTLS, if set, secures Raft between nodes: every node of the
+	// cluster must use one (see NewRaftTLS and LoadRaftTLS), and a node
+	// refuses a peer whose certificate its CA did not sign for a node.
+	// Nil is plain TCP.
+	RaftTLS *tls.Config
 }
 
 // Peer is one voter of a cluster to bootstrap.
@@ -73,22 +79,24 @@ type Peer struct {
 	ID, Addr string
 }
 
-// ParsePeers parses "id=host:port,id=host:port,...".
+// ParsePeers parses "id=host:port,id=host:port,...". Spaces around an id or
+// an address are ignored; no id and no address may be named twice.
 func ParsePeers(s string) ([]Peer, error) {
 	var out []Peer
-	seen := map[string]bool{}
+	ids, addrs := map[string]bool{}, map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
-		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		id, addr, ok := strings.Cut(part, "=")
+		id, addr = strings.TrimSpace(id), strings.TrimSpace(addr)
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("dlm server: peer %q: want id=host:port", part)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, fmt.Errorf("dlm server: peer %q: %v", part, err)
 		}
-		if seen[id] || seen[addr] {
+		if ids[id] || addrs[addr] {
 			return nil, fmt.Errorf("dlm server: peer %q named twice", part)
 		}
-		seen[id], seen[addr] = true, true
+		ids[id], addrs[addr] = true, true
 		out = append(out, Peer{ID: id, Addr: addr})
 	}
 	return out, nil
@@ -103,6 +111,7 @@ type Node struct {
 	fsm       *FSM
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
+	layer     *streamLayer
 	closers   []io.Closer // stores, closed after raft
 
 	proposals chan *proposal // unbuffered: a sent proposal is owned by the batcher
@@ -200,7 +209,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	n.transport, err = newTransport(n.cfg.BindAddr, n.cfg.Advertise, n.cfg.SourceIP, hl.Named("transport"))
+	n.transport, n.layer, err = newTransport(n.cfg.BindAddr, n.cfg.Advertise, n.cfg.SourceIP, n.cfg.RaftTLS, hl.Named("transport"))
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ var reasons = [...]struct {
 	{locktable.ErrLimit, dlmpb.Reason_REASON_LIMIT},
 	{ErrStaleRequest, dlmpb.Reason_REASON_STALE_REQUEST},
 	{ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
+	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
 }
 
 // ReasonOf returns the protocol reason code of err: REASON_UNSPECIFIED for

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -64,6 +66,28 @@ type ServerConfig struct {
 	// Logger receives the server's logs (and the node's, unless
 	// Node.Logger is set); nil discards them.
 	Logger *slog.Logger
+
+	// TLS, if set, serves gRPC and HTTP over TLS with this configuration
+	// (see LoadTLS). If its ClientCAs is set, clients are authenticated by
+	// certificate, their identity the subject's common name: gRPC requires
+	// a certificate those CAs signed; HTTP verifies one when given (so that
+	// health probes and browsers without one can connect) and requires
+	// credentials below the TLS layer instead (see Rules).
+	TLS *tls.Config
+	// Tokens, if set, authenticates clients by bearer token (gRPC metadata
+	// and HTTP header "authorization: Bearer <token>"; see Tokens).
+	//
+	// With Tokens or client certificates, authentication is on: every
+	// gRPC call and every HTTP request needs credentials (Unauthenticated,
+	// 401), except GET /healthz, /readyz, the dashboard's static files and
+	// POST /v1/login; and what each identity may do is decided by Rules
+	// (PermissionDenied, 403). Without them, the server is open: anyone who
+	// can connect may do anything.
+	Tokens *Tokens
+	// Rules authorize identities when authentication is on; nil grants
+	// every authenticated identity every permission (AllowAll). Setting
+	// Rules without authentication is an error.
+	Rules *Rules
 }
 
 func (c *ServerConfig) setDefaults() {
@@ -98,6 +122,7 @@ type Server struct {
 	hub     *hub
 	live    *liveness
 	metrics *serverMetrics
+	auth    *authenticator
 	acks    chan keepaliveAck
 
 	grpc     *grpc.Server
@@ -131,6 +156,17 @@ func Start(cfg ServerConfig) (*Server, error) {
 		stop: make(chan struct{}),
 	}
 	s.metrics = newServerMetrics(s)
+	s.auth = &authenticator{
+		tokens: cfg.Tokens, certs: cfg.TLS != nil && cfg.TLS.ClientCAs != nil, rules: cfg.Rules,
+		logins: newLogins(), log: s.log, metrics: s.metrics,
+	}
+	switch {
+	case !s.auth.enabled() && cfg.Rules != nil:
+		return nil, fmt.Errorf("%w: authorization rules without authentication (no tokens, no client CA)", ErrAuthConfig)
+	case s.auth.enabled() && cfg.Rules == nil:
+		s.auth.rules = AllowAll()
+		s.log.Warn("dlm server: authentication without rules: every authenticated identity may do everything")
+	}
 	node, err := Open(cfg.Node)
 	if err != nil {
 		return nil, err
@@ -148,14 +184,7 @@ func Start(cfg ServerConfig) (*Server, error) {
 			return nil, errors.Join(fmt.Errorf("dlm server: listen http: %w", err), s.lis.Close(), node.Close())
 		}
 	}
-	s.grpc = grpc.NewServer(
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		// Static flow-control windows turn off BDP estimation, whose pings
-		// add packets (and wake-ups) to a stream of small messages.
-		grpc.InitialWindowSize(1<<20),
-		grpc.InitialConnWindowSize(1<<20),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	s.grpc = grpc.NewServer(s.grpcOptions()...)
 	dlmpb.RegisterDLMServer(s.grpc, s)
 
 	s.wg.Add(3)
@@ -168,17 +197,67 @@ func Start(cfg ServerConfig) (*Server, error) {
 		}
 	}()
 	if s.httpLis != nil {
-		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		s.http = &http.Server{
+			Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second, TLSConfig: s.httpTLS(),
+			// TLS handshake failures and the like: routine on a port
+			// anyone can reach, so at debug level.
+			ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if err := s.http.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if s.http.TLSConfig != nil {
+				err = s.http.ServeTLS(s.httpLis, "", "")
+			} else {
+				err = s.http.Serve(s.httpLis)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("dlm server: http serve", "err", err)
 			}
 		}()
 	}
-	s.log.Info("dlm server: listening", "grpc", s.Addr(), "http", s.HTTPAddr(), "raft", node.Addr())
+	s.log.Info("dlm server: listening", "grpc", s.Addr(), "http", s.HTTPAddr(), "raft", node.Addr(),
+		"tls", cfg.TLS != nil, "raft_tls", cfg.Node.RaftTLS != nil, "auth", s.auth.enabled())
 	return s, nil
+}
+
+// grpcOptions are the gRPC server's options: limits, flow control, TLS
+// and authentication.
+func (s *Server) grpcOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		// Static flow-control windows turn off BDP estimation, whose pings
+		// add packets (and wake-ups) to a stream of small messages.
+		grpc.InitialWindowSize(1 << 20),
+		grpc.InitialConnWindowSize(1 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if s.cfg.TLS != nil {
+		c := s.cfg.TLS.Clone()
+		if c.ClientCAs != nil {
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
+	}
+	if s.auth.enabled() {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.auth.unaryAuth), grpc.ChainStreamInterceptor(s.auth.streamAuth))
+	}
+	return opts
+}
+
+// httpTLS is the HTTP server's TLS configuration, nil without TLS. Client
+// certificates are verified when given, not required: credentials are
+// checked per request, so that health probes need none.
+func (s *Server) httpTLS() *tls.Config {
+	if s.cfg.TLS == nil {
+		return nil
+	}
+	c := s.cfg.TLS.Clone()
+	if c.ClientCAs != nil {
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return c
 }
 
 // Addr returns the gRPC address.

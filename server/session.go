@@ -24,6 +24,7 @@ type SessionMeta struct {
 
 // sessionRecord is the FSM's data about one open session.
 type sessionRecord struct {
+	owner   string // the identity that opened it ("" without authentication)
 	ttl     time.Duration
 	floor   uint64  // highest sequence evicted from replies
 	replies []reply // increasing seq, at most ReplyCacheSize

@@ -15,6 +15,12 @@ import (
 // snapshotVersion is the version of dlmpb.FSMSnapshot this server writes.
 const snapshotVersion = 1
 
+// maxLastSession bounds the last session id of a snapshot: session ids are
+// Raft indexes, which never get near it, and from above it the next id
+// would wrap around to reuse old ones (as the lock table bounds its own
+// counters).
+const maxLastSession = 1 << 63
+
 // snapshot is an encoded FSM state; it implements raft.FSMSnapshot.
 type snapshot []byte
 
@@ -45,6 +51,7 @@ func (f *FSM) marshal() ([]byte, error) {
 			Id:       uint64(id),
 			TtlNanos: int64(rec.ttl),
 			SeqFloor: rec.floor,
+			Owner:    rec.owner,
 			Replies:  make([]*dlmpb.Reply, len(rec.replies)),
 		}
 		for i, r := range rec.replies {
@@ -91,6 +98,9 @@ func (f *FSM) restore(data []byte) error {
 	}
 	if s.GetVersion() != snapshotVersion {
 		return fmt.Errorf("%w: version %d", ErrMalformedSnapshot, s.GetVersion())
+	}
+	if s.GetLastSession() >= maxLastSession {
+		return fmt.Errorf("%w: last session id %d beyond 2^63", ErrMalformedSnapshot, s.GetLastSession())
 	}
 	table := locktable.New(f.limits)
 	if err := table.Restore(s.GetTable()); err != nil {
@@ -156,7 +166,7 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 			return nil, bad("session %d not in the table", id)
 		}
 		prev = id
-		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), floor: pr.GetSeqFloor()}
+		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), floor: pr.GetSeqFloor(), owner: pr.GetOwner()}
 		last := pr.GetSeqFloor()
 		for _, r := range pr.GetReplies() {
 			if r.GetSeq() <= last {

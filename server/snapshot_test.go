@@ -14,7 +14,7 @@ import (
 
 // busyFSM returns an FSM with sessions, granted and queued locks, a
 // semaphore and cached replies.
-func busyFSM(t *testing.T) *FSM {
+func busyFSM(t testing.TB) *FSM {
 	t.Helper()
 	f := NewFSM(locktable.Limits{})
 	rs := applyEntry(t, f, 1, sec, openCmd("a"), openCmd("b"), openCmd("c"))

@@ -29,6 +29,11 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	if !s.live.isActive() {
 		return s.notLeader(stream)
 	}
+	p := s.caller(ctx)
+	if !p.authenticated() {
+		return status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+	}
+	token := presentedToken(ctx)
 	sid := locktable.SessionID(open.GetSession())
 	if sid == 0 {
 		ttl, err := sessionTTL(open.GetTtl())
@@ -36,7 +41,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		res, err := s.node.Propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_OpenSession{OpenSession: &dlmpb.OpenSessionCmd{
-			Label: open.GetLabel(), TtlNanos: int64(ttl),
+			Label: redactToken(open.GetLabel(), token), TtlNanos: int64(ttl), Owner: p.identity,
 		}}})
 		if err != nil {
 			return proposeStatus(err)
@@ -48,10 +53,15 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	}
 
 	var ob *outbox
+	foreign := false
 	s.node.FSM().View(func(t *locktable.Table) {
 		info, ok := t.Session(sid)
 		rec := s.node.fsm.sessions[sid]
 		if !ok || rec == nil {
+			return
+		}
+		if !p.open && rec.owner != p.identity {
+			foreign = true // sessions are resumed only by the identity that opened them
 			return
 		}
 		ob = s.hub.attach(sid)
@@ -64,6 +74,10 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 			}}},
 		)
 	})
+	if foreign {
+		s.auth.deny(p, PermissionLock, fmt.Sprintf("(session %d)", sid))
+		return permissionDenied(fmt.Sprintf("session %d was opened by another identity", sid))
+	}
 	if ob == nil {
 		return stream.Send(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Expired{Expired: &dlmpb.SessionExpired{Session: uint64(sid)}}})
 	}
@@ -78,7 +92,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	defer s.metrics.streams.Dec()
 
 	s.wg.Add(1)
-	go s.read(ctx, stream, sid, ob)
+	go s.read(ctx, stream, sid, ob, p, token)
 	return s.write(ctx, stream, ob)
 }
 
@@ -115,7 +129,10 @@ type submitted struct {
 
 // read takes the client's messages until the stream ends. Requests are
 // handed to the node in arrival order; their answers come through the hub.
-func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox) {
+// A request p may not make is refused (REASON_PERMISSION_DENIED) and
+// changes nothing; the stream goes on. token, the bearer token the stream
+// was opened with, is kept out of lock metadata.
+func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox, p principal, token string) {
 	defer s.wg.Done()
 	pend := make(chan submitted, s.cfg.MaxStreamInflight)
 	s.wg.Add(1)
@@ -150,6 +167,13 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		if err != nil {
 			ob.push(refused(id, dlmpb.Reason_REASON_INVALID, err.Error()))
 			continue
+		}
+		if msg, ok := s.authorize(p, sid, cmd); !ok {
+			ob.push(refused(id, dlmpb.Reason_REASON_PERMISSION_DENIED, msg))
+			continue
+		}
+		if lk := cmd.GetLock(); lk != nil && token != "" {
+			lk.Metadata = redactTokenBytes(lk.GetMetadata(), token)
 		}
 		p, err := s.node.Submit(ctx, cmd)
 		if err != nil {

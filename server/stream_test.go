@@ -22,7 +22,7 @@ import (
 )
 
 // startServer starts an in-memory server with HTTP, ready, closed at the end.
-func startServer(t *testing.T, cfg ServerConfig) *Server {
+func startServer(t testing.TB, cfg ServerConfig) *Server {
 	t.Helper()
 	cfg.Node.InMemory = cfg.Node.Dir == ""
 	if cfg.Node.Raft == nil {

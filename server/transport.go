@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,18 +15,28 @@ import (
 // streamLayer is Raft's TCP stream layer: it listens on the bind address,
 // advertises another address if asked, and binds outgoing connections to a
 // chosen local IP if asked (a multi-homed host's interface, or a test
-// harness that tells nodes apart by source address).
+// harness that tells nodes apart by source address). With a TLS
+// configuration (see NewRaftTLS), accepted connections are TLS servers and
+// dialled ones TLS clients, each end authenticating the other.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	dialer    net.Dialer
+	tls       *tls.Config // nil: plain TCP
 }
 
-// Dial implements raft.StreamLayer.
+// Dial implements raft.StreamLayer. Over TLS, the handshake is done within
+// timeout too.
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := s.dialer
 	d.Timeout = timeout
-	return d.Dial("tcp", string(addr))
+	if s.tls == nil {
+		return d.Dial("tcp", string(addr))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	td := tls.Dialer{NetDialer: &d, Config: s.tls}
+	return td.DialContext(ctx, "tcp", string(addr))
 }
 
 // Addr implements raft.StreamLayer: the advertised address.
@@ -35,23 +47,38 @@ func (s *streamLayer) Addr() net.Addr {
 	return s.Listener.Addr()
 }
 
-// newTransport makes the node's Raft transport.
-func newTransport(bind, advertise, source string, hl hclog.Logger) (*raft.NetworkTransport, error) {
-	layer, err := newStreamLayer(bind, advertise, source)
+// probe dials addr and, over TLS, completes a handshake (each end
+// authenticating the other), then hangs up: it tells whether this node
+// could reach a node at addr.
+func (s *streamLayer) probe(ctx context.Context, addr string) error {
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	c, err := s.Dial(raft.ServerAddress(addr), timeout)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	return c.Close()
+}
+
+// newTransport makes the node's Raft transport; tlsCfg nil is plain TCP.
+func newTransport(bind, advertise, source string, tlsCfg *tls.Config, hl hclog.Logger) (*raft.NetworkTransport, *streamLayer, error) {
+	layer, err := newStreamLayer(bind, advertise, source, tlsCfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hl,
-	}), nil
+	}), layer, nil
 }
 
 // newStreamLayer listens on bind.
-func newStreamLayer(bind, advertise, source string) (*streamLayer, error) {
-	layer := &streamLayer{}
+func newStreamLayer(bind, advertise, source string, tlsCfg *tls.Config) (*streamLayer, error) {
+	layer := &streamLayer{tls: tlsCfg}
 	if advertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", advertise)
 		if err != nil {
@@ -74,6 +101,9 @@ func newStreamLayer(bind, advertise, source string) (*streamLayer, error) {
 	if a, ok := layer.Addr().(*net.TCPAddr); !ok || a.IP.IsUnspecified() {
 		lis.Close()
 		return nil, errors.New("dlm server: raft transport: bound to all interfaces without an address to advertise (set the advertise address)")
+	}
+	if tlsCfg != nil {
+		layer.Listener = tls.NewListener(lis, tlsCfg)
 	}
 	return layer, nil
 }

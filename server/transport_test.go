@@ -17,7 +17,7 @@ func TestTransportSourceAndAdvertise(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer peer.Close()
-	layer, err := newStreamLayer("127.0.0.1:0", "127.0.0.9:7000", "127.0.0.7")
+	layer, err := newStreamLayer("127.0.0.1:0", "127.0.0.9:7000", "127.0.0.7", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestTransportSourceAndAdvertise(t *testing.T) {
 		{"127.0.0.1:0", "", "not-an-ip"},
 		{"0.0.0.0:0", "", ""},
 	} {
-		if tr, err := newTransport(bad.bind, bad.adv, bad.src, hclog.NewNullLogger()); err == nil {
+		if tr, _, err := newTransport(bad.bind, bad.adv, bad.src, nil, hclog.NewNullLogger()); err == nil {
 			tr.Close()
 			t.Errorf("newTransport(%q, %q, %q) was accepted", bad.bind, bad.adv, bad.src)
 		}

@@ -52,8 +52,9 @@ func (s *Store) Close(ctx context.Context) error {
 type Option func(*openOptions)
 
 type openOptions struct {
-	label string
-	log   *slog.Logger
+	label     string
+	log       *slog.Logger
+	tokenFile string
 }
 
 // WithLabel names this client to the stores that show one (a dlm server
@@ -62,6 +63,13 @@ func WithLabel(label string) Option { return func(o *openOptions) { o.label = la
 
 // WithLogger sets the logger of the stores that log (dlm server sessions).
 func WithLogger(l *slog.Logger) Option { return func(o *openOptions) { o.log = l } }
+
+// WithTokenFile names the file holding the bearer token for a dlm server
+// (see remote.WithTokenFile) when the URL has no token_file parameter; ""
+// does nothing, and other stores ignore it. The token is only sent over
+// TLS: with a dlm URL without TLS, Open fails. `dlm` passes
+// $DLM_TOKEN_FILE.
+func WithTokenFile(path string) Option { return func(o *openOptions) { o.tokenFile = path } }
 
 // Open parses rawURL (DefaultURL when empty) and opens the store. It
 // connects where a store needs a connection to exist (a dlm server
@@ -117,6 +125,22 @@ func (s *Store) openDLM(ctx context.Context, o openOptions) error {
 	}
 	if o.log != nil {
 		ropts = append(ropts, remote.WithLogger(o.log))
+	}
+	tlsCfg, tokenFile, err := s.spec.DLMSecurity()
+	if err != nil {
+		return err
+	}
+	if tlsCfg != nil {
+		ropts = append(ropts, remote.WithTLS(tlsCfg))
+	}
+	if tokenFile == "" {
+		tokenFile = o.tokenFile
+	}
+	if tokenFile != "" {
+		if tlsCfg == nil {
+			return fmt.Errorf("%w: a token file is given, but %s has no TLS: a token is never sent in plaintext (use dlms:// or tls=true)", ErrBadURL, s)
+		}
+		ropts = append(ropts, remote.WithTokenFile(tokenFile))
 	}
 	// One store over every address: it keeps its session on the leader
 	// and follows it.

@@ -2,6 +2,8 @@
 // configuration files can name a store in one string:
 //
 //	dlm://host:port[,host:port...][?session_ttl=10s&keepalive=2.5s&label=NAME]
+//	dlm://host:port[?tls=true&ca=FILE&cert=FILE&key=FILE&server_name=NAME&token_file=FILE]
+//	dlms://...                            (the same, over TLS)
 //	redis://[user:password@]host:port[/db][?prefix=dlm:&queue_refresh=500ms&...]
 //	rediss://...                          (the same, over TLS)
 //	redlock://[user:password@]host:port,host:port,...[/db][?prefix=&drift=0.01&node_timeout=50ms]
@@ -14,7 +16,9 @@
 // pool_max_conns, ...). An unknown parameter is an error, never ignored.
 // DefaultURL, the local dlm server, is used when the URL is empty.
 //
-// A URL holds credentials: show it with Redact, never as given.
+// A URL holds credentials: show it with Redact, never as given. A dlm
+// server's token never goes in a URL: token_file names the file that holds
+// it (see DLMSecurity).
 package storeurl
 
 import (
@@ -76,14 +80,15 @@ type Spec struct {
 	// Params are the dlm parameters of the URL, checked against the
 	// store's list.
 	Params map[string]string
-	// TLS is true for rediss.
+	// TLS is true for rediss, dlms, and dlm with tls=true or any of the
+	// ca, cert, key and server_name parameters.
 	TLS bool
 }
 
 // params lists the dlm parameters each kind takes. Other parameters are
 // passed on to the client library (redis, postgres) or are errors.
 var params = map[Kind][]string{
-	KindDLM:      {"session_ttl", "keepalive", "label"},
+	KindDLM:      {"session_ttl", "keepalive", "label", "tls", "ca", "cert", "key", "server_name", "token_file"},
 	KindRedis:    {"prefix", "queue_refresh", "fence_retention"},
 	KindRedlock:  {"prefix", "drift", "node_timeout", "fence_retention"},
 	KindPostgres: {"sequence", "pooler_check", "setup"},
@@ -110,8 +115,8 @@ func Parse(rawURL string) (*Spec, error) {
 	}
 	spec := &Spec{URL: u, Params: map[string]string{}}
 	switch u.Scheme {
-	case "dlm":
-		spec.Kind = KindDLM
+	case "dlm", "dlms":
+		spec.Kind, spec.TLS = KindDLM, u.Scheme == "dlms"
 	case "redis", "rediss":
 		spec.Kind, spec.TLS = KindRedis, u.Scheme == "rediss"
 	case "redlock":
@@ -121,17 +126,29 @@ func Parse(rawURL string) (*Spec, error) {
 	case "etcd":
 		spec.Kind = KindEtcd
 	case "":
-		return nil, fmt.Errorf("%w: %q has no scheme; want dlm://, redis://, rediss://, redlock://, postgres:// or etcd://", ErrBadURL, Redact(rawURL))
+		return nil, fmt.Errorf("%w: %q has no scheme; want dlm://, dlms://, redis://, rediss://, redlock://, postgres:// or etcd://", ErrBadURL, Redact(rawURL))
 	default:
-		return nil, fmt.Errorf("%w: unknown scheme %q; want dlm, redis, rediss, redlock, postgres or etcd", ErrBadURL, u.Scheme)
+		return nil, fmt.Errorf("%w: unknown scheme %q; want dlm, dlms, redis, rediss, redlock, postgres or etcd", ErrBadURL, u.Scheme)
 	}
 	if u.Opaque != "" {
 		return nil, fmt.Errorf("%w: %s: want %s://host:port", ErrBadURL, Redact(rawURL), u.Scheme)
+	}
+	cut := cutUserPart(u)
+	if cut && (strings.Contains(u.EscapedPath(), "@") || strings.Contains(u.EscapedFragment(), "@") || atInParamName(u.RawQuery)) {
+		// Never legitimate: a user part cut short, whose rest would be
+		// taken for the host, path, query or fragment (and quoted).
+		return nil, fmt.Errorf("%w: %s URL with an @ after the host: %s", ErrBadURL, spec.Kind, encodeHint)
 	}
 	if err := spec.takeParams(); err != nil {
 		return nil, err
 	}
 	if err := spec.checkParams(); err != nil {
+		if cut { // a parameter's value quoted in err may be a piece of a password
+			return nil, fmt.Errorf("%w: %s URL: bad parameter values, or %s", ErrBadURL, spec.Kind, encodeHint)
+		}
+		return nil, err
+	}
+	if err := spec.checkDLMSecurity(); err != nil {
 		return nil, err
 	}
 	if spec.Kind == KindPostgres {
@@ -171,6 +188,9 @@ func (s *Spec) takeParams() error {
 		delete(q, name)
 	}
 	if len(q) > 0 && !passOn(s.Kind) {
+		if q.Has("token") && s.Kind == KindDLM {
+			return fmt.Errorf("%w: a token never goes in a URL: put it in a file and name the file with token_file= (or DLM_TOKEN_FILE)", ErrBadURL)
+		}
 		for name := range q {
 			return fmt.Errorf("%w: %s URLs have no parameter %q (they take %s)", ErrBadURL, s.Kind, name, strings.Join(params[s.Kind], ", "))
 		}
@@ -267,7 +287,7 @@ func cutHosts(rawURL string) (hosts, rest string) {
 // kinds of parameter values, checked by Parse.
 var (
 	durationParams = []string{"session_ttl", "keepalive", "queue_refresh", "fence_retention", "node_timeout", "request_timeout"}
-	boolParams     = []string{"pooler_check", "setup"}
+	boolParams     = []string{"pooler_check", "setup", "tls"}
 )
 
 // checkParams checks the values of the dlm parameters.
@@ -325,16 +345,54 @@ func (s *Spec) boolean(name string, def bool) (bool, error) {
 	return b, nil
 }
 
+// encodeHint says how to write a user name or password that cuts a URL short.
+const encodeHint = "characters such as / ? # @ in a user name or password must be percent-encoded (%2F %3F %23 %40)"
+
+// cutUserPart reports whether u may be a URL whose user part was cut short
+// by a / ? or # that should have been percent-encoded (user:pa/ss@host
+// parses as host "user:pa" and path "/ss@host"): it has no user part, but
+// an @ comes after its host. Pieces of a password may then be anywhere in
+// u, and must not be shown.
+func cutUserPart(u *url.URL) bool {
+	return u.User == nil && (strings.Contains(u.EscapedPath(), "@") || strings.Contains(u.RawQuery, "@") ||
+		strings.Contains(u.EscapedFragment(), "@"))
+}
+
+// atInParamName reports whether a query has a parameter whose name holds an
+// @, as written.
+func atInParamName(rawQuery string) bool {
+	for _, kv := range strings.Split(rawQuery, "&") {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.Contains(name, "@") {
+			return true
+		}
+	}
+	return false
+}
+
 // Redact returns rawURL with its password (in the user part or a password
-// parameter) replaced by "xxxxx", for logs and messages. A URL that does not
-// parse is returned as its scheme only, and so is a string that is not a
-// URL with an authority part (scheme://...), such as a key=value connection
-// string or scheme:user:password@host, where no password can be told apart.
+// parameter) and any token parameter replaced by "xxxxx", and without its
+// fragment, for logs and messages. A URL that does not parse (its query
+// included) is returned as its scheme only, and so is a string that is not
+// a URL with an authority part (scheme://...), such as a key=value
+// connection string or scheme:user:password@host, where no password can be
+// told apart, and a URL with an @ after its host but none before, whose
+// user part may have been cut short by a / ? or # in a password
+// (user:pa/ss@host).
 func Redact(rawURL string) string {
 	u, err := parseURL(rawURL)
-	if err != nil {
+	var q url.Values
+	if err == nil {
+		// A query that does not parse may hide a password parameter
+		// (u.Query drops the pairs it cannot read).
+		q, err = url.ParseQuery(u.RawQuery)
+	}
+	if err != nil || cutUserPart(u) {
 		if i := strings.Index(rawURL, "://"); i > 0 && i < 16 {
 			return rawURL[:i] + "://..."
+		}
+		if err == nil && u.Scheme != "" && len(u.Scheme) < 16 {
+			return u.Scheme + ":..."
 		}
 		return "(unparsable URL)"
 	}
@@ -344,11 +402,19 @@ func Redact(rawURL string) string {
 		}
 		return "(not a URL)"
 	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
+	redacted := false
+	for _, k := range []string{"password", "token"} {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+			redacted = true
+		}
+	}
+	if redacted {
 		u.RawQuery = q.Encode()
 	}
+	// A store URL has no use for a fragment, which may be the rest of a
+	// password parameter cut short by an unencoded #.
+	u.Fragment, u.RawFragment = "", ""
 	return u.Redacted()
 }
 

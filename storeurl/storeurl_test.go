@@ -102,6 +102,15 @@ func TestErrorsHideCredentials(t *testing.T) {
 		"redlock://user:s3cret#x@a:1,b:2",
 		"postgres://user:s3c%zzret@h/db",
 		"postgres://h/db?password=s3c%zzret",
+		// A password with an unencoded / ? or # after digits: the URL
+		// parses, the digits taken for a port and the rest for the path,
+		// the query or the fragment.
+		"dlm://user:1/s3cret@h",
+		"etcd://user:12345678/s3cret@h:1",
+		"redis://user:123?s3cret@h:1",
+		"redlock://user:1#s3cret@a:1,b:2",
+		"postgres://user:123/s3cret@h/db",
+		"dlm://user:1?session_ttl=s3cret@h",
 		// Not URLs: a key=value connection string, an opaque URL.
 		"host=h user=u password=s3cret dbname=db",
 		"redis:user:s3cret@h",
@@ -131,6 +140,12 @@ func TestRedact(t *testing.T) {
 		"host=h user=u password=pw":       "(not a URL)",
 		"postgres:///db?password=pw":      "postgres:///db?password=xxxxx",
 		"etcd://[fe80::1%25eth0]:1,b":     "etcd://[fe80::1%25eth0]:1,b",
+		// Pieces of a password cut short by an unencoded / ? or #, or
+		// hidden by a query that does not parse.
+		"redis://u:123/pw@h":           "redis://...",
+		"redis://u:123?pw@h":           "redis://...",
+		"postgres://h/db?password=#pw": "postgres://h/db?password=xxxxx",
+		"postgres://h/db?password=%0X": "postgres://...",
 	} {
 		if got := storeurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)

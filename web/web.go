@@ -7,7 +7,9 @@
 // and queues in order, and the open sessions with their time to live. Its
 // filter by resource name prefix is passed to the feed as ?prefix=, so the
 // server does the filtering. Everything the page shows is set as text, never
-// as markup.
+// as markup. When the server wants credentials (GET v1/whoami answers 401),
+// the page asks for a token and trades it for an HttpOnly session cookie
+// (POST v1/login), which the feed then carries; the page keeps no token.
 //
 // The package imports nothing of the project: the server mounts Handler at
 // "/".

@@ -117,6 +117,7 @@ const (
 	Reason_REASON_TOO_MANY_SESSIONS  Reason = 19 // limit: sessions
 	Reason_REASON_STALE_REQUEST      Reason = 20 // a retried request id too old to be answered
 	Reason_REASON_NOT_LEADER         Reason = 21 // this server is not the Raft leader
+	Reason_REASON_PERMISSION_DENIED  Reason = 22 // the caller's identity may not do this to this name (auth rules)
 )
 
 // Enum value maps for Reason.
@@ -144,6 +145,7 @@ var (
 		19: "REASON_TOO_MANY_SESSIONS",
 		20: "REASON_STALE_REQUEST",
 		21: "REASON_NOT_LEADER",
+		22: "REASON_PERMISSION_DENIED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":        0,
@@ -168,6 +170,7 @@ var (
 		"REASON_TOO_MANY_SESSIONS":  19,
 		"REASON_STALE_REQUEST":      20,
 		"REASON_NOT_LEADER":         21,
+		"REASON_PERMISSION_DENIED":  22,
 	}
 )
 
@@ -2824,6 +2827,7 @@ type OpenSessionCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Label         string                 `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
 	TtlNanos      int64                  `protobuf:"varint,2,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"` // > 0; replicated so that a new leader can re-arm timers
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`                        // the authenticated identity that opened it; "" without authentication
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2870,6 +2874,13 @@ func (x *OpenSessionCmd) GetTtlNanos() int64 {
 		return x.TtlNanos
 	}
 	return 0
+}
+
+func (x *OpenSessionCmd) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // CloseSessionCmd closes a session at the client's request.
@@ -3439,6 +3450,7 @@ type SessionRecord struct {
 	SeqFloor      uint64                 `protobuf:"varint,3,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"` // requests at or below it that are not cached are stale
 	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`                    // recent answers, increasing seq
 	Metadata      []*LockMetadata        `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty"`                  // of the session's locks, increasing lock id
+	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`                        // the identity that opened it (OpenSessionCmd.owner)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3506,6 +3518,13 @@ func (x *SessionRecord) GetMetadata() []*LockMetadata {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *SessionRecord) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // Reply is a cached answer to a request, for idempotent retries.
@@ -3783,10 +3802,11 @@ const file_dlm_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vclient_addr\x18\x02 \x01(\tR\n" +
 	"clientAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\"C\n" +
+	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\"Y\n" +
 	"\x0eOpenSessionCmd\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12\x1b\n" +
-	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\"+\n" +
+	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\"+\n" +
 	"\x0fCloseSessionCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"/\n" +
 	"\x11ExpireSessionsCmd\x12\x1a\n" +
@@ -3830,13 +3850,14 @@ const file_dlm_proto_rawDesc = "" +
 	"\amembers\x18\x05 \x03(\v2\x14.dlm.v1.SetMemberCmdR\amembers\";\n" +
 	"\fLockMetadata\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xb4\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xca\x01\n" +
 	"\rSessionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x1b\n" +
 	"\tseq_floor\x18\x03 \x01(\x04R\bseqFloor\x12'\n" +
 	"\areplies\x18\x04 \x03(\v2\r.dlm.v1.ReplyR\areplies\x120\n" +
-	"\bmetadata\x18\x05 \x03(\v2\x14.dlm.v1.LockMetadataR\bmetadata\"\x98\x01\n" +
+	"\bmetadata\x18\x05 \x03(\v2\x14.dlm.v1.LockMetadataR\bmetadata\x12\x14\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\"\x98\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12&\n" +
@@ -3850,7 +3871,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\aMODE_CW\x10\x03\x12\v\n" +
 	"\aMODE_PR\x10\x04\x12\v\n" +
 	"\aMODE_PW\x10\x05\x12\v\n" +
-	"\aMODE_EX\x10\x06*\xb9\x04\n" +
+	"\aMODE_EX\x10\x06*\xd7\x04\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_WOULD_BLOCK\x10\x01\x12\x13\n" +
@@ -3874,7 +3895,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x19REASON_TOO_MANY_RESOURCES\x10\x12\x12\x1c\n" +
 	"\x18REASON_TOO_MANY_SESSIONS\x10\x13\x12\x18\n" +
 	"\x14REASON_STALE_REQUEST\x10\x14\x12\x15\n" +
-	"\x11REASON_NOT_LEADER\x10\x15*G\n" +
+	"\x11REASON_NOT_LEADER\x10\x15\x12\x1c\n" +
+	"\x18REASON_PERMISSION_DENIED\x10\x16*G\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_GRANTED\x10\x01\x12\x11\n" +

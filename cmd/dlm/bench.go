@@ -97,11 +97,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usage("--store: %v", err)
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := storeurl.Open(octx, f.store, storeurl.WithLabel("dlm bench"))
+	store, err := storeurl.Open(octx, f.store, storeOptions("dlm bench")...)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "dlm bench: %v\n", err)
-		return exitUnavailable
+		return storeExit(err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -127,6 +127,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			fmt.Fprintf(stderr, "dlm bench: %s: %v\n", n, err)
 			code = 1
+			if denied(err) {
+				code = exitDenied
+				break
+			}
 			if errors.Is(err, dlm.ErrUnavailable) || ctx.Err() != nil {
 				code = exitUnavailable
 				break

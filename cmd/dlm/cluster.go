@@ -2,28 +2,85 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/server"
 )
 
 const clusterUsage = `Usage:
-  dlm cluster members [--http ADDR]     list the cluster's members and the leader
-  dlm cluster remove [--http ADDR] ID   remove the server ID from the cluster
+  dlm cluster members [--http ADDR] [security flags]     list the cluster's members and the leader
+  dlm cluster remove [--http ADDR] [security flags] ID   remove the server ID from the cluster
 
 --http is the HTTP address of any member, or several separated by commas
 (default $DLM_HTTP_ADDR, else 127.0.0.1:7421); a member that is not the
 leader names it, and the call goes there. A node joins with
 "dlm server -join ADDR".
+
+Security flags, for a server with TLS and authentication (the calls need
+the admin permission):
+  --ca FILE          HTTPS, verifying the members with these CAs (env DLM_CA)
+  --tls              HTTPS, verifying the members with the system's CAs
+  --cert, --key FILE a client certificate (env DLM_CLIENT_CERT, DLM_CLIENT_KEY)
+  --token-file FILE  the bearer token, sent only over HTTPS (env DLM_TOKEN_FILE)
 `
+
+// adminFlags are the security flags of dlm cluster.
+type adminFlags struct {
+	ca, cert, key, tokenFile string
+	tls                      bool
+}
+
+func (f *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.ca, "ca", env("DLM_CA", ""), "")
+	fs.BoolVar(&f.tls, "tls", false, "")
+	fs.StringVar(&f.cert, "cert", env("DLM_CLIENT_CERT", ""), "")
+	fs.StringVar(&f.key, "key", env("DLM_CLIENT_KEY", ""), "")
+	fs.StringVar(&f.tokenFile, "token-file", env("DLM_TOKEN_FILE", ""), "")
+}
+
+// options returns the membership calls' options.
+func (f *adminFlags) options() ([]server.AdminOption, error) {
+	var opts []server.AdminOption
+	if f.tls || f.ca != "" || f.cert != "" {
+		c := &tls.Config{MinVersion: tls.VersionTLS12}
+		if f.ca != "" {
+			pool, err := server.LoadCAPool(f.ca)
+			if err != nil {
+				return nil, err
+			}
+			c.RootCAs = pool
+		}
+		if (f.cert == "") != (f.key == "") {
+			return nil, errors.New("--cert and --key go together")
+		}
+		if f.cert != "" {
+			pair, err := tls.LoadX509KeyPair(f.cert, f.key)
+			if err != nil {
+				return nil, fmt.Errorf("--cert, --key: %w", err)
+			}
+			c.Certificates = []tls.Certificate{pair}
+		}
+		opts = append(opts, server.WithAdminTLS(c))
+	}
+	if f.tokenFile != "" {
+		if len(opts) == 0 {
+			return nil, errors.New("a token is only sent over HTTPS: add --ca FILE (or --tls)")
+		}
+		tok, err := remote.ReadTokenFile(f.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, server.WithAdminToken(tok))
+	}
+	return opts, nil
+}
 
 func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "members" && args[0] != "remove") {
@@ -37,10 +94,17 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, clusterUsage) }
 	httpAddr := fs.String("http", env("DLM_HTTP_ADDR", defaultHTTPAddr), "HTTP address of a member")
+	var af adminFlags
+	af.register(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return exitUsage
+	}
+	opts, err := af.options()
+	if err != nil {
+		fmt.Fprintf(stderr, "dlm cluster %s: %v\n", args[0], err)
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -51,59 +115,38 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stderr, "dlm cluster members: unexpected arguments %q\n", fs.Args())
 			return exitUsage
 		}
-		return clusterMembers(ctx, *httpAddr, stdout, stderr)
+		return clusterMembers(ctx, *httpAddr, opts, stdout, stderr)
 	default:
 		if fs.NArg() != 1 {
 			fmt.Fprintln(stderr, "dlm cluster remove: want exactly one server ID")
 			return exitUsage
 		}
-		if err := server.RemoveMember(ctx, *httpAddr, fs.Arg(0)); err != nil {
+		if err := server.RemoveMember(ctx, *httpAddr, fs.Arg(0), opts...); err != nil {
 			fmt.Fprintf(stderr, "dlm cluster remove: %v\n", err)
-			return exitUnavailable
+			return storeExit(err)
 		}
 		fmt.Fprintf(stdout, "removed %s\n", fs.Arg(0))
 		return 0
 	}
 }
 
-// clusterMembers prints /v1/members of the first member that answers.
-func clusterMembers(ctx context.Context, addrs string, stdout, stderr io.Writer) int {
-	var last error
-	for _, addr := range strings.Split(addrs, ",") {
-		var reply struct {
-			Members []server.Member `json:"members"`
-		}
-		if last = getJSON(ctx, "http://"+strings.TrimSpace(addr)+"/v1/members", &reply); last != nil {
-			continue
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tRAFT\tCLIENTS\tHTTP\tSUFFRAGE\tROLE")
-		for _, m := range reply.Members {
-			role := "-"
-			if m.Leader {
-				role = "leader"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, dashS(m.Client), dashS(m.HTTP), m.Suffrage, role)
-		}
-		tw.Flush()
-		return 0
-	}
-	fmt.Fprintf(stderr, "dlm cluster members: %v\n", last)
-	return exitUnavailable
-}
-
-func getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// clusterMembers prints the members as the first member that answers
+// sees them.
+func clusterMembers(ctx context.Context, addrs string, opts []server.AdminOption, stdout, stderr io.Writer) int {
+	list, err := server.ClusterMembers(ctx, addrs, opts...)
 	if err != nil {
-		return err
+		fmt.Fprintf(stderr, "dlm cluster members: %v\n", err)
+		return storeExit(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRAFT\tCLIENTS\tHTTP\tSUFFRAGE\tROLE")
+	for _, m := range list.Members {
+		role := "-"
+		if m.Leader {
+			role = "leader"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, dashS(m.Client), dashS(m.HTTP), m.Suffrage, role)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(v)
+	tw.Flush()
+	return 0
 }

@@ -65,11 +65,53 @@ type acquired struct {
 func TestDashboardInBrowser(t *testing.T) {
 	script := needBrowser(t)
 	srv := testenv.StartDLM(t, dlmBin(t))
+	dashboardScenario(t, script, srv, nil, nil, nil)
+}
+
+// The dashboard of a server that wants credentials: the page asks for a
+// token, trades it for a login cookie, and then shows the same as an open
+// server's.
+func TestDashboardLoginInBrowser(t *testing.T) {
+	script := needBrowser(t)
+	dir := t.TempDir()
+	tokens := map[string]string{}
+	var lines []string
+	for _, id := range []string{"ops", "alice", "bob", "carol"} {
+		tokens[id] = id + "-browser-token-0123456789"
+		lines = append(lines, id+" "+tokens[id])
+	}
+	tokFile := filepath.Join(dir, "tokens")
+	rules := filepath.Join(dir, "rules")
+	if err := os.WriteFile(tokFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rules, []byte("ops admin *\nops list *\n* lock *\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Loopback only: the tokens go in plaintext, by explicit choice.
+	srv := testenv.StartDLM(t, dlmBin(t), "-auth-tokens", tokFile, "-auth-rules", rules)
+	dashboardScenario(t, script, srv, tokens, func(label string) []remote.Option {
+		return []remote.Option{remote.WithToken(tokens[label]), remote.AllowTokenOverPlaintext()}
+	}, []string{"--token", tokens["ops"]})
+}
+
+// dashboardScenario runs the browser script against srv: alice holds a
+// resource that bob and carol queue for, then lets go. tokens (nil without
+// authentication) are the clients' and the page's: the listing the test
+// polls uses ops's. storeOpts adds each client's options; args go to the
+// script.
+func dashboardScenario(t *testing.T, script string, srv *testenv.DLM, tokens map[string]string,
+	storeOpts func(label string) []remote.Option, args []string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	client := func(label string) *dlm.Client {
-		store, err := remote.Dial(ctx, srv.Addr(), remote.WithLabel(label))
+		opts := []remote.Option{remote.WithLabel(label)}
+		if storeOpts != nil {
+			opts = append(opts, storeOpts(label)...)
+		}
+		store, err := remote.Dial(ctx, srv.Addr(), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,14 +143,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		return ch
 	}
 	bobGot := queue(bob)
-	waitQueue(t, ctx, srv.HTTPAddr(), resource, 1)
+	waitQueue(t, ctx, srv.HTTPAddr(), tokens["ops"], resource, 1)
 	carolGot := queue(carol)
-	waitQueue(t, ctx, srv.HTTPAddr(), resource, 2)
+	waitQueue(t, ctx, srv.HTTPAddr(), tokens["ops"], resource, 2)
 
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	cmd := exec.CommandContext(ctx, "node", script, "http://"+srv.HTTPAddr()+"/", shot,
+	cmd := exec.CommandContext(ctx, "node", append([]string{script, "http://" + srv.HTTPAddr() + "/", shot,
 		"--resource", resource, "--holder", "alice", "--waiters", "bob,carol", "--other", other, "--prefix", prefix,
-		"--metadata", metadata)
+		"--metadata", metadata}, args...)...)
 	cmd.Dir = filepath.Dir(script)
 	cmd.WaitDelay = 5 * time.Second
 	var stderr syncBuffer
@@ -160,7 +202,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	checkPNG(t, shot)
 	t.Logf("screenshot: %s", shot)
 	if dir := os.Getenv("DLM_SCREENSHOT_DIR"); dir != "" {
-		saved := filepath.Join(dir, "dashboard.png")
+		name := "dashboard.png"
+		if tokens != nil {
+			name = "dashboard-login.png"
+		}
+		saved := filepath.Join(dir, name)
 		if err := copyFile(shot, saved); err != nil {
 			t.Errorf("DLM_SCREENSHOT_DIR: %v", err)
 		} else {
@@ -182,8 +228,8 @@ func TestDashboardInBrowser(t *testing.T) {
 }
 
 // waitQueue waits until resource has n queued requests, by the server's
-// listing.
-func waitQueue(t *testing.T, ctx context.Context, httpAddr, resource string, n int) {
+// listing (read with token, if not "").
+func waitQueue(t *testing.T, ctx context.Context, httpAddr, token, resource string, n int) {
 	t.Helper()
 	u := "http://" + httpAddr + "/v1/resources?prefix=" + url.QueryEscape(resource)
 	for {
@@ -193,7 +239,14 @@ func waitQueue(t *testing.T, ctx context.Context, httpAddr, resource string, n i
 				Waiting []json.RawMessage `json:"waiting"`
 			} `json:"resources"`
 		}
-		resp, err := http.Get(u)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,12 +1,36 @@
 package main
 
+import (
+	"errors"
+
+	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/server"
+)
+
 // Exit codes of the dlm commands (besides, for dlm run, the command's own).
 const (
 	exitUsage       = 2   // bad flags or arguments
 	exitUnavailable = 69  // the store could not be reached or refused the request
 	exitBusy        = 75  // the lock was held by others until --wait ran out
 	exitLost        = 76  // the lock was lost while the command ran; it was stopped
+	exitDenied      = 77  // a dlm server refused the credentials, or the identity's rights
 	exitCannotExec  = 126 // the command was found but could not be started
 	exitNotFound    = 127 // the command was not found
 	exitSignalBase  = 128 // + N: the command died of signal N, or dlm itself was stopped by signal N while waiting
 )
+
+// denied reports whether err is a dlm server's refusal of credentials or
+// rights.
+func denied(err error) bool {
+	return errors.Is(err, remote.ErrUnauthenticated) || errors.Is(err, remote.ErrPermissionDenied) ||
+		errors.Is(err, server.ErrUnauthenticated) || errors.Is(err, server.ErrPermissionDenied)
+}
+
+// storeExit is the exit code of a store that failed with err: exitDenied
+// for a refusal of credentials or rights, else exitUnavailable.
+func storeExit(err error) int {
+	if denied(err) {
+		return exitDenied
+	}
+	return exitUnavailable
+}

@@ -74,6 +74,9 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := lister.List(cctx, f.prefix, f.limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "dlm ls: %v\n", err)
+		if denied(err) {
+			return exitDenied
+		}
 		if errors.Is(err, driver.ErrUnsupported) || errors.Is(err, driver.ErrInvalid) {
 			return exitUsage
 		}
@@ -101,10 +104,13 @@ func openForListing(ctx context.Context, cmd, url string, stderr io.Writer) (*st
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := storeurl.Open(octx, url, storeurl.WithLabel(cmd))
+	store, err := storeurl.Open(octx, url, storeOptions(cmd)...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return nil, exitUnavailable
+		if errors.Is(err, storeurl.ErrBadURL) {
+			return nil, exitUsage
+		}
+		return nil, storeExit(err)
 	}
 	return store, 0
 }

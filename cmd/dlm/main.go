@@ -6,6 +6,7 @@
 //	dlm status [flags]                   describe the store
 //	dlm bench [flags]                    measure a store with the standard workloads
 //	dlm cluster members|remove ID        a dlm server cluster's membership
+//	dlm certs [flags]                    make a development CA and certificates
 //	dlm demo [flags]                     the inventory story, end to end
 //	dlm version                          print the version
 //
@@ -40,11 +41,13 @@ Usage:
   dlm status [flags]                   describe the store and its health
   dlm bench [flags]                    measure a store with the standard workloads
   dlm cluster members|remove ID        a dlm server cluster's membership
+  dlm certs [flags]                    make a development CA and certificates (TLS)
   dlm demo [flags]                     the inventory story, end to end, with no setup
   dlm version                          print the version
 
 Each command takes -h for its flags. Commands that use a store take
---store URL (default $DLM_STORE, else dlm://127.0.0.1:7420).
+--store URL (default $DLM_STORE, else dlm://127.0.0.1:7420; dlms:// for TLS),
+and send the token in $DLM_TOKEN_FILE to a dlm server over TLS.
 `
 
 // run runs one subcommand and returns the process exit code.
@@ -67,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr)
+	case "certs":
+		return runCerts(args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "version":

@@ -214,6 +214,10 @@ func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int)
 			r.errorf("%v while waiting for %q", se, r.f.lock)
 			return nil, nil, exitSignalBase + int(se.sig)
 		}
+		if denied(err) {
+			r.errorf("%v", err)
+			return nil, nil, exitDenied
+		}
 		if errors.Is(err, dlm.ErrInvalid) {
 			r.errorf("%v", err)
 			return nil, nil, exitUsage
@@ -226,7 +230,7 @@ func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int)
 		return nil, nil, exitUnavailable
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.f.connect)
-	store, err := storeurl.Open(cctx, r.f.store, storeurl.WithLabel(label(r.args)), storeurl.WithLogger(r.log))
+	store, err := storeurl.Open(cctx, r.f.store, storeOptions(label(r.args), storeurl.WithLogger(r.log))...)
 	cancel()
 	if err != nil {
 		return fail(err)

@@ -33,6 +33,7 @@ type serverFlags struct {
 	advertise, advertiseHTTP                            string
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
+	sec                                                 securityFlags
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer) int {
@@ -54,6 +55,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.raftSource, "raft-source", env("DLM_RAFT_SOURCE", ""), "the local IP to bind outgoing Raft connections to (env DLM_RAFT_SOURCE)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
+	f.sec.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -89,6 +91,15 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 
+	sec, err := f.sec.load(f.join != "")
+	if err != nil {
+		fmt.Fprintf(stderr, "dlm server: %v\n", err)
+		return 2
+	}
+	if sec.tokens != nil && sec.tls == nil {
+		log.Warn("dlm server: bearer tokens without -tls-cert: clients send them in plaintext; use TLS beyond loopback")
+	}
+
 	srv, err := server.Start(server.ServerConfig{
 		Node: server.Config{
 			ID:        f.nodeID,
@@ -97,6 +108,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			BindAddr:  f.raftAddr,
 			Advertise: f.raftAdvertise,
 			SourceIP:  f.raftSource,
+			RaftTLS:   sec.raftTLS,
 			Peers:     peers,
 			Join:      f.join != "",
 			Raft: func(rc *raft.Config) {
@@ -110,6 +122,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		HTTPAddr:          f.httpAddr,
 		SessionMargin:     f.margin,
 		Logger:            log,
+		TLS:               sec.tls,
+		Tokens:            sec.tokens,
+		Rules:             sec.rules,
 	})
 	if err != nil {
 		log.Error("dlm server: cannot start", "err", err)
@@ -121,7 +136,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("dlm server: started", "addr", srv.Addr(), "http", srv.HTTPAddr(), "raft", srv.Node().Addr(), "data", f.dataDir, "log", mode)
 	if f.join != "" {
-		if err := srv.Join(ctx, f.join); err != nil {
+		if err := srv.Join(ctx, f.join, sec.join...); err != nil {
 			log.Error("dlm server: cannot join the cluster", "via", f.join, "err", err)
 			srv.Close()
 			return 1

@@ -24,7 +24,8 @@ const statusUsage = `Usage: dlm status [flags]
 Describes a store: whether it answers and how fast, how many resources are
 locked and how many requests wait; for a dlm server also its node, whether it
 is the leader, the applied Raft index, the last fencing token and the open
-sessions. It exits 0 when the store answers and 69 when it does not.
+sessions. It exits 0 when the store answers, 69 when it does not, and 77
+when a dlm server refuses the credentials or the identity's rights.
 
 Flags:
 `
@@ -43,6 +44,20 @@ type statusReport struct {
 	Waiters int  `json:"waiters"`
 	// Server is the dlm server's own status (dlm stores only).
 	Server *serverStatus `json:"server,omitempty"`
+	// code is the exit code of a failure other than an unreachable store:
+	// refused credentials or rights, or a URL that cannot be opened.
+	code int
+}
+
+// fail records the error that ended the probe.
+func (r *statusReport) fail(err error) {
+	r.Error = err.Error()
+	switch {
+	case denied(err):
+		r.code = exitDenied
+	case errors.Is(err, storeurl.ErrBadURL):
+		r.code = exitUsage
+	}
 }
 
 // serverStatus is the part of dlm status that only a dlm server has.
@@ -93,6 +108,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		rep.print(stdout)
 	}
+	if rep.code != 0 {
+		return rep.code
+	}
 	if !rep.Reachable {
 		return exitUnavailable
 	}
@@ -103,9 +121,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func (r *statusReport) probe(ctx context.Context, url string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := storeurl.Open(ctx, url, storeurl.WithLabel("dlm status"))
+	store, err := storeurl.Open(ctx, url, storeOptions("dlm status")...)
 	if err != nil {
-		r.Error = err.Error()
+		r.fail(err)
 		return
 	}
 	defer closeStore(store)
@@ -113,7 +131,7 @@ func (r *statusReport) probe(ctx context.Context, url string) {
 		start := time.Now()
 		st, err := s.Status(ctx)
 		if err != nil {
-			r.Error = err.Error()
+			r.fail(err)
 			return
 		}
 		r.LatencyUs = time.Since(start).Microseconds()
@@ -128,7 +146,7 @@ func (r *statusReport) probe(ctx context.Context, url string) {
 	start := time.Now()
 	res, err := lister.List(ctx, "", statusCount+1)
 	if err != nil {
-		r.Error = err.Error()
+		r.fail(err)
 		return
 	}
 	if r.LatencyUs == 0 {

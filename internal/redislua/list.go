@@ -96,7 +96,7 @@ func Unescape(tag string) string {
 
 // nameOf returns the resource whose lock or queue key is key, under prefix,
 // and false for any other key (token counters, wake-up lists, foreign
-// keys).
+// keys, and keys whose tag Escape would not have written, such as {%}).
 func nameOf(prefix, key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, prefix+"{")
 	if !ok {
@@ -106,7 +106,11 @@ func nameOf(prefix, key string) (string, bool) {
 	if !ok || (suffix != "" && suffix != ":queue") {
 		return "", false
 	}
-	return Unescape(tag), true
+	name := Unescape(tag)
+	if Escape(name) != tag {
+		return "", false
+	}
+	return name, true
 }
 
 // ScanNames returns the names, sorted and without repeats, of the

@@ -2,7 +2,11 @@
 // for cmd/dlm's TestDashboardInBrowser.
 //
 //   node dashboard.mjs URL SCREENSHOT.png --resource NAME --holder LABEL \
-//       --waiters LABEL,LABEL --other NAME --prefix PREFIX [--metadata TEXT]
+//       --waiters LABEL,LABEL --other NAME --prefix PREFIX [--metadata TEXT] [--token TOKEN]
+//
+// With --token, the server wants credentials: the script expects the
+// page's sign-in form first, signs in with TOKEN, and checks that the page
+// then shows the identity and follows the feed.
 //
 // It opens URL and checks, as a person would read it, that resource NAME is
 // held by the session labelled --holder with the sessions --waiters queued
@@ -29,6 +33,7 @@ const { values: opt, positionals } = parseArgs({
     other: { type: 'string' },
     prefix: { type: 'string' },
     metadata: { type: 'string' },
+    token: { type: 'string' },
     chromium: { type: 'string', default: '/usr/bin/chromium' },
     timeout: { type: 'string', default: '20000' },
   },
@@ -105,11 +110,27 @@ try {
   page = context.pages()[0] ?? await context.newPage();
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
   page.on('console', (msg) => {
-    if (msg.type() === 'error') problems.push(`console error: ${msg.text()}`);
+    // Before the sign-in, the server's 401 answers are expected.
+    if (msg.type() === 'error' && !(opt.token && / 401 /.test(msg.text()))) problems.push(`console error: ${msg.text()}`);
   });
 
   log(`opening ${url}`);
   await page.goto(url, { waitUntil: 'domcontentloaded', timeout });
+  if (opt.token) {
+    await page.locator('#login-section').waitFor({ state: 'visible', timeout });
+    log('sign-in form shown');
+    await page.locator('#token').fill('not-the-token-0123456789');
+    await page.locator('#login button[type="submit"]').click();
+    await page.locator('#login-error').waitFor({ state: 'visible', timeout });
+    log('a wrong token refused');
+    await page.locator('#token').fill(opt.token);
+    await page.locator('#login button[type="submit"]').click();
+    await page.locator('#login-section').waitFor({ state: 'hidden', timeout });
+    const who = await page.locator('#identity').innerText();
+    expect(who.length > 0, 'no identity shown after the sign-in');
+    expect(await page.locator('#token').inputValue() === '', 'the token stayed in the form');
+    log(`signed in as ${who}`);
+  }
   await page.locator('#conn[data-state="live"]').waitFor({ timeout });
   log('feed live');
 
@@ -155,6 +176,7 @@ try {
     [...document.querySelectorAll('article.resource')].some((a) => a.dataset.resource === other), opt.other, { timeout });
   log('filter cleared');
 
+  if (opt.token) expect(!(await page.content()).includes(opt.token), 'the page holds the token');
   await page.screenshot({ path: screenshot, fullPage: true });
   log(`screenshot ${screenshot}`);
   expect(problems.length === 0, `the page reported problems:\n${problems.join('\n')}`);

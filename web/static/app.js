@@ -3,6 +3,11 @@
 //
 // Names, labels and metadata come from clients and are untrusted: they are
 // only ever set as text (textContent, text nodes, dataset), never as markup.
+//
+// When the server wants credentials (v1/whoami answers 401), the page asks
+// for a token and trades it for an HttpOnly session cookie (POST v1/login,
+// the token in the Authorization header); EventSource then sends the
+// cookie. The token is not kept.
 'use strict';
 
 (() => {
@@ -64,6 +69,68 @@
     c.textContent = text;
   }
 
+  // --- credentials ----------------------------------------------------------
+
+  // start asks the server who we are: it shows the login form on 401, else
+  // follows the feed.
+  async function start() {
+    clearTimeout(retryTimer);
+    let resp;
+    try {
+      resp = await fetch('v1/whoami', { cache: 'no-store', credentials: 'same-origin' });
+    } catch (err) {
+      setConn('down', 'server unreachable; retrying…');
+      retryTimer = setTimeout(start, retryAfterMs);
+      return;
+    }
+    if (resp.status === 401) {
+      if (source) source.close();
+      source = null;
+      document.body.dataset.auth = 'login';
+      $('login-section').hidden = false;
+      $('whoami').hidden = true;
+      setConn('down', 'sign in to follow the server');
+      $('token').focus();
+      return;
+    }
+    document.body.dataset.auth = '';
+    $('login-section').hidden = true;
+    if (resp.ok) {
+      const who = await resp.json().catch(() => ({}));
+      $('whoami').hidden = !who.auth;
+      $('identity').textContent = who.identity || '';
+    }
+    connect();
+  }
+
+  $('login').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const input = $('token');
+    const token = input.value.trim();
+    input.value = '';
+    const err = $('login-error');
+    err.hidden = true;
+    let resp;
+    try {
+      resp = await fetch('v1/login', { method: 'POST', headers: { Authorization: `Bearer ${token}` }, credentials: 'same-origin' });
+    } catch (e) {
+      err.textContent = `cannot reach the server: ${e}`;
+      err.hidden = false;
+      return;
+    }
+    if (!resp.ok) {
+      err.textContent = resp.status === 401 ? 'token refused' : `login failed: ${resp.status}`;
+      err.hidden = false;
+      return;
+    }
+    start();
+  });
+
+  $('logout').addEventListener('click', async () => {
+    await fetch('v1/logout', { method: 'POST', credentials: 'same-origin' }).catch(() => {});
+    start();
+  });
+
   // --- the feed -----------------------------------------------------------
 
   function connect() {
@@ -91,8 +158,9 @@
       if (es.readyState === EventSource.CLOSED) {
         // Refused (too many streams, bad request) or the server is gone:
         // EventSource gives up, so try again later.
+        // start, not connect: the refusal may be a login that ended.
         setConn('down', 'disconnected; retrying…');
-        retryTimer = setTimeout(connect, retryAfterMs);
+        retryTimer = setTimeout(start, retryAfterMs);
       } else {
         setConn('connecting', 'reconnecting…');
       }
@@ -120,13 +188,13 @@
     setText('stats', `${st.sessions} sessions · ${st.resources} resources · ${st.locks} locks · ` +
       `${st.waiters} waiting · last token ${st.last_token}`);
 
-    renderMembers(s.members || []);
+    renderMembers(s.members || [], s.members_hidden);
     const labels = new Map((s.sessions || []).map((x) => [x.id, x.label]));
     renderResources(s, labels);
     renderSessions(s);
   }
 
-  function renderMembers(members) {
+  function renderMembers(members, hidden) {
     const rows = members.map((m) => {
       const role = [];
       role.push(m.leader ? el('span', { className: 'badge leader' }, 'leader') : 'follower');
@@ -134,7 +202,10 @@
       return el('tr', { className: m.leader ? 'member leader' : 'member', data: { member: m.id } },
         el('td', null, m.id), el('td', null, m.address), el('td', null, m.suffrage), el('td', null, ...role));
     });
-    if (rows.length === 0) rows.push(el('tr', null, el('td', { className: 'empty' }, 'no configuration known')));
+    if (rows.length === 0) {
+      rows.push(el('tr', null, el('td', { className: 'empty' },
+        hidden ? 'not shown: the members need the admin permission' : 'no configuration known')));
+    }
     $('members').tBodies[0].replaceChildren(...rows);
   }
 
@@ -241,5 +312,5 @@
     }, 250);
   });
 
-  connect();
+  start();
 })();

@@ -1,0 +1,754 @@
+package server
+
+// Fuzz targets for what reaches the server from the disk or the network:
+// Raft log entries (FSM.Apply), snapshots (FSM.Restore) and client requests
+// (requestCommand, and the session stream of a running server). `go test`
+// runs their seed corpora; scripts/fuzz.sh fuzzes each for a while.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// fuzzIndex is the Raft index fuzzed entries are applied at: above every
+// index fuzzFSM used.
+const fuzzIndex = 100
+
+// fuzzFSM returns an FSM holding one of everything the log can create:
+// sessions 1 (a), 2 (b) and 3 (c) with cached replies; lock 1 (a, PR on r1,
+// with a queued conversion to EX), lock 2 (b, PR on r1), lock 3 (c, EX on
+// r1, queued with a deadline), lock 4 (a, EX on r2, with metadata), lock 5
+// (b, 3 permits of semaphore pool, with metadata), lock 6 (c, 2 permits of
+// pool, queued); and a member record.
+func fuzzFSM(tb testing.TB) *FSM {
+	tb.Helper()
+	f := NewFSM(locktable.Limits{})
+	mustOK(tb, applyEntry(tb, f, 1, sec, openCmd("a"), openCmd("b"), openCmd("c"))...)
+	rs := applyEntry(tb, f, 2, 2*sec,
+		lockCmd(1, 1, "r1", dlmpb.Mode_MODE_PR),
+		lockCmd(2, 1, "r1", dlmpb.Mode_MODE_PR),
+		withWait(lockCmd(3, 1, "r1", dlmpb.Mode_MODE_EX), 10*sec),
+		withMetadata(lockCmd(1, 2, "r2", dlmpb.Mode_MODE_EX), "a's"),
+		withMetadata(semCmd(2, 2, "pool", 4, 3), "b's"),
+		semCmd(3, 2, "pool", 4, 2),
+	)
+	mustOK(tb, rs...)
+	conv := convertCmd(1, 1, dlmpb.Mode_MODE_EX)
+	conv.Seq = 3
+	conv.GetConvert().WaitNanos = ptr(5 * sec)
+	rs = append(rs, applyEntry(tb, f, 3, 3*sec, conv, memberCmd("node-1", "127.0.0.1:7420", "127.0.0.1:7421"))...)
+	mustOK(tb, rs...)
+	granted, queued := locktable.StatusGranted, locktable.StatusQueued
+	for i, want := range []struct {
+		status locktable.Status
+		lock   locktable.LockID
+	}{{granted, 1}, {granted, 2}, {queued, 3}, {granted, 4}, {granted, 5}, {queued, 6}, {queued, 1}} {
+		if rs[i].Status != want.status || rs[i].Lock != want.lock {
+			tb.Fatalf("fuzzFSM: result %d is %+v, want lock %d %v", i, rs[i], want.lock, want.status)
+		}
+	}
+	return f
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func withWait(c *dlmpb.Command, wait int64) *dlmpb.Command {
+	c.GetLock().WaitNanos = &wait
+	return c
+}
+
+func withMetadata(c *dlmpb.Command, m string) *dlmpb.Command {
+	c.GetLock().Metadata = []byte(m)
+	return c
+}
+
+func semCmd(sid locktable.SessionID, seq uint64, res string, capacity, permits uint32) *dlmpb.Command {
+	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
+		Session: uint64(sid), Owner: uint64(sid), Resource: res, Capacity: capacity, Permits: permits}}}
+}
+
+func cancelCmd(sid locktable.SessionID, seq uint64, id locktable.LockID) *dlmpb.Command {
+	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{Session: uint64(sid), LockId: uint64(id)}}}
+}
+
+// fuzzBatches are real entries against fuzzFSM's state: every command, with
+// the values that matter (seqs repeated and stale, waits, wrong owners).
+func fuzzBatches() []*dlmpb.Batch {
+	adv := &dlmpb.Command{Op: &dlmpb.Command_Advance{Advance: &dlmpb.AdvanceCmd{}}}
+	closeB := &dlmpb.Command{Op: &dlmpb.Command_CloseSession{CloseSession: &dlmpb.CloseSessionCmd{Session: 2}}}
+	down := convertCmd(2, 2, dlmpb.Mode_MODE_NL)
+	down.Seq = 7
+	queued := convertCmd(1, 4, dlmpb.Mode_MODE_PR)
+	queued.GetConvert().QueueConvert, queued.GetConvert().NoQueue = true, true
+	b := func(stamp int64, cmds ...*dlmpb.Command) *dlmpb.Batch {
+		return &dlmpb.Batch{Commands: cmds, StampUnixNano: stamp}
+	}
+	return []*dlmpb.Batch{
+		b(4*sec, openCmd("d")),
+		b(4*sec, closeB),
+		b(4*sec, expireCmd(1, 3, 999)),
+		b(4*sec, lockCmd(1, 0, "new", dlmpb.Mode_MODE_EX)),
+		b(4*sec, withWait(lockCmd(2, 4, "r2", dlmpb.Mode_MODE_PW), 0)),
+		b(4*sec, withWait(lockCmd(2, 5, "r2", dlmpb.Mode_MODE_CR), sec)),
+		b(4*sec, lockCmd(1, 2, "r2", dlmpb.Mode_MODE_EX)), // a retry: the cached answer
+		b(4*sec, lockCmd(1, 1, "r1", dlmpb.Mode_MODE_EX)),
+		b(4*sec, withMetadata(semCmd(1, 9, "pool", 4, 1), "meta")),
+		b(4*sec, semCmd(1, 9, "pool", 5, 1)),
+		b(4*sec, lockCmd(2, 6, "pool", dlmpb.Mode_MODE_EX)),
+		b(4*sec, down),
+		b(4*sec, queued),
+		b(4*sec, convertCmd(3, 3, dlmpb.Mode_MODE_NL)),
+		b(4*sec, releaseCmd(1, 4), releaseCmd(2, 4), releaseCmd(3, 3)),
+		b(4*sec, cancelCmd(1, 8, 1), cancelCmd(3, 3, 6), cancelCmd(1, 9, 4)),
+		b(20*sec, adv),
+		b(math.MaxInt64, adv, lockCmd(2, 9, "late", dlmpb.Mode_MODE_EX)),
+		b(-sec, adv),
+		b(4*sec, memberCmd("node-2", "[::1]:7420", ""), memberCmd("", "x", "y")),
+		b(4*sec, &dlmpb.Command{}),
+		b(4 * sec),
+		b(4*sec, openCmd("e"), lockCmd(1, 10, "r3", dlmpb.Mode_MODE_PR), convertCmd(1, 7, dlmpb.Mode_MODE_EX),
+			releaseCmd(2, 2), adv, expireCmd(3), closeB),
+	}
+}
+
+// FuzzFSMApply applies arbitrary log entry data to a busy FSM, twice (the
+// second time as a retry). A malformed entry is an ErrMalformedCommand that
+// changes nothing; a decoded one gives one result per command, and every
+// refused command has a reason code and no events. Either way the state
+// stays consistent and the FSM keeps working.
+func FuzzFSMApply(f *testing.F) {
+	for _, b := range fuzzBatches() {
+		data, err := proto.Marshal(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0xff})
+	f.Add([]byte("\x0a\x05\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsm := fuzzFSM(t)
+		checkApply(t, fsm, fuzzIndex, data)
+		checkApply(t, fsm, fuzzIndex+1, data)
+		checkFSM(t, fsm)
+		checkUsable(t, fsm, fuzzIndex+2)
+	})
+}
+
+// checkApply applies data at index and checks the outcome.
+func checkApply(t *testing.T, fsm *FSM, index uint64, data []byte) {
+	t.Helper()
+	before := snapshotBytes(t, fsm)
+	switch r := fsm.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data}).(type) {
+	case error:
+		if !errors.Is(r, ErrMalformedCommand) {
+			t.Fatalf("Apply: %v, want ErrMalformedCommand", r)
+		}
+		if !bytes.Equal(snapshotBytes(t, fsm), before) {
+			t.Fatal("a malformed entry changed the state")
+		}
+	case []Result:
+		var b dlmpb.Batch
+		if err := proto.Unmarshal(data, &b); err != nil {
+			t.Fatalf("applied an entry that does not decode: %v", err)
+		}
+		if len(r) != len(b.GetCommands()) {
+			t.Fatalf("%d results for %d commands", len(r), len(b.GetCommands()))
+		}
+		for i, res := range r {
+			if res.Index != index {
+				t.Fatalf("result %d: index %d, want %d", i, res.Index, index)
+			}
+			if res.Err == nil {
+				continue
+			}
+			if len(res.Events) > 0 {
+				t.Fatalf("result %d: refused (%v) with events %v", i, res.Err, res.Events)
+			}
+			if ReasonOf(res.Err) == dlmpb.Reason_REASON_UNSPECIFIED {
+				t.Fatalf("result %d: refusal %v has no reason code", i, res.Err)
+			}
+		}
+	default:
+		t.Fatalf("Apply returned %T", r)
+	}
+}
+
+// checkFSM checks that the FSM's state is consistent: its own snapshot
+// restores (to the same bytes), its session records are the table's
+// sessions, and it keeps metadata only of live locks.
+func checkFSM(t *testing.T, fsm *FSM) {
+	t.Helper()
+	snap := snapshotBytes(t, fsm)
+	g := NewFSM(fsm.limits)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatalf("the FSM's own snapshot does not restore: %v", err)
+	}
+	if again := snapshotBytes(t, g); !bytes.Equal(again, snap) {
+		t.Fatal("the snapshot of a restored FSM differs from the one restored")
+	}
+	fsm.View(func(tab *locktable.Table) {
+		ss := tab.Sessions(0, 0)
+		if len(ss) != len(fsm.sessions) {
+			t.Fatalf("%d sessions in the table, %d session records", len(ss), len(fsm.sessions))
+		}
+		for _, s := range ss {
+			if fsm.sessions[s.ID] == nil {
+				t.Fatalf("session %d has no record", s.ID)
+			}
+			if s.ID > fsm.lastSession {
+				t.Fatalf("session %d above the last id issued, %d", s.ID, fsm.lastSession)
+			}
+		}
+		for id := range fsm.metadata {
+			if _, ok := tab.Describe(id); !ok {
+				t.Fatalf("metadata kept for lock %d, which is gone", id)
+			}
+		}
+	})
+}
+
+// checkUsable checks that the FSM still serves, with entries from index on:
+// a new session gets a new lock with a new token, and closing it frees it.
+func checkUsable(t *testing.T, fsm *FSM, index uint64) {
+	t.Helper()
+	var last uint64
+	name := "fuzz/check"
+	fsm.View(func(tab *locktable.Table) {
+		last = tab.LastToken()
+		for i := 0; ; i++ {
+			if _, taken := tab.Resource(name); !taken {
+				break
+			}
+			name = fmt.Sprintf("fuzz/check%d", i)
+		}
+	})
+	open := applyEntry(t, fsm, index, 0, openCmd("check"))[0]
+	if open.Err != nil {
+		t.Fatalf("cannot open a session: %v", open.Err)
+	}
+	lock := applyEntry(t, fsm, index+1, 0, &dlmpb.Command{Seq: 1, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
+		Session: uint64(open.Session), Resource: name, Mode: dlmpb.Mode_MODE_EX, NoQueue: true}}})[0]
+	if lock.Err != nil || lock.Status != locktable.StatusGranted || lock.Token <= last {
+		t.Fatalf("a new session's lock on a free resource: %+v (last token %d)", lock, last)
+	}
+	closed := applyEntry(t, fsm, index+2, 0, &dlmpb.Command{Op: &dlmpb.Command_CloseSession{
+		CloseSession: &dlmpb.CloseSessionCmd{Session: uint64(open.Session)}}})[0]
+	if closed.Err != nil {
+		t.Fatalf("close: %v", closed.Err)
+	}
+	fsm.View(func(tab *locktable.Table) {
+		if _, ok := tab.Resource(name); ok {
+			t.Fatal("the lock outlived its closed session")
+		}
+	})
+}
+
+// FuzzFSMRestore restores arbitrary snapshot data over a busy FSM. A
+// malformed snapshot is an ErrMalformedSnapshot that leaves the FSM as it
+// was, and working. A restored one is consistent, keeps working with the
+// entries that follow it, and ending every session leaves nothing behind.
+func FuzzFSMRestore(f *testing.F) {
+	f.Add(snapshotBytes(f, fuzzFSM(f)))
+	f.Add(snapshotBytes(f, busyFSM(f)))
+	f.Add(snapshotBytes(f, NewFSM(locktable.Limits{})))
+	after := fuzzFSM(f)
+	for i, b := range fuzzBatches() {
+		data, err := proto.Marshal(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		after.Apply(&raft.Log{Index: fuzzIndex + uint64(i), Type: raft.LogCommand, Data: data})
+	}
+	f.Add(snapshotBytes(f, after))
+	// Counters at their end: the next session id or token would wrap.
+	for _, c := range []struct {
+		lastSession uint64
+		table       []byte
+	}{{math.MaxUint64, locktable.New(locktable.Limits{}).Snapshot()}, {0, tableAtEnd()}} {
+		data, err := proto.Marshal(&dlmpb.FSMSnapshot{Version: snapshotVersion, Table: c.table, LastSession: c.lastSession})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte{})
+	f.Add([]byte("\x08\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsm := fuzzFSM(t)
+		before := snapshotBytes(t, fsm)
+		if err := fsm.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+			if !errors.Is(err, ErrMalformedSnapshot) {
+				t.Fatalf("Restore: %v, want ErrMalformedSnapshot", err)
+			}
+			if !bytes.Equal(snapshotBytes(t, fsm), before) {
+				t.Fatal("a failed Restore changed the state")
+			}
+			checkUsable(t, fsm, fuzzIndex)
+			return
+		}
+		checkFSM(t, fsm)
+		// Entries after a snapshot have indexes above every id and token
+		// it holds.
+		var top uint64
+		fsm.View(func(tab *locktable.Table) { top = max(uint64(fsm.lastSession), tab.LastToken()) })
+		index := top + 1
+		checkUsable(t, fsm, index)
+		ids := make([]locktable.SessionID, 0, len(fsm.sessions))
+		for id := range fsm.sessions {
+			ids = append(ids, id)
+		}
+		applyEntry(t, fsm, index+3, 0, expireCmd(ids...))
+		if st := statsOf(fsm); st.Sessions != 0 || st.Locks != 0 || st.Resources != 0 || st.Pending != 0 ||
+			len(fsm.sessions) != 0 || len(fsm.metadata) != 0 {
+			t.Fatalf("after every session expired: %+v, %d records, %d metadata", st, len(fsm.sessions), len(fsm.metadata))
+		}
+		checkFSM(t, fsm)
+	})
+}
+
+// tableAtEnd returns the snapshot of an empty table whose last token and
+// next lock id are the largest uint64.
+func tableAtEnd() []byte {
+	b := []byte("DLMT\x01\x00")
+	b = protowire.AppendVarint(b, math.MaxUint64)
+	b = protowire.AppendVarint(b, math.MaxUint64)
+	return append(b, 0, 0) // no sessions, no resources
+}
+
+func statsOf(fsm *FSM) (st locktable.Stats) {
+	fsm.View(func(tab *locktable.Table) { st = tab.Stats() })
+	return st
+}
+
+// sessionRequests are client requests of every kind with the values that
+// matter: waits unset, zero, negative and out of range, modes unset and
+// unknown, names empty and too long, metadata too long, capacity and mode
+// together, sequences repeated and zero.
+func sessionRequests() []*dlmpb.SessionRequest {
+	lock := func(seq uint64, res string, m dlmpb.Mode, edit ...func(*dlmpb.LockRequest)) *dlmpb.SessionRequest {
+		r := &dlmpb.LockRequest{Id: &dlmpb.RequestID{Seq: seq}, Resource: res, Mode: m, Owner: seq}
+		for _, e := range edit {
+			e(r)
+		}
+		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: r}}
+	}
+	wait := func(d *durationpb.Duration) func(*dlmpb.LockRequest) {
+		return func(r *dlmpb.LockRequest) { r.Wait = d }
+	}
+	conv := func(seq, id uint64, m dlmpb.Mode, w *durationpb.Duration) *dlmpb.SessionRequest {
+		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
+			Id: &dlmpb.RequestID{Seq: seq}, LockId: id, Mode: m, Wait: w}}}
+	}
+	return []*dlmpb.SessionRequest{
+		lock(1, "r", dlmpb.Mode_MODE_EX),
+		lock(2, "r", dlmpb.Mode_MODE_PR, wait(durationpb.New(0))),
+		lock(3, "r1", dlmpb.Mode_MODE_EX, wait(durationpb.New(time.Second))),
+		lock(4, "r", dlmpb.Mode_MODE_EX, wait(durationpb.New(-time.Second))),
+		lock(5, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: math.MaxInt64})),
+		lock(6, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 315576000000})),
+		lock(7, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 1, Nanos: -1})),
+		lock(8, "", dlmpb.Mode_MODE_EX),
+		lock(9, string(make([]byte, DefaultMaxNameLen+1)), dlmpb.Mode_MODE_EX),
+		lock(10, "r", dlmpb.Mode(99)),
+		lock(11, "r", dlmpb.Mode_MODE_UNSPECIFIED),
+		lock(12, "pool", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
+		lock(13, "pool", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
+		lock(14, "sem", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = math.MaxUint32, math.MaxUint32 }),
+		lock(15, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Metadata = make([]byte, MaxMetadataBytes+1) }),
+		lock(16, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.NoQueue, r.Ttl = true, durationpb.New(-time.Hour) }),
+		lock(1, "r", dlmpb.Mode_MODE_EX), // a repeated sequence
+		lock(0, "r", dlmpb.Mode_MODE_NL),
+		conv(20, 1, dlmpb.Mode_MODE_NL, nil),
+		conv(21, 4, dlmpb.Mode_MODE_PR, durationpb.New(0)),
+		conv(22, 3, dlmpb.Mode_MODE_EX, nil),
+		conv(23, 1, dlmpb.Mode(7), &durationpb.Duration{Nanos: 2e9}),
+		conv(24, 999, dlmpb.Mode_MODE_EX, nil),
+		{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{Id: &dlmpb.RequestID{Session: 77, Seq: 30}, LockId: 4}}},
+		{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{LockId: 2}}},
+		{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{Id: &dlmpb.RequestID{Seq: 31}, LockId: 1}}},
+		{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{Id: &dlmpb.RequestID{Seq: 32}, LockId: 4}}},
+		{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{Seq: 1, SentUnixNano: -1}}},
+		{},
+	}
+}
+
+// FuzzRequestCommand turns arbitrary client requests into commands of
+// session 1 of a busy FSM and applies them. A request is refused (with its
+// id, in the stream's session) or becomes a command of the stream's session
+// that encodes; applied, it is answered, and a refusal carries a reason.
+func FuzzRequestCommand(f *testing.F) {
+	for _, m := range sessionRequests() {
+		data, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add(protowire.AppendTag(nil, 99, protowire.VarintType)) // an unknown request
+	const sid = locktable.SessionID(1)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m dlmpb.SessionRequest
+		if proto.Unmarshal(data, &m) != nil || m.GetOpen() != nil || m.GetKeepAlive() != nil {
+			return // not decoded by gRPC, or handled before requestCommand
+		}
+		cmd, id, err := requestCommand(sid, &m)
+		if err != nil {
+			if cmd != nil || id == nil || id.GetSession() != uint64(sid) {
+				t.Fatalf("refused request: command %v, id %v", cmd, id)
+			}
+			return
+		}
+		if m.GetClose() == nil && (id == nil || id.GetSession() != uint64(sid) || cmd.GetSeq() != id.GetSeq()) {
+			t.Fatalf("command %v: request id %v, want session %d and the command's seq", cmd, id, sid)
+		}
+		fsm := fuzzFSM(t)
+		r := applyEntry(t, fsm, fuzzIndex, 4*sec, cmd)[0]
+		if r.Err != nil && ReasonOf(r.Err) == dlmpb.Reason_REASON_UNSPECIFIED {
+			t.Fatalf("refusal %v has no reason code", r.Err)
+		}
+		if to, reply, _ := answer(cmd, &r); m.GetClose() == nil && (reply == nil || to != sid) {
+			t.Fatalf("no answer to session %d for %v (%+v)", sid, cmd, r)
+		}
+		checkFSM(t, fsm)
+	})
+}
+
+// fuzzFrames encodes session requests as FuzzSessionStream reads them: each
+// a varint length and that many bytes.
+func fuzzFrames(tb testing.TB, ms ...*dlmpb.SessionRequest) []byte {
+	var out []byte
+	for _, m := range ms {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = protowire.AppendBytes(out, b)
+	}
+	return out
+}
+
+// parseFrames decodes up to max frames written by fuzzFrames, skipping those
+// that are not session requests; a last frame cut short is taken whole.
+func parseFrames(data []byte, max int) []*dlmpb.SessionRequest {
+	var out []*dlmpb.SessionRequest
+	for len(data) > 0 && len(out) < max {
+		b, n := protowire.ConsumeBytes(data)
+		if n < 0 {
+			b, n = data, len(data)
+		}
+		data = data[n:]
+		var m dlmpb.SessionRequest
+		if proto.Unmarshal(b, &m) == nil {
+			out = append(out, &m)
+		}
+	}
+	return out
+}
+
+// FuzzSessionStream sends arbitrary requests on a session stream of a real
+// in-process server (its Session handler, fed through an in-memory stream
+// as gRPC would feed it decoded messages: the network transport would only
+// add noise to the coverage the fuzzer follows). The first request may be an
+// open of any kind: it is answered with the session, SessionExpired, or a
+// clear error status. On an open session every request is answered once (a
+// refusal with a reason for nonsense), a close ends the stream with
+// SessionClosed, and the server then still grants a lock to a new session.
+func FuzzSessionStream(f *testing.F) {
+	reqs := sessionRequests()
+	openReq := func(sid uint64, ttl *durationpb.Duration, label string) *dlmpb.SessionRequest {
+		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Session: sid, Ttl: ttl, Label: label}}}
+	}
+	f.Add(fuzzFrames(f, reqs...))
+	f.Add(fuzzFrames(f, append([]*dlmpb.SessionRequest{openReq(0, durationpb.New(time.Second), "fuzz")}, reqs[:12]...)...))
+	f.Add(fuzzFrames(f, openReq(12345, nil, "")))
+	f.Add(fuzzFrames(f, openReq(0, &durationpb.Duration{Seconds: -1}, "")))
+	f.Add(fuzzFrames(f, openReq(0, durationpb.New(time.Millisecond), "")))
+	f.Add(fuzzFrames(f, openReq(0, nil, string(make([]byte, DefaultMaxNameLen+1)))))
+	f.Add(fuzzFrames(f, reqs[0], openReq(0, nil, ""), reqs[1]))
+	f.Add(fuzzFrames(f, reqs[0], &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}}, reqs[1]))
+
+	s := startServer(f, ServerConfig{})
+	canary := 0
+	f.Fuzz(func(t *testing.T, data []byte) {
+		msgs := parseFrames(data, 64)
+		if len(msgs) == 0 || msgs[0].GetOpen() == nil {
+			msgs = append([]*dlmpb.SessionRequest{openReq(0, durationpb.New(5*time.Second), "fuzz")}, msgs...)
+		}
+		fuzzStream(t, s, msgs)
+		canary++
+		checkServes(t, s, fmt.Sprintf("fuzz/canary/%d", canary))
+	})
+}
+
+// memStream is a session stream in memory: the client's side of it sends
+// requests to Server.Session and receives its answers, then its status.
+type memStream struct {
+	grpc.ServerStream // not used: the methods below are all Session calls
+	ctx               context.Context
+	in                chan *dlmpb.SessionRequest // closed by CloseSend
+	out               chan *dlmpb.SessionResponse
+	done              chan error // Session's return value
+	cancel            context.CancelFunc
+}
+
+// openMem runs s.Session on a new memStream until it returns or t ends.
+func openMem(t *testing.T, s *Server) *memStream {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	m := &memStream{ctx: ctx, cancel: cancel, in: make(chan *dlmpb.SessionRequest),
+		out: make(chan *dlmpb.SessionResponse), done: make(chan error, 1)}
+	t.Cleanup(cancel)
+	go func() {
+		err := s.Session(m)
+		cancel() // as gRPC ends the stream's context when the handler returns
+		m.done <- err
+	}()
+	return m
+}
+
+func (m *memStream) Context() context.Context     { return m.ctx }
+func (m *memStream) SetTrailer(metadata.MD)       {}
+func (m *memStream) SetHeader(metadata.MD) error  { return nil }
+func (m *memStream) SendHeader(metadata.MD) error { return nil }
+
+// Recv is the server's receive.
+func (m *memStream) Recv() (*dlmpb.SessionRequest, error) {
+	select {
+	case r, ok := <-m.in:
+		if !ok {
+			return nil, io.EOF
+		}
+		return r, nil
+	case <-m.ctx.Done():
+		return nil, status.FromContextError(m.ctx.Err()).Err()
+	}
+}
+
+// Send is the server's send.
+func (m *memStream) Send(r *dlmpb.SessionResponse) error {
+	select {
+	case m.out <- r:
+		return nil
+	case <-m.ctx.Done():
+		return status.FromContextError(m.ctx.Err()).Err()
+	}
+}
+
+// send is the client's send: false once the server no longer reads.
+func (m *memStream) send(r *dlmpb.SessionRequest) bool {
+	select {
+	case m.in <- r:
+		return true
+	case <-m.ctx.Done():
+		return false
+	}
+}
+
+// recv is the client's receive: the next answer, or the stream's status
+// (io.EOF for a handler that returned nil) once it has ended.
+func (m *memStream) recv() (*dlmpb.SessionResponse, error) {
+	select {
+	case r := <-m.out:
+		return r, nil
+	case err := <-m.done:
+		m.done <- err // every later recv ends the same way
+		if err == nil {
+			return nil, io.EOF
+		}
+		return nil, err
+	}
+}
+
+// fuzzStream opens a stream with msgs[0], an open, sends the rest up to the
+// next open or close, then that one (or a close), and checks the answers.
+func fuzzStream(t *testing.T, s *Server, msgs []*dlmpb.SessionRequest) {
+	t.Helper()
+	st := openMem(t, s)
+	st.send(msgs[0])
+	first, err := st.recv()
+	if err != nil {
+		if c := status.Code(err); c != codes.InvalidArgument && c != codes.ResourceExhausted {
+			t.Fatalf("open %v: %v, want InvalidArgument or ResourceExhausted", msgs[0], err)
+		}
+		return
+	}
+	if exp := first.GetExpired(); exp != nil {
+		if want := msgs[0].GetOpen().GetSession(); want == 0 || exp.GetSession() != want {
+			t.Fatalf("open %v: expired %v", msgs[0], exp)
+		}
+		return
+	}
+	sid := first.GetOpened().GetSession()
+	if sid == 0 {
+		t.Fatalf("open %v: first answer %v", msgs[0], first)
+	}
+	if sync, err := st.recv(); err != nil || sync.GetSync().GetSession() != sid {
+		t.Fatalf("after SessionOpened: %v, %v; want the session's sync", sync, err)
+	}
+	// A resumed session may still get answers to requests of its previous
+	// stream: count the answers of new sessions only.
+	resumed := msgs[0].GetOpen().GetSession() != 0
+	requests := 0
+	last := &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}}
+	sending := make(chan struct{})
+	go func() { // the server reads as it pleases; answers are read below meanwhile
+		defer close(sending)
+		for _, m := range msgs[1:] {
+			if m.GetOpen() != nil || m.GetClose() != nil {
+				last = m
+				break
+			}
+			if m.GetKeepAlive() == nil {
+				requests++
+			}
+			if !st.send(m) {
+				return
+			}
+		}
+		st.send(last)
+	}()
+	answered := 0
+	for {
+		m, err := st.recv()
+		if err != nil {
+			<-sending
+			switch {
+			case last.GetOpen() != nil && status.Code(err) == codes.InvalidArgument:
+			case errors.Is(err, io.EOF):
+				t.Fatalf("the stream ended without SessionClosed or SessionExpired")
+			default:
+				t.Fatalf("stream: %v", err)
+			}
+			return
+		}
+		if r := m.GetRefused(); r != nil && (r.GetReason() == dlmpb.Reason_REASON_UNSPECIFIED || r.GetMessage() == "") {
+			t.Fatalf("refusal without a reason or message: %v", m)
+		}
+		if id := answerID(m); id != nil {
+			answered++
+			if id.GetSession() != sid {
+				t.Fatalf("session %d got an answer for session %d: %v", sid, id.GetSession(), m)
+			}
+		}
+		switch {
+		case m.GetExpired() != nil:
+			return // a session of a tiny TTL: answers may be cut short
+		case m.GetClosed() != nil:
+			<-sending
+			if !resumed && answered != requests {
+				t.Fatalf("%d answers to %d requests", answered, requests)
+			}
+			if _, err := st.recv(); !errors.Is(err, io.EOF) {
+				t.Fatalf("after SessionClosed: %v, want the stream's end", err)
+			}
+			return
+		}
+	}
+}
+
+// answerID returns the request id of an answer, nil for a pushed event.
+func answerID(m *dlmpb.SessionResponse) *dlmpb.RequestID {
+	switch msg := m.GetMsg().(type) {
+	case *dlmpb.SessionResponse_Granted:
+		return msg.Granted.GetId()
+	case *dlmpb.SessionResponse_Queued:
+		return msg.Queued.GetId()
+	case *dlmpb.SessionResponse_Refused:
+		return msg.Refused.GetId()
+	case *dlmpb.SessionResponse_Released:
+		return msg.Released.GetId()
+	case *dlmpb.SessionResponse_Cancelled:
+		return msg.Cancelled.GetId()
+	}
+	return nil
+}
+
+// checkServes opens a session, takes an exclusive lock on the free resource
+// name and closes the session.
+func checkServes(t *testing.T, s *Server, name string) {
+	t.Helper()
+	st := openMem(t, s)
+	recv := func() *dlmpb.SessionResponse {
+		m, err := st.recv()
+		if err != nil {
+			t.Fatalf("the server no longer serves: %v", err)
+		}
+		return m
+	}
+	st.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Ttl: durationpb.New(5 * time.Second)}}})
+	sid := recv().GetOpened().GetSession()
+	recv() // the sync
+	st.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: &dlmpb.LockRequest{
+		Id: &dlmpb.RequestID{Session: sid, Seq: 1}, Resource: name, Mode: dlmpb.Mode_MODE_EX, NoQueue: true}}})
+	if g := recv().GetGranted(); g == nil || g.GetToken() == 0 {
+		t.Fatalf("no grant of the free resource %q", name)
+	}
+	st.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
+	for recv().GetClosed() == nil {
+	}
+}
+
+// FuzzParsePeers: ParsePeers never panics; a list it accepts has ids and
+// host:port addresses, trimmed, each named once, and formats back to a list
+// that parses the same; and an id that is another peer's address is no
+// repetition.
+func FuzzParsePeers(f *testing.F) {
+	for _, s := range []string{"node-1=127.0.0.1:7422", "a=h:1,b=h:2,c=[::1]:3", " a = h:1 , b=h:2", "a=h:1,a=h:2",
+		"a=h:1,b=h:1", "h:1=h:2,x=h:1", "a", "a=", "=h:1", "a=h", "a=b=h:1", "", ",", "a=[::1:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		peers, err := ParsePeers(s)
+		if err != nil {
+			if peers != nil {
+				t.Fatalf("ParsePeers(%q): %v and peers %v", s, err, peers)
+			}
+			return
+		}
+		parts := make([]string, len(peers))
+		ids, addrs := map[string]bool{}, map[string]bool{}
+		for i, p := range peers {
+			if p.ID == "" || p.ID != strings.TrimSpace(p.ID) || p.Addr != strings.TrimSpace(p.Addr) || ids[p.ID] || addrs[p.Addr] {
+				t.Fatalf("ParsePeers(%q): peer %q in %v", s, p, peers)
+			}
+			if _, _, err := net.SplitHostPort(p.Addr); err != nil {
+				t.Fatalf("ParsePeers(%q): address %q: %v", s, p.Addr, err)
+			}
+			ids[p.ID], addrs[p.Addr] = true, true
+			parts[i] = p.ID + "=" + p.Addr
+		}
+		again, err := ParsePeers(strings.Join(parts, ","))
+		if err != nil || !slices.Equal(again, peers) {
+			t.Fatalf("ParsePeers(%q) = %v, but its formatted form gives %v, %v", s, peers, again, err)
+		}
+		// A new peer named after the first one's address, at a new address.
+		if extra := "fuzz.invalid:1"; !ids[peers[0].Addr] && !addrs[extra] && !strings.Contains(peers[0].Addr, "=") {
+			more := append(parts, peers[0].Addr+"="+extra)
+			if _, err := ParsePeers(strings.Join(more, ",")); err != nil {
+				t.Fatalf("ParsePeers(%q): %v", strings.Join(more, ","), err)
+			}
+		}
+	})
+}

@@ -1,0 +1,38 @@
+package server
+
+import (
+	"net/http"
+)
+
+// require wraps h for a server with authentication: the request must carry
+// credentials (401 otherwise) and its identity must hold perm (403
+// otherwise): for list, on some prefix (h filters by the caller's scope);
+// 0 asks for credentials only. The login cookie counts for GET and HEAD
+// requests only, so that no state-changing request rides on it. Without
+// authentication, h serves everyone.
+func (s *Server) require(perm Permission, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.auth.enabled() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		p, err := s.auth.fromHTTP(r, r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if err != nil {
+			unauthorized(w, err.Error())
+			return
+		}
+		if perm != 0 && !p.mayAny(perm) {
+			s.auth.deny(p, perm, "")
+			http.Error(w, ErrPermissionDenied.Error()+": identity "+p.identity+" has no "+perm.String()+" permission", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
+	})
+}
+
+// unauthorized answers 401 with a Bearer challenge (which browsers do not
+// turn into a password prompt).
+func unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="dlm"`)
+	http.Error(w, msg, http.StatusUnauthorized)
+}

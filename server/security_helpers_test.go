@@ -1,0 +1,196 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/internal/devcert"
+)
+
+// testPKI is a development CA and its certificates (internal/devcert, as
+// `dlm certs` makes them) in a temporary directory.
+type testPKI struct {
+	dir string
+}
+
+// newPKI makes a CA, a server certificate for 127.0.0.1, node certificates
+// node-1 to node-5 and client certificates for clients.
+func newPKI(t testing.TB, clients ...string) *testPKI {
+	t.Helper()
+	dir := t.TempDir()
+	_, err := devcert.Write(dir, devcert.WithHosts("127.0.0.1", "localhost"),
+		devcert.WithNodes("node-1", "node-2", "node-3", "node-4", "node-5"), devcert.WithClients(clients...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testPKI{dir: dir}
+}
+
+func (p *testPKI) path(name string) string { return filepath.Join(p.dir, name) }
+
+// serverTLS is the client ports' configuration; with mtls, client
+// certificates of this CA are required.
+func (p *testPKI) serverTLS(t testing.TB, mtls bool) *tls.Config {
+	t.Helper()
+	ca := ""
+	if mtls {
+		ca = p.path(devcert.CAFile)
+	}
+	c, err := LoadTLS(p.path(devcert.ServerFile), p.path(devcert.ServerKeyFile), ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// raftTLS is node id's Raft configuration.
+func (p *testPKI) raftTLS(t testing.TB, id string) *tls.Config {
+	t.Helper()
+	cert, key := devcert.NodeFiles(id)
+	c, err := LoadRaftTLS(p.path(cert), p.path(key), p.path(devcert.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// clientTLS trusts the CA and presents client's certificate ("" for none).
+func (p *testPKI) clientTLS(t testing.TB, client string) *tls.Config {
+	t.Helper()
+	pool, err := LoadCAPool(p.path(devcert.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if client != "" {
+		cert, key := devcert.ClientFiles(client)
+		pair, err := tls.LoadX509KeyPair(p.path(cert), p.path(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c
+}
+
+// newToken returns a random token.
+func newToken(t testing.TB) string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "tok-" + hex.EncodeToString(b)
+}
+
+// writeFile writes content to a new file in a temporary directory.
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// logBuffer collects a server's logs, for tests that check what they say.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logger returns a debug-level logger writing to b.
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// dialGRPC returns a client of addr over TLS (nil: plaintext).
+func dialGRPC(t testing.TB, addr string, c *tls.Config) dlmpb.DLMClient {
+	t.Helper()
+	creds := insecure.NewCredentials()
+	if c != nil {
+		creds = credentials.NewTLS(c)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return dlmpb.NewDLMClient(conn)
+}
+
+// bearer returns ctx sending token with gRPC calls ("" sends none).
+func bearer(ctx context.Context, token string) context.Context {
+	if token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// httpGet does GET url with token ("" for none) and optional cookies, and
+// returns the status and body.
+func httpGet(t testing.TB, client *http.Client, url, token string, cookies ...*http.Cookie) (int, string) {
+	t.Helper()
+	return httpDo(t, client, http.MethodGet, url, token, "", cookies...)
+}
+
+// httpDo runs one request and returns the status and body (at most 1 MiB;
+// an event stream is read until its first event).
+func httpDo(t testing.TB, client *http.Client, method, url, token, body string, cookies ...*http.Cookie) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	buf := make([]byte, 4096)
+	for out.Len() < 1<<20 {
+		n, err := resp.Body.Read(buf)
+		out.Write(buf[:n])
+		if err != nil || (strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") && strings.Contains(out.String(), "\ndata: ") && strings.HasSuffix(out.String(), "\n\n")) {
+			break
+		}
+	}
+	return resp.StatusCode, out.String()
+}
