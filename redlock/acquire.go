@@ -10,10 +10,6 @@ import (
 	"github.com/dlmhq/dlm/internal/redislua"
 )
 
-// wakeLiveness is passed to the shared acquire script, which uses it only
-// for queued waiters; redlock never queues.
-const wakeLiveness = time.Second
-
 // Acquire makes one attempt on every node at once and returns as soon as a
 // quorum has granted (with validity left) or can no longer grant. A failed
 // attempt is released on every node before Acquire returns. The token is
@@ -72,12 +68,11 @@ func (s *Store) taken(resource string, t *tally) error {
 		driver.ErrTaken, resource, t.no, t.nodes, t.yes, t.silence())
 }
 
-// acquireOn runs the shared acquire script, without queueing, on one node.
+// acquireOn runs the acquire script on one node.
 func (s *Store) acquireOn(ctx context.Context, n *node, k redislua.Keys, req driver.Request) (answer, uint64, error) {
-	res, err := s.eval(ctx, n, true, redislua.Acquire,
-		[]string{k.Lock, k.Fence, k.Queue, k.Live, k.Wake},
-		req.Owner, req.TTL.Milliseconds(), req.Metadata, "0",
-		wakeLiveness.Milliseconds(), k.WakeBase, s.retention.Milliseconds(),
+	res, err := s.eval(ctx, n, true, redislua.RedlockAcquire,
+		[]string{k.Lock, k.Fence, k.Queue},
+		req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
 	)
 	if err != nil {
 		return silent, 0, err
@@ -91,7 +86,7 @@ func (s *Store) acquireOn(ctx context.Context, n *node, k redislua.Keys, req dri
 			return silent, 0, fmt.Errorf("bad token %q", str)
 		}
 		return yes, tok, nil
-	case len(reply) == 3:
+	case len(reply) == 2 && reply[0] == int64(0):
 		return no, 0, nil
 	}
 	return silent, 0, fmt.Errorf("unexpected reply %v", res)
