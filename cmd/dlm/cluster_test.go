@@ -16,9 +16,18 @@ func TestClusterMembership(t *testing.T) {
 	c.Join(t, bin)
 	http := c.Nodes[0].HTTPAddr() + "," + c.Nodes[1].HTTPAddr()
 
-	code, out, stderr := runDLM(t, nil, "cluster", "members", "--http", http)
-	if code != 0 || strings.Count(out, "voter") != 4 || !strings.Contains(out, "node-4") || strings.Count(out, "leader") != 1 {
-		t.Fatalf("members after the join: exit %d\n%s%s", code, out, stderr)
+	// With 100 ms Raft timeouts a loaded machine may see an election
+	// meanwhile, and a listing without a leader: ask until one shows.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, out, stderr := runDLM(t, nil, "cluster", "members", "--http", http)
+		if code == 0 && strings.Count(out, "voter") == 4 && strings.Contains(out, "node-4") && strings.Count(out, "leader") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members after the join: exit %d\n%s%s", code, out, stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	store := storeFlag(c.Addrs())
 	if code, out, stderr := runDLM(t, nil, "run", store, "--lock", "members", "--", "echo", "ran"); code != 0 || out != "ran\n" {
@@ -28,9 +37,9 @@ func TestClusterMembership(t *testing.T) {
 	if code, out, stderr := runDLM(t, nil, "cluster", "remove", "--http", http, "node-4"); code != 0 || !strings.Contains(out, "removed node-4") {
 		t.Fatalf("remove: exit %d\n%s%s", code, out, stderr)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for {
-		_, out, _ = runDLM(t, nil, "cluster", "members", "--http", http)
+		_, out, _ := runDLM(t, nil, "cluster", "members", "--http", http)
 		if !strings.Contains(out, "node-4") {
 			break
 		}
