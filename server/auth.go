@@ -24,6 +24,10 @@ type principal struct {
 	identity string // "" when unauthenticated, or with authentication off
 	open     bool   // authentication is off: everything is allowed
 	rules    *Rules
+	// login is the login cookie's value when the identity came from it
+	// (an HTTP GET): what the request does lasts only as long as the
+	// login (see authenticator.current).
+	login string
 }
 
 // authenticated reports whether the request may go on at all.
@@ -115,6 +119,7 @@ func (a *authenticator) fromGRPC(ctx context.Context) (principal, error) {
 // one, else its verified client certificate, else (if cookieOK) its login
 // cookie.
 func (a *authenticator) fromHTTP(r *http.Request, cookieOK bool) (principal, error) {
+	login := ""
 	id, how, err := a.identify(r.Header.Values(AuthorizationHeader), func() (string, bool) {
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 			return r.TLS.VerifiedChains[0][0].Subject.CommonName, true
@@ -122,6 +127,7 @@ func (a *authenticator) fromHTTP(r *http.Request, cookieOK bool) (principal, err
 		if cookieOK {
 			if c, err := r.Cookie(loginCookie); err == nil {
 				if id, ok := a.logins.identity(c.Value); ok {
+					login = c.Value
 					return id, true
 				}
 			}
@@ -132,7 +138,18 @@ func (a *authenticator) fromHTTP(r *http.Request, cookieOK bool) (principal, err
 		a.refuse(r.RemoteAddr, how)
 		return principal{}, fmt.Errorf("%w (%s)", err, how)
 	}
-	return principal{identity: id, rules: a.rules}, nil
+	return principal{identity: id, rules: a.rules, login: login}, nil
+}
+
+// current reports whether p's credentials still hold: a principal of a
+// login cookie only while the login lives (until logout or expiry).
+// Long-lived requests (the event feed) check it as they go.
+func (a *authenticator) current(p principal) bool {
+	if p.login == "" {
+		return true
+	}
+	id, ok := a.logins.identity(p.login)
+	return ok && id == p.identity
 }
 
 // identify finds the identity of a request from its authorization values,
@@ -157,7 +174,7 @@ func (a *authenticator) identify(auth []string, other func() (string, bool)) (id
 		return id, "", nil
 	}
 	if id, ok := other(); ok {
-		if checkIdentity(id) != nil {
+		if checkCertIdentity(id) != nil {
 			return "", "certificate common name is not a valid identity", ErrUnauthenticated
 		}
 		return id, "", nil

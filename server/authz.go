@@ -21,9 +21,10 @@ func (s *Server) authorize(p principal, sid locktable.SessionID, cmd *dlmpb.Comm
 	}
 	var name string
 	var lockID uint64
+	byID := true // a request on an existing lock, named by its id
 	switch op := cmd.GetOp().(type) {
 	case *dlmpb.Command_Lock:
-		name = op.Lock.GetResource()
+		name, byID = op.Lock.GetResource(), false
 	case *dlmpb.Command_Convert:
 		lockID = op.Convert.GetLockId()
 	case *dlmpb.Command_Release:
@@ -33,7 +34,7 @@ func (s *Server) authorize(p principal, sid locktable.SessionID, cmd *dlmpb.Comm
 	default:
 		return "", true
 	}
-	if lockID != 0 {
+	if byID { // lock id 0 included: no lock has it, the table refuses it
 		var li locktable.LockInfo
 		ok := false
 		s.node.FSM().View(func(t *locktable.Table) { li, ok = t.Describe(locktable.LockID(lockID)) })

@@ -104,12 +104,14 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	f.s.streamEvents(r.Context(), w, prefix, limit, scopeOf(f.s.caller(r.Context())))
+	p := f.s.caller(r.Context())
+	f.s.streamEvents(r.Context(), w, prefix, limit, scopeOf(p), func() bool { return f.s.auth.current(p) })
 }
 
-// streamEvents writes snapshots to w until ctx ends, the server closes or a
-// write fails.
-func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix string, limit int, sc listScope) {
+// streamEvents writes snapshots to w until ctx ends, the server closes, a
+// write fails or current reports that the caller's credentials no longer
+// hold (a login cookie's login ended).
+func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix string, limit int, sc listScope, current func() bool) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{})
 	tick := time.NewTicker(eventInterval)
@@ -124,6 +126,9 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix
 	)
 	buf.WriteString("retry: " + strconv.FormatInt(eventRetry.Milliseconds(), 10) + "\n\n")
 	for {
+		if !current() {
+			return
+		}
 		now := time.Now()
 		since := now.Sub(sent)
 		if force || since >= max(eventRefresh, gap) || (since >= gap && s.node.FSM().AppliedIndex() != index) {

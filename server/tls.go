@@ -133,6 +133,11 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("%w: %s and %s: %w", ErrTLSConfig, certFile, keyFile, err)
 	}
+	if cert.Leaf == nil { // GODEBUG=x509keypairleaf=0 leaves it unset
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return tls.Certificate{}, fmt.Errorf("%w: %s: %w", ErrTLSConfig, certFile, err)
+		}
+	}
 	now := time.Now()
 	if now.Before(cert.Leaf.NotBefore) || now.After(cert.Leaf.NotAfter) {
 		return tls.Certificate{}, fmt.Errorf("%w: %s is valid from %s to %s, not now", ErrTLSConfig, certFile,

@@ -142,6 +142,17 @@ func checkIdentity(id string) error {
 	return nil
 }
 
+// checkCertIdentity accepts a client certificate's common name as an
+// identity: as checkIdentity, but with spaces inside allowed (such
+// an identity can only be matched by "*" rules, whose fields are separated
+// by spaces).
+func checkCertIdentity(id string) error {
+	if strings.HasPrefix(id, " ") || strings.HasSuffix(id, " ") {
+		return errors.New("identity: no leading or trailing spaces")
+	}
+	return checkIdentity(strings.ReplaceAll(id, " ", "_"))
+}
+
 // checkToken accepts MinTokenBytes to MaxTokenBytes printable ASCII
 // characters without spaces. Its errors never quote the token.
 func checkToken(tok string) error {
