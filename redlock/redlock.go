@@ -19,7 +19,7 @@
 // # One attempt
 //
 // Acquire sends the acquire script to every node at once, each call bounded
-// by the per-node timeout (by default a tenth of the TTL, at most 50 ms;
+// by the per-node timeout (by default a tenth of the TTL, at most 250 ms;
 // see WithNodeTimeout). It counts the answers as they arrive and succeeds
 // as soon as a quorum has granted, if the validity left, TTL - elapsed -
 // drift (drift = TTL × 0.01 + 2 ms by default, see WithDriftFactor), is

@@ -6,7 +6,7 @@
 //	dlms://...                            (the same, over TLS)
 //	redis://[user:password@]host:port[/db][?prefix=dlm:&queue_refresh=500ms&...]
 //	rediss://...                          (the same, over TLS)
-//	redlock://[user:password@]host:port,host:port,...[/db][?prefix=&drift=0.01&node_timeout=50ms]
+//	redlock://[user:password@]host:port,host:port,...[/db][?prefix=&drift=0.01&node_timeout=250ms]
 //	postgres://user:password@host:port/db[?sequence=dlm_fence&pooler_check=true&...]
 //	postgresql://...                      (the same)
 //	etcd://host:port[,host:port...][?prefix=dlm/&request_timeout=5s]
