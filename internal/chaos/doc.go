@@ -28,8 +28,12 @@
 //
 // # Rounds
 //
-// Each round makes a worker take a resource for a long hold (with another
-// worker waiting for it), then injects one fault while the lock is held:
+// Each round starts on a healthy cluster (Cluster.AwaitHealthy: one leader,
+// every node following it with the leader's log applied; a node restarted
+// by the last round may need seconds, as hashicorp/raft backs off its
+// replication to a follower that failed), makes a worker take a resource
+// for a long hold (with another worker waiting for it), then injects one
+// fault while the lock is held:
 //
 //   - kill-leader, kill-follower: SIGKILL; healed by a restart on the same
 //     ports and data.
