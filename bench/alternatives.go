@@ -95,31 +95,17 @@ func (l redislockLocker) Lock(ctx context.Context, _ int, name string, wait bool
 // worker, as the package wants: a mutex's owner is its session.
 type etcdLocker struct {
 	cli      *clientv3.Client
-	mu       sync.Mutex
-	sessions []*concurrency.Session
+	sessions perWorker[*concurrency.Session]
 }
 
 func (l *etcdLocker) Prepare(ctx context.Context, workers int) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for len(l.sessions) < workers {
-		s, err := concurrency.NewSession(l.cli, concurrency.WithTTL(int(workload.WaitTTL/time.Second)), concurrency.WithContext(ctx))
-		if err != nil {
-			return err
-		}
-		l.sessions = append(l.sessions, s)
-	}
-	return nil
-}
-
-func (l *etcdLocker) session(w int) *concurrency.Session {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sessions[w]
+	return l.sessions.prepare(ctx, workers, func(ctx context.Context) (*concurrency.Session, error) {
+		return concurrency.NewSession(l.cli, concurrency.WithTTL(int(workload.WaitTTL/time.Second)), concurrency.WithContext(ctx))
+	})
 }
 
 func (l *etcdLocker) Lock(ctx context.Context, w int, name string, wait bool) (workload.Unlock, error) {
-	m := concurrency.NewMutex(l.session(w), "/bench-mutex/"+name)
+	m := concurrency.NewMutex(l.sessions.get(w), "/bench-mutex/"+name)
 	var err error
 	if wait {
 		err = m.Lock(ctx)
@@ -134,12 +120,7 @@ func (l *etcdLocker) Lock(ctx context.Context, w int, name string, wait bool) (w
 
 // Close ends the sessions (revoking their leases).
 func (l *etcdLocker) Close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range l.sessions {
-		s.Close()
-	}
-	l.sessions = nil
+	l.sessions.close(func(s *concurrency.Session) { s.Close() })
 }
 
 // pgLocker takes PostgreSQL session advisory locks through pgx, with a
@@ -149,27 +130,11 @@ func (l *etcdLocker) Close() {
 // name's 64-bit FNV-1a hash.
 type pgLocker struct {
 	dsn   string
-	mu    sync.Mutex
-	conns []*pgx.Conn
+	conns perWorker[*pgx.Conn]
 }
 
 func (l *pgLocker) Prepare(ctx context.Context, workers int) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for len(l.conns) < workers {
-		c, err := pgx.Connect(ctx, l.dsn)
-		if err != nil {
-			return err
-		}
-		l.conns = append(l.conns, c)
-	}
-	return nil
-}
-
-func (l *pgLocker) conn(w int) *pgx.Conn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.conns[w]
+	return l.conns.prepare(ctx, workers, func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, l.dsn) })
 }
 
 func pgKey(name string) int64 {
@@ -179,7 +144,7 @@ func pgKey(name string) int64 {
 }
 
 func (l *pgLocker) Lock(ctx context.Context, w int, name string, wait bool) (workload.Unlock, error) {
-	c, key := l.conn(w), pgKey(name)
+	c, key := l.conns.get(w), pgKey(name)
 	if wait {
 		if _, err := c.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
 			return nil, err
@@ -207,12 +172,45 @@ func (l *pgLocker) Lock(ctx context.Context, w int, name string, wait bool) (wor
 
 // Close closes the connections, which releases their locks.
 func (l *pgLocker) Close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.conns {
-		c.Close(context.Background())
+	l.conns.close(func(c *pgx.Conn) { c.Close(context.Background()) })
+}
+
+// perWorker holds one T per worker (an etcd session, a connection), made
+// before the workload's clock starts.
+type perWorker[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+// prepare makes items with open until there is one per worker.
+func (p *perWorker[T]) prepare(ctx context.Context, workers int, open func(context.Context) (T, error)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.items) < workers {
+		it, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		p.items = append(p.items, it)
 	}
-	l.conns = nil
+	return nil
+}
+
+// get returns worker w's item.
+func (p *perWorker[T]) get(w int) T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.items[w]
+}
+
+// close ends every item with end and forgets them.
+func (p *perWorker[T]) close(end func(T)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, it := range p.items {
+		end(it)
+	}
+	p.items = nil
 }
 
 // redisClients opens one go-redis client per address.

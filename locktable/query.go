@@ -3,7 +3,6 @@ package locktable
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // LockState is where a lock stands, in listings.
@@ -149,21 +148,7 @@ func (t *Table) Resources(after string, limit int) []ResourceInfo {
 // ResourcesWithPrefix is Resources restricted to names that begin with
 // prefix.
 func (t *Table) ResourcesWithPrefix(prefix, after string, limit int) []ResourceInfo {
-	names := make([]string, 0, len(t.resources))
-	for name := range t.resources {
-		if name > after && strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	if limit > 0 && len(names) > limit {
-		names = names[:limit]
-	}
-	out := make([]ResourceInfo, len(names))
-	for i, name := range names {
-		out[i] = t.resources[name].info()
-	}
-	return out
+	return t.ResourcesMatching(prefix, after, limit, nil)
 }
 
 // Session describes session id, and false if it is not open.
