@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // The dlm binaries the runs start: the server as it ships, and the
@@ -104,6 +106,9 @@ func TestChaosShortRun(t *testing.T) {
 	if n := r.TotalViolations(); n != 0 {
 		t.Errorf("%d violations", n)
 	}
+	if r.Linearizability.Result != porcupine.Ok {
+		t.Errorf("linearizability: %s, want Ok", r.Linearizability)
+	}
 	for _, k := range AllFaults {
 		if r.Faults[k] == 0 {
 			t.Errorf("fault %s was never injected", k)
@@ -147,6 +152,9 @@ func TestChaosCatchesBrokenPromotion(t *testing.T) {
 	r := res.Report
 	t.Logf("%s", r.Summary())
 	if r.ViolationCount[PropBelief] == 0 {
-		t.Fatalf("the checker saw no belief violation against the broken server")
+		t.Errorf("the checker saw no belief violation against the broken server")
+	}
+	if r.Linearizability.Result != porcupine.Illegal {
+		t.Errorf("linearizability: %s against the broken server, want Illegal", r.Linearizability)
 	}
 }

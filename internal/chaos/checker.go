@@ -11,8 +11,9 @@ import (
 // Properties the checker verifies over a history.
 const (
 	// PropExclusion (1): never two clients inside an EX critical section of
-	// one resource at the same real time (from Granted to ReleaseSent),
-	// unless the fenced store rejected a write of the stale one (the lower
+	// one resource at the same real time (from Granted to the earliest of
+	// ReleaseSent and the holder's recorded deadline, past which it does not
+	// act), unless the fenced store rejected a write of the stale one (the lower
 	// token) or the stale one's process was stopped by the harness when the
 	// other was granted (a frozen process does nothing; whatever it writes
 	// after it resumes meets the fence).
@@ -25,11 +26,14 @@ const (
 	// PropSingleGrant (3): no acquisition (resource, token) is acknowledged
 	// to two leases.
 	PropSingleGrant = 3
-	// PropBelief (4): no client still believes it holds a lock (its Lost has
-	// not fired and it has not sent its release) when another client is
-	// granted it. A client stopped by the harness at that moment is excused
-	// if it noticed (Lost, or its release) within PauseGrace of being
-	// resumed.
+	// PropBelief (4): no client still believes it holds a lock when another
+	// client is granted it. A client's belief ends at the earliest of its
+	// Lost, its release and the lease deadline it computed and recorded
+	// itself (Granted, Valid): what the client decided, not when its
+	// goroutines ran. A Lost that comes after the recorded deadline is
+	// scheduling lateness, reported (Report.Late) and not a violation; a
+	// grant before the recorded deadline, with the holder not yet told, is
+	// the client's own arithmetic (or the server) being wrong.
 	PropBelief = 4
 	// PropRecovery (5): after every Heal, a grant comes within
 	// RecoveryBound.
@@ -40,7 +44,7 @@ var propNames = [...]string{"", "exclusion", "token order", "single grant", "bel
 
 // FaultPauseClient is the fault kind (Event.Fault) of a client process
 // stopped with SIGSTOP; Event.Target names the client. The checker excuses
-// what a stopped process could not do (see PropExclusion, PropBelief).
+// what a stopped process could not do (see PropExclusion).
 const FaultPauseClient = "pause-client"
 
 // CheckConfig parameterises Check.
@@ -48,12 +52,12 @@ type CheckConfig struct {
 	// RecoveryBound is the longest allowed time from a Heal to the next
 	// grant (PropRecovery); 0 checks nothing but still records recoveries.
 	RecoveryBound time.Duration
-	// PauseGrace is how soon a client stopped with SIGSTOP must notice a
-	// loss once resumed (PropBelief); default 250ms.
-	PauseGrace time.Duration
 	// MaxDetails bounds the violations listed in full (all are counted);
 	// default 100.
 	MaxDetails int
+	// LinearizeTimeout bounds the linearizability check (Linearizability);
+	// default 2 minutes. Past it the verdict is porcupine.Unknown.
+	LinearizeTimeout time.Duration
 }
 
 // Violation is one breach of a property, with the events that show it.
@@ -102,12 +106,33 @@ type Report struct {
 	ViolationCount [6]int
 	Violations     []Violation // the first MaxDetails
 	// Overlaps excused under PropExclusion: by a rejected stale write, by a
-	// stopped stale process; and under PropBelief by a pause.
-	ExcusedFenced, ExcusedPaused, ExcusedBelief int
-	// LossLeads are, for each grant that followed another client's loss,
-	// how long before the grant the loss was seen (the safety margin of
-	// PropBelief; negative would be a violation).
+	// stopped stale process.
+	ExcusedFenced, ExcusedPaused int
+	// LossLeads are, for each grant that followed another client's lease
+	// that was lost rather than released, how long before the grant that
+	// client's belief had ended (the safety margin of PropBelief; negative
+	// would be a violation).
 	LossLeads []time.Duration
+	// Late are the Lost notifications that came after the lease's recorded
+	// deadline: scheduling lateness, not a violation (the client had
+	// stopped believing at its deadline).
+	Late Lateness
+	// LateWrites counts writes the fenced store accepted after the
+	// writer's recorded deadline: the process paused between its check of
+	// the deadline and the write (what the fence is for).
+	LateWrites int
+	// Linearizability is the second judge's verdict (see linearize.go).
+	Linearizability Linearizability
+}
+
+// Lateness describes Lost notifications that came after the deadline the
+// client had recorded.
+type Lateness struct {
+	// By is how late each was (Lost minus the recorded deadline).
+	By []time.Duration
+	// AfterNextGrant counts those that came after another client was
+	// granted the resource.
+	AfterNextGrant int
 }
 
 // TotalViolations returns the number of violations of every property.
@@ -126,21 +151,25 @@ type lease struct {
 	resource              string
 	token                 uint64
 	req, grant, lost, rel *Event
-	rejected              []*Event
-	accepted              int
-	csEnd, beliefEnd      int64 // math.MaxInt64: never ended in the history
+	released              *Event // Released: the release returned
+	rejected, accepted    []*Event
+	// deadline is the latest deadline the client recorded for the lease
+	// (math.MaxInt64 when it recorded none).
+	deadline         int64
+	csEnd, beliefEnd int64 // math.MaxInt64: never ended in the history
 }
 
 type window struct{ from, to int64 }
 
 // Check verifies the properties over a history (in any order) and returns
-// the report. It is a pure function of its arguments.
+// the report, with the second judge's verdict (Report.Linearizability). It
+// is a pure function of its arguments, but for that check's time limit.
 func Check(history []Event, cfg CheckConfig) *Report {
-	if cfg.PauseGrace <= 0 {
-		cfg.PauseGrace = 250 * time.Millisecond
-	}
 	if cfg.MaxDetails <= 0 {
 		cfg.MaxDetails = 100
+	}
+	if cfg.LinearizeTimeout <= 0 {
+		cfg.LinearizeTimeout = 2 * time.Minute
 	}
 	evs := slices.Clone(history)
 	SortEvents(evs)
@@ -158,7 +187,8 @@ func Check(history []Event, cfg CheckConfig) *Report {
 		k := fmt.Sprintf("%s#%d", e.Client, e.Lease)
 		l := leases[k]
 		if l == nil {
-			l = &lease{key: k, client: e.Client, resource: e.Resource, csEnd: math.MaxInt64, beliefEnd: math.MaxInt64}
+			l = &lease{key: k, client: e.Client, resource: e.Resource, deadline: math.MaxInt64,
+				csEnd: math.MaxInt64, beliefEnd: math.MaxInt64}
 			leases[k] = l
 		}
 		return l
@@ -197,6 +227,7 @@ func Check(history []Event, cfg CheckConfig) *Report {
 				continue
 			}
 			l.grant, l.token, l.resource = e, e.Token, e.Resource
+			l.record(e.Deadline)
 			granted = append(granted, l)
 			tk := fmt.Sprintf("%s#%d", e.Resource, e.Token)
 			if other := byToken[tk]; other != nil {
@@ -215,6 +246,8 @@ func Check(history []Event, cfg CheckConfig) *Report {
 			if m := maxTok[e.Resource]; m.l == nil || e.Token > m.token {
 				maxTok[e.Resource] = tok{e.Token, l}
 			}
+		case Valid:
+			get(e).record(e.Deadline)
 		case AcquireFailed:
 			r.AcquireFailed++
 		case Lost:
@@ -228,9 +261,15 @@ func Check(history []Event, cfg CheckConfig) *Report {
 			if l.rel == nil {
 				l.rel = e
 			}
+		case Released:
+			l := get(e)
+			if l.released == nil {
+				l.released = e
+			}
 		case WriteAccepted:
 			r.WritesAccepted++
-			get(e).accepted++
+			l := get(e)
+			l.accepted = append(l.accepted, e)
 		case WriteRejected:
 			r.WritesRejected++
 			l := get(e)
@@ -266,9 +305,15 @@ func Check(history []Event, cfg CheckConfig) *Report {
 		if x, ok := exited[l.client]; ok && x < l.csEnd {
 			l.csEnd = x
 		}
+		l.csEnd = min(l.csEnd, l.deadline)
 		l.beliefEnd = l.csEnd
 		if l.lost != nil && l.lost.At < l.beliefEnd {
 			l.beliefEnd = l.lost.At
+		}
+		for _, w := range l.accepted {
+			if w.At > l.deadline {
+				r.LateWrites++
+			}
 		}
 	}
 	stoppedAt := func(client string, at int64) (window, bool) {
@@ -294,7 +339,21 @@ func Check(history []Event, cfg CheckConfig) *Report {
 	for _, res := range resources {
 		var cs, belief []*lease
 		var prev *lease
-		for _, l := range byRes[res] {
+		leases := byRes[res]
+		for i, l := range leases {
+			if l.lost != nil && l.deadline != math.MaxInt64 && l.lost.At > l.deadline {
+				r.Late.By = append(r.Late.By, time.Duration(l.lost.At-l.deadline))
+				for _, n := range leases[i+1:] {
+					if n.client != l.client {
+						if n.grant.At < l.lost.At {
+							r.Late.AfterNextGrant++
+						}
+						break
+					}
+				}
+			}
+		}
+		for _, l := range leases {
 			at := l.grant.At
 			cs = slices.DeleteFunc(cs, func(a *lease) bool { return a.csEnd <= at })
 			belief = slices.DeleteFunc(belief, func(a *lease) bool { return a.beliefEnd <= at })
@@ -328,10 +387,6 @@ func Check(history []Event, cfg CheckConfig) *Report {
 				if a.client == l.client {
 					continue
 				}
-				if w, ok := stoppedAt(a.client, at); ok && w.to != math.MaxInt64 && a.beliefEnd <= w.to+int64(cfg.PauseGrace) {
-					r.ExcusedBelief++
-					continue
-				}
 				ev := []Event{*a.grant, *l.grant}
 				if a.lost != nil {
 					ev = append(ev, *a.lost)
@@ -344,14 +399,16 @@ func Check(history []Event, cfg CheckConfig) *Report {
 						l.key, l.token, a.key, a.token, endString(a.beliefEnd, at)),
 					Events: ev})
 			}
-			if prev != nil && prev.lost != nil && prev.client != l.client && prev.lost.At <= at {
-				r.LossLeads = append(r.LossLeads, time.Duration(at-prev.lost.At))
+			if prev != nil && prev.client != l.client && (prev.rel == nil || prev.rel.At > at) && prev.beliefEnd <= at {
+				r.LossLeads = append(r.LossLeads, time.Duration(at-prev.beliefEnd))
 			}
 			cs = append(cs, l)
 			belief = append(belief, l)
 			prev = l
 		}
 	}
+
+	r.Linearizability = linearize(byRes, resources, cfg.LinearizeTimeout)
 
 	// Property 5.
 	firstGrantAfter := func(at int64) (int64, bool) {
@@ -385,6 +442,16 @@ func Check(history []Event, cfg CheckConfig) *Report {
 	return r
 }
 
+// record notes a deadline the client recorded (0: none).
+func (l *lease) record(deadline int64) {
+	if deadline == 0 {
+		return
+	}
+	if l.deadline == math.MaxInt64 || deadline > l.deadline {
+		l.deadline = deadline
+	}
+}
+
 func endString(end, at int64) string {
 	if end == math.MaxInt64 {
 		return "the end of the history"
@@ -407,6 +474,7 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 // Summary renders the report for people.
 func (r *Report) Summary() string {
 	var b strings.Builder
+	ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 	fmt.Fprintf(&b, "rounds: %d\n", r.Rounds)
 	kinds := make([]string, 0, len(r.Faults))
 	for k := range r.Faults {
@@ -425,7 +493,14 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, " (%d) %s=%d", p, propNames[p], r.ViolationCount[p])
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "overlaps excused: fenced=%d paused=%d, beliefs excused by a pause=%d\n", r.ExcusedFenced, r.ExcusedPaused, r.ExcusedBelief)
+	fmt.Fprintf(&b, "linearizability (porcupine): %s\n", r.Linearizability)
+	fmt.Fprintf(&b, "overlaps excused: fenced=%d paused=%d; writes accepted past the writer's deadline: %d\n", r.ExcusedFenced, r.ExcusedPaused, r.LateWrites)
+	fmt.Fprintf(&b, "late loss notices (Lost after the recorded deadline): %d", len(r.Late.By))
+	if len(r.Late.By) > 0 {
+		fmt.Fprintf(&b, ", late by p50 %s p99 %s max %s; %d after the next grant",
+			ms(Percentile(r.Late.By, 50)), ms(Percentile(r.Late.By, 99)), ms(Percentile(r.Late.By, 100)), r.Late.AfterNextGrant)
+	}
+	fmt.Fprintln(&b)
 	var rec, fo []time.Duration
 	for _, x := range r.Recoveries {
 		if x.Recovery >= 0 {
@@ -435,7 +510,6 @@ func (r *Report) Summary() string {
 			fo = append(fo, x.Failover)
 		}
 	}
-	ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 	fmt.Fprintf(&b, "recovery (heal to next grant): p50 %s p99 %s max %s over %d heals\n",
 		ms(Percentile(rec, 50)), ms(Percentile(rec, 99)), ms(Percentile(rec, 100)), len(rec))
 	fmt.Fprintf(&b, "fail-over (fault to next grant): p50 %s p99 %s max %s\n",
@@ -452,7 +526,7 @@ func (r *Report) Summary() string {
 		}
 	}
 	if len(r.LossLeads) > 0 {
-		fmt.Fprintf(&b, "loss seen before the next holder's grant: %d times, min lead %s, p50 %s\n",
+		fmt.Fprintf(&b, "belief ended before the next holder's grant (lost leases): %d, min lead %s, p50 %s\n",
 			len(r.LossLeads), ms(Percentile(r.LossLeads, 0)), ms(Percentile(r.LossLeads, 50)))
 	}
 	for _, v := range r.Violations {

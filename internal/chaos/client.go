@@ -95,6 +95,11 @@ type longHold struct {
 	hold     time.Duration
 }
 
+// deadlinePoll is how often a client looks at a held lease's deadline to
+// record its moves (a recorded deadline is at most this stale; the checker
+// takes the latest recorded one).
+const deadlinePoll = 5 * time.Millisecond
+
 // runClient is the client workload: it loops acquiring one of a few
 // resources (EX, with a TTL, auto-renewed), writes to the fenced store
 // inside the critical section, holds a little, releases; and records every
@@ -212,34 +217,56 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 		return false
 	}
 	token := l.Token()
-	em.emit(ev(Granted, token, note))
+	deadline := l.Deadline()
+	g := ev(Granted, token, note)
+	g.Deadline = monotonic(deadline)
+	em.emit(g)
 
-	// Record Lost the moment it fires.
+	// Record Lost the moment it fires, and each move of the deadline (the
+	// client's own view of its validity: renewals, session keepalives).
 	lost := l.Lost()
 	released := make(chan struct{})
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		select {
-		case <-lost:
-			em.emit(ev(Lost, token, l.Err().Error()))
-		case <-released:
-			select { // lost just as the release returned
+		tick := time.NewTicker(deadlinePoll)
+		defer tick.Stop()
+		for {
+			select {
 			case <-lost:
-				em.emit(ev(Lost, token, "seen at release: "+l.Err().Error()))
-			default:
+				em.emit(ev(Lost, token, l.Err().Error()))
+				return
+			case <-released:
+				select { // lost just as the release returned
+				case <-lost:
+					em.emit(ev(Lost, token, "seen at release: "+l.Err().Error()))
+				default:
+				}
+				return
+			case <-tick.C:
+				if d := l.Deadline(); d.After(deadline) {
+					deadline = d
+					v := ev(Valid, token, "")
+					v.Deadline = monotonic(d)
+					em.emit(v)
+				}
 			}
 		}
 	}()
+	// valid is the client's check before it acts under the lock: its
+	// deadline has not passed. (Between the check and the act the process
+	// may be paused: that is what the fence is for.)
+	valid := func() bool { return time.Now().Before(l.Deadline()) }
 
 	// The critical section: writes with the token, a hold, a last write;
-	// it stops at a loss or when the fence rejects the token. The
+	// it stops at a loss, at its deadline, or when the fence rejects the
+	// token. The
 	// section's own work ignores the stop request: it finishes first.
 	ctx := context.Background()
 	start := Now()
 	w := Write{Resource: res, Token: token, Client: cfg.Name, Lease: seq, Phase: "begin", Start: start}
-	fenced := fc.write(ctx, w) != nil
-	if !fenced {
+	done := !valid() || fc.write(ctx, w) != nil
+	if !done {
 		end := time.NewTimer(hold)
 		var tick <-chan time.Time
 		if long {
@@ -256,8 +283,8 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 				break hold
 			case <-tick:
 				w.Phase = "tick"
-				if fc.write(ctx, w) != nil {
-					fenced = true
+				if !valid() || fc.write(ctx, w) != nil {
+					done = true
 					break hold
 				}
 			}
@@ -267,7 +294,7 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 	select {
 	case <-lost:
 	default:
-		if !fenced {
+		if !done && valid() {
 			w.Phase, w.End = "end", Now()
 			_ = fc.write(ctx, w)
 		}

@@ -21,3 +21,7 @@ func Now() int64 {
 
 // Since returns the time elapsed since the monotonic instant at.
 func Since(at int64) time.Duration { return time.Duration(Now() - at) }
+
+// monotonic returns the instant t on the clock of Now, from the time left
+// until t (t's own monotonic reading where it has one).
+func monotonic(t time.Time) int64 { return Now() + int64(time.Until(t)) }

@@ -15,14 +15,16 @@ type Kind string
 
 // Event kinds. A client records, for every acquisition (numbered by Lease
 // within the client): Requested just before calling Acquire, then Granted
-// (with the token) the moment Acquire returns it, or AcquireFailed; Lost the
-// moment l.Lost() fires; ReleaseSent just before calling Release, Released
-// when it returns. The fenced store records WriteAccepted or WriteRejected
+// (with the token and the lease's deadline) the moment Acquire returns it,
+// or AcquireFailed; Valid each time the lease's deadline moves on (a renewal,
+// a keepalive of the session); Lost the moment l.Lost() fires; ReleaseSent
+// just before calling Release, Released when it returns. The fenced store records WriteAccepted or WriteRejected
 // for every write it decides. The harness records Fault when it injects a
 // fault and Heal when it undoes it, and Note for anything else worth seeing.
 const (
 	Requested     Kind = "requested"
 	Granted       Kind = "granted"
+	Valid         Kind = "valid"
 	AcquireFailed Kind = "acquire-failed"
 	Lost          Kind = "lost"
 	ReleaseSent   Kind = "release-sent"
@@ -44,6 +46,10 @@ type Event struct {
 	Lease    uint64 `json:"lease,omitempty"` // the client's acquisition number
 	Resource string `json:"resource,omitempty"`
 	Token    uint64 `json:"token,omitempty"`
+	// Deadline (Granted, Valid) is the lease's deadline as the client
+	// computed it (Lease.Deadline: from its own send times), on the same
+	// clock as At: past it, the client does not act under the lock.
+	Deadline int64  `json:"deadline,omitempty"`
 	Round    int    `json:"round,omitempty"`  // Fault, Heal
 	Fault    string `json:"fault,omitempty"`  // Fault, Heal: the fault kind
 	Target   string `json:"target,omitempty"` // Fault, Heal: the node or client affected
