@@ -111,6 +111,7 @@ type Node struct {
 	fsm       *FSM
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
+	retrying  *retryTransport // transport, as Raft uses it (see retryTransport)
 	layer     *streamLayer
 	closers   []io.Closer // stores, closed after raft
 
@@ -214,6 +215,7 @@ func (n *Node) start() error {
 		return err
 	}
 	n.closers = append(n.closers, n.transport)
+	n.retrying = newRetryTransport(n.transport, n.stop, n.log)
 
 	exists, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
@@ -224,14 +226,15 @@ func (n *Node) start() error {
 		if err != nil {
 			return err
 		}
-		if err := raft.BootstrapCluster(rc, logs, stable, snaps, n.transport, conf); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, n.retrying, conf); err != nil {
 			return fmt.Errorf("dlm server: bootstrap: %w", err)
 		}
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.transport)
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.retrying)
 	if err != nil {
 		return fmt.Errorf("dlm server: start raft: %w", err)
 	}
+	n.retrying.setRaft(n.raft)
 	n.log.Info("dlm server: raft started", "id", n.cfg.ID, "addr", n.transport.LocalAddr(),
 		"dir", n.cfg.Dir, "in_memory", n.cfg.InMemory, "bootstrapped", !exists)
 	return nil

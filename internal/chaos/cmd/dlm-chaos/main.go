@@ -4,9 +4,11 @@
 //	go run ./internal/chaos/cmd/dlm-chaos -duration 30m   # long run: rounds of faults, then the summary
 //	go run ./internal/chaos/cmd/dlm-chaos -broken         # against the deliberately broken server: must find violations
 //	go run ./internal/chaos/cmd/dlm-chaos -check DIR/history.jsonl
+//	go run ./internal/chaos/cmd/dlm-chaos -rejoin 20      # time a killed node's catch-up after its restart
 //
-// Exit status: 0 when a normal run finds no violation (or a -broken run
-// finds one), 1 otherwise, 2 for bad flags.
+// Exit status: 0 when a normal run finds no violation and the history is
+// linearizable (or a -broken run finds a violation and the linearizability
+// check rejects the history), 1 otherwise, 2 for bad flags.
 package main
 
 import (
@@ -20,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 
 	"github.com/dlmhq/dlm/internal/chaos"
 )
@@ -39,6 +43,9 @@ func run() int {
 		check    string
 		seed     int64
 		stopping bool
+		rejoin   int
+		down     time.Duration
+		maxDown  time.Duration
 	)
 	fs := flag.NewFlagSet("dlm-chaos", flag.ContinueOnError)
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Minute, "start no round after this long (0: no limit; see -rounds)")
@@ -58,6 +65,9 @@ func run() int {
 	fs.DurationVar(&cfg.Hold, "hold", time.Second, "how long a node fault lasts")
 	fs.DurationVar(&cfg.RecoveryBound, "recovery-bound", 0, "property 5: grants must resume this soon after a heal (default the election timeout + 1s)")
 	fs.Int64Var(&seed, "seed", 0, "random seed (default: from the clock)")
+	fs.IntVar(&rejoin, "rejoin", 0, "instead of a fault run: this many cycles of kill -9 a node (the leader every 4th), writes, restart; print how long the node took to catch up")
+	fs.DurationVar(&down, "rejoin-down", time.Second, "with -rejoin: the shortest time a killed node stays down (the cycles' times are spread up to -rejoin-down-max)")
+	fs.DurationVar(&maxDown, "rejoin-down-max", 2*time.Second, "with -rejoin: the longest time a killed node stays down")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -113,6 +123,10 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if rejoin > 0 {
+		return measureRejoin(ctx, chaos.RejoinConfig{Bin: bin, Dir: cfg.Dir, Cycles: rejoin, Down: down, MaxDown: maxDown,
+			RaftTimeout: cfg.RaftTimeout, Log: os.Stdout})
+	}
 	fmt.Printf("dlm-chaos: seed %d, directory %s, duration %s, rounds %d, broken %v\n", seed, cfg.Dir, cfg.Duration, cfg.Rounds, broken)
 	start := time.Now()
 	res, err := chaos.Run(ctx, cfg)
@@ -130,18 +144,35 @@ func run() int {
 	}
 	fmt.Printf("history: %s\nlogs and data: %s\n", res.History, cfg.Dir)
 	if broken {
-		if r.TotalViolations() == 0 {
-			fmt.Println("FAIL: the checker found no violation against the broken server")
+		if r.TotalViolations() == 0 || r.Linearizability.Result != porcupine.Illegal {
+			fmt.Printf("FAIL: against the broken server the checker found %d violations and the linearizability check says %s\n",
+				r.TotalViolations(), r.Linearizability)
 			return 1
 		}
-		fmt.Printf("OK: the checker caught the broken server (%d violations)\n", r.TotalViolations())
+		fmt.Printf("OK: both judges caught the broken server (%d violations; not linearizable)\n", r.TotalViolations())
 		return 0
 	}
-	if r.TotalViolations() > 0 || len(res.Errors) > 0 {
+	if r.TotalViolations() > 0 || r.Linearizability.Result != porcupine.Ok || len(res.Errors) > 0 {
 		fmt.Println("FAIL")
 		return 1
 	}
 	fmt.Println("OK")
+	return 0
+}
+
+// measureRejoin runs chaos.MeasureRejoin and prints its summary.
+func measureRejoin(ctx context.Context, cfg chaos.RejoinConfig) int {
+	fmt.Printf("dlm-chaos: %d rejoin cycles, the node down %s to %s, election timeout %s, directory %s\n",
+		cfg.Cycles, cfg.Down, max(cfg.Down, cfg.MaxDown), cfg.RaftTimeout, cfg.Dir)
+	rs, err := chaos.MeasureRejoin(ctx, cfg)
+	if len(rs) > 0 {
+		fmt.Printf("\n=== rejoin ===\n%s", chaos.RejoinSummary(rs))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dlm-chaos:", err)
+		return 1
+	}
+	fmt.Printf("logs and data: %s\n", cfg.Dir)
 	return 0
 }
 
@@ -163,7 +194,7 @@ func checkFile(path string, cfg chaos.Config) int {
 	}
 	r := chaos.Check(evs, chaos.CheckConfig{RecoveryBound: bound})
 	fmt.Print(r.Summary())
-	if r.TotalViolations() > 0 {
+	if r.TotalViolations() > 0 || r.Linearizability.Result != porcupine.Ok {
 		return 1
 	}
 	return 0
