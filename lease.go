@@ -29,6 +29,10 @@ type Lease struct {
 	req      driver.Request // Mode changes by Convert
 	grant    driver.Grant   // changes by Convert
 	deadline time.Time
+	// vouched is the latest validity the store's Validator gave for the
+	// lease; once it has given one, it bounds the deadline even when the
+	// store can no longer tell (the grant lost, the session ended).
+	vouched  time.Time
 	expiry   *time.Timer
 	held     bool  // false once released or lost
 	err      error // why the lease was lost
@@ -127,17 +131,29 @@ func (l *Lease) AcquiredAt() time.Time { return l.acquired }
 //
 // For a store whose locks live by something it keeps alive apart from
 // renewals (the dlm server's sessions, see driver.Validator), the deadline
-// is that validity when it ends sooner.
+// is that validity when it ends sooner. It never moves later because the
+// store stopped vouching for the lock: once the store has said how long
+// the lock is valid, a store that can no longer tell (the lock lost, the
+// session ended) leaves the deadline at the last validity it gave.
 func (l *Lease) Deadline() time.Time {
 	l.mu.Lock()
-	d, req, g := l.deadline, l.req, l.grant
+	req, g := l.req, l.grant
 	l.mu.Unlock()
+	var until time.Time
 	if v, ok := l.c.drv.(driver.Validator); ok {
-		if until := v.ValidUntil(req, g); !until.IsZero() && until.Before(d) {
-			return until
-		}
+		until = v.ValidUntil(req, g)
 	}
-	return d
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until.After(l.vouched) {
+		l.vouched = until
+	} else if until.IsZero() {
+		until = l.vouched
+	}
+	if !until.IsZero() && until.Before(l.deadline) {
+		return until
+	}
+	return l.deadline
 }
 
 // Lost returns a channel that is closed when the lease is lost. It is never
