@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -238,6 +239,20 @@ func acquireReleaseAllocs(t *testing.T, c *dlm.Client) (granted, contended float
 	return granted, contended
 }
 
+// fewestAllocs returns the fewest allocations acquireReleaseAllocs counts
+// on c in a few tries. The counts take in allocations that come and go with
+// the run (sync.Pool, which the race detector empties at random and every
+// GC clears; whatever else runs meanwhile), and those only add: the fewest
+// is the client's own.
+func fewestAllocs(t *testing.T, c *dlm.Client) (granted, contended float64) {
+	granted, contended = math.Inf(1), math.Inf(1)
+	for range 5 {
+		g, k := acquireReleaseAllocs(t, c)
+		granted, contended = min(granted, g), min(contended, k)
+	}
+	return granted, contended
+}
+
 // The tracing hook costs an untraced client no allocation: it allocates
 // exactly as much as a client whose tracer is trivially cheap, and as the
 // client did before tracing (15 and 14 with the memory store, without the
@@ -246,8 +261,8 @@ func TestTracerUnsetAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}
-	g0, c0 := acquireReleaseAllocs(t, dlm.New(memory.New()))
-	g1, c1 := acquireReleaseAllocs(t, dlm.New(memory.New(), dlm.WithTracer(nopTracer{})))
+	g0, c0 := fewestAllocs(t, dlm.New(memory.New()))
+	g1, c1 := fewestAllocs(t, dlm.New(memory.New(), dlm.WithTracer(nopTracer{})))
 	t.Logf("allocations without tracer: acquire+release %v, contended %v", g0, c0)
 	if g0 != g1 || c0 != c1 {
 		t.Errorf("without tracer: %v, %v allocations; with a no-op tracer: %v, %v", g0, c0, g1, c1)

@@ -24,11 +24,11 @@ func TestOwnerCheckAfterExpiry(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
 	storetest.StaleHolderSparesSuccessor(t, c, 100*time.Millisecond, func(a *dlm.Lease) {
-		storetest.Within(t, a.Lost(), 2*time.Second, "A's lease loss")
+		storetest.Within(t, a.Lost(), 10*time.Second, "A's lease loss")
 		if !errors.Is(a.Err(), dlm.ErrLost) {
 			t.Fatalf("A.Err() = %v, want ErrLost", a.Err())
 		}
-		storetest.Await(t, 2*time.Second, "key expiry", func() bool {
+		storetest.Await(t, 10*time.Second, "key expiry", func() bool {
 			return e.rdb.Exists(context.Background(), "dlm:{"+a.Resource()+"}").Val() == 0
 		})
 	})
@@ -96,8 +96,8 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 		}
 	}
 	l := k.Next("before expiry", name, dlm.WithTTL(50*time.Millisecond))
-	storetest.Within(t, l.Lost(), 2*time.Second, "expiry")
-	storetest.Await(t, 2*time.Second, "key expiry", func() bool {
+	storetest.Within(t, l.Lost(), 10*time.Second, "expiry")
+	storetest.Await(t, 10*time.Second, "key expiry", func() bool {
 		return e.rdb.Exists(ctx, "dlm:{"+name+"}").Val() == 0
 	})
 	k.Next("after expiry", name).Release(ctx)
@@ -113,12 +113,12 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 func TestAutoRenewHoldsPastTTL(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
-	const ttl = 200 * time.Millisecond
-	storetest.RenewalHoldsPastTTL(t, c, ttl, 5*ttl)
+	const ttl = 2 * time.Second
+	storetest.RenewalHoldsPastTTL(t, c, ttl, 5*time.Second)
 }
 
 func TestLostFiresWhenKeyVanishes(t *testing.T) {
-	// Documented bound: TTL/3 + one round trip.
+	// Documented bound: TTL/3 + one round trip, well before the deadline.
 	cases := map[string]func(e *env, name string){
 		"DEL": func(e *env, name string) { e.rdb.Del(context.Background(), "dlm:{"+name+"}") },
 		"FLUSHALL": func(e *env, _ string) {
@@ -129,7 +129,7 @@ func TestLostFiresWhenKeyVanishes(t *testing.T) {
 		t.Run(what, func(t *testing.T) {
 			e := newEnv(t)
 			c, _ := e.client()
-			storetest.LossEndsDo(t, c, 600*time.Millisecond, func(l *dlm.Lease) { vanish(e, l.Resource()) })
+			storetest.LossEndsDo(t, c, 3*time.Second, func(l *dlm.Lease) { vanish(e, l.Resource()) })
 		})
 	}
 }
@@ -175,7 +175,7 @@ func TestDeadWaiterPassesItsTurn(t *testing.T) {
 	c, _ := e.client(redis.WithQueueRefresh(refresh))
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
-	holder, err := c.Acquire(ctx, name)
+	holder, err := c.Acquire(ctx, name, dlm.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +200,11 @@ func TestDeadWaiterPassesItsTurn(t *testing.T) {
 		return e.waiting(name) == 2
 	})
 	holder.Release(ctx)
-	// Documented bound: five refresh intervals.
-	storetest.Within(t, got, 5*refresh+500*time.Millisecond, "grant past a dead waiter")
+	// Documented bound: five refresh intervals. Without the skip the live
+	// waiter would wait behind the dead one for good; the check allows a
+	// loaded machine plenty of slack, and the time taken is logged.
+	took := storetest.Within(t, got, 10*time.Second, "grant past a dead waiter")
+	t.Logf("granted %s after the release, past a dead waiter (documented bound %s)", took, 5*refresh)
 }
 
 func TestDoReleasesOnPanic(t *testing.T) {
@@ -224,17 +227,26 @@ func TestMaxHold(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
 	ctx := storetest.Context(t)
-	const ttl, maxHold = 100 * time.Millisecond, 300 * time.Millisecond
-	start := time.Now()
+	// Renewals every TTL/3 must keep the lease until the maximum hold: a
+	// TTL of seconds leaves a loaded machine room for a late renewal.
+	const ttl, maxHold = 2 * time.Second, 4 * time.Second
+	var lease *dlm.Lease
 	err := c.Do(ctx, storetest.Resource(t), func(ctx context.Context, l *dlm.Lease) error {
-		storetest.Within(t, ctx.Done(), 5*maxHold, "end at maximum hold")
+		lease = l
+		took := storetest.Within(t, ctx.Done(), maxHold+10*time.Second, "end at maximum hold")
+		t.Logf("held for %s (maximum hold %s)", took, maxHold)
 		return context.Cause(ctx)
 	}, dlm.WithTTL(ttl), dlm.WithMaxHold(maxHold))
 	if !errors.Is(err, dlm.ErrLost) || !strings.Contains(err.Error(), "maximum hold") {
 		t.Fatalf("err = %v, want ErrLost for the maximum hold", err)
 	}
-	if d := time.Since(start); d > maxHold+50*time.Millisecond {
-		t.Fatalf("held for %s, past the maximum hold %s", d, maxHold)
+	// The lease's validity, not when the loss was seen (a loaded machine
+	// runs timers late): the last renewal allowed must not reach past the
+	// maximum hold. The renewer decides just before it extends, so allow
+	// it a fraction of a renewal interval; a renewal too many would
+	// overshoot by a whole one.
+	if over := lease.Deadline().Sub(lease.AcquiredAt().Add(maxHold)); over > ttl/6 {
+		t.Fatalf("valid until %s past the maximum hold %s", over, maxHold)
 	}
 }
 
@@ -303,11 +315,12 @@ func TestLongWaitGivesAFullLease(t *testing.T) {
 	c, _ := e.client()
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
-	holder, err := c.Acquire(ctx, name, dlm.WithTTL(5*time.Second))
+	holder, err := c.Acquire(ctx, name, dlm.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ttl = 200 * time.Millisecond
+	queued := time.Now() // before the waiter's request
 	got := make(chan *dlm.Lease, 1)
 	go func() {
 		l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl))
@@ -325,12 +338,19 @@ func TestLongWaitGivesAFullLease(t *testing.T) {
 	if l == nil {
 		t.FailNow()
 	}
-	if left := time.Until(l.Deadline()); left < ttl/2 {
-		t.Fatalf("a lease granted after a long wait has %s left of its %s TTL", left, ttl)
+	// The TTL runs from the attempt that was granted, after the release,
+	// not from the request, which a TTL counted from its start would have
+	// ended long before. (Not from now: a loaded machine may take a while
+	// to get here.)
+	if d := l.Deadline(); !d.After(queued.Add(2 * ttl)) {
+		t.Fatalf("a lease granted after a wait of %s has a deadline %s after the request: its TTL %s ran from the request",
+			3*ttl, d.Sub(queued), ttl)
 	}
 	select {
 	case <-l.Lost():
-		t.Fatalf("lost at once: %v", l.Err())
+		if time.Now().Before(l.Deadline()) {
+			t.Fatalf("lost before its deadline: %v", l.Err())
+		}
 	default:
 	}
 	l.Release(ctx)

@@ -111,3 +111,14 @@ func (e *env) pause(i int, d time.Duration) {
 
 // ours counts the goroutines running the store's code.
 func ours() int { return storetest.Goroutines("github.com/dlmhq/dlm/redlock.") }
+
+// awaitEveryNode waits until every node holds resource's lock for one
+// owner: a grant returns with a quorum, the other nodes' answers may still
+// be on their way.
+func (e *env) awaitEveryNode(resource string) {
+	e.t.Helper()
+	storetest.Await(e.t, 10*time.Second, "lock granted on every node", func() bool {
+		v := e.holders(resource)[0]
+		return v != "" && e.count(resource, v) == nodes
+	})
+}

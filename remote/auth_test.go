@@ -89,7 +89,9 @@ func TestTLSAndToken(t *testing.T) {
 	if err != nil {
 		t.Fatalf("alice on a/: %v", err)
 	}
-	_, err = c.Acquire(ctx, "b/job", dlm.WithWait(time.Second))
+	// A wait that a refusal ends at once; long enough that a loaded machine
+	// does not end it first (it would then read as contention).
+	_, err = c.Acquire(ctx, "b/job", dlm.WithWait(10*time.Second))
 	if !errors.Is(err, remote.ErrPermissionDenied) || !errors.Is(err, dlm.ErrInvalid) || errors.Is(err, dlm.ErrUnavailable) {
 		t.Fatalf("alice on b/: %v, want ErrPermissionDenied (and ErrInvalid, not ErrUnavailable)", err)
 	}

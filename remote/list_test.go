@@ -178,7 +178,9 @@ func TestListPrefixAndPages(t *testing.T) {
 		wg.Go(func() {
 			for i := range work {
 				name := fmt.Sprintf("%s%04d", dir, i)
-				l, err := c.Acquire(ctx, name, dlm.WithWait(0))
+				// Not renewed: a TTL that outlasts taking them all and
+				// listing them, however loaded the machine.
+				l, err := c.Acquire(ctx, name, dlm.WithWait(0), dlm.WithTTL(5*time.Minute))
 				if err != nil {
 					t.Error(err)
 					continue

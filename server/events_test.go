@@ -90,7 +90,8 @@ func (f *feed) read(body io.ReadCloser) {
 	}
 }
 
-// next returns the next snapshot.
+// next returns the next snapshot. One comes at least every eventRefresh;
+// the wait for it allows a loaded machine ten times that.
 func (f *feed) next() *eventSnapshot {
 	f.t.Helper()
 	select {
@@ -99,16 +100,16 @@ func (f *feed) next() *eventSnapshot {
 			f.t.Fatal("event stream ended")
 		}
 		return snap
-	case <-time.After(5 * time.Second):
-		f.t.Fatal("no event within 5s")
+	case <-time.After(10 * eventRefresh):
+		f.t.Fatalf("no event within %s", 10*eventRefresh)
 	}
 	return nil
 }
 
-// await returns the first snapshot that satisfies ok, within 10s.
+// await returns the first snapshot that satisfies ok, within 20s.
 func (f *feed) await(what string, ok func(*eventSnapshot) bool) *eventSnapshot {
 	f.t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(20 * time.Second)
 	var last *eventSnapshot
 	for {
 		select {
@@ -122,7 +123,7 @@ func (f *feed) await(what string, ok func(*eventSnapshot) bool) *eventSnapshot {
 			last = snap
 		case <-deadline:
 			b, _ := json.MarshalIndent(last, "", "  ")
-			f.t.Fatalf("no event with %s within 10s; last:\n%s", what, b)
+			f.t.Fatalf("no event with %s within 20s; last:\n%s", what, b)
 		}
 	}
 }
@@ -169,9 +170,11 @@ func TestEventsFollowTheTable(t *testing.T) {
 		t.Fatalf("member: %+v", m)
 	}
 
-	// An acquisition shows up, then a waiter, then the hand-over.
-	a, _ := open(t, s, 0, 5*time.Second)
-	b, _ := open(t, s, 0, 5*time.Second)
+	// An acquisition shows up, then a waiter, then the hand-over. The
+	// sessions send no keepalives: their TTL outlasts the test.
+	const ttl = time.Minute
+	a, _ := open(t, s, 0, ttl)
+	b, _ := open(t, s, 0, ttl)
 	ga := a.granted(a.lock("orders/42", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = []byte("worker <3>") }))
 	snap := f.await("orders/42 held by a", func(s *eventSnapshot) bool {
 		r := s.resource("orders/42")
@@ -185,7 +188,7 @@ func TestEventsFollowTheTable(t *testing.T) {
 		t.Fatalf("snapshot: index %d after %d, stats %+v", snap.AppliedIndex, first.AppliedIndex, snap.Stats)
 	}
 	sa := snap.session(a.sid)
-	if sa == nil || sa.Label != t.Name() || sa.TTLMilli != 5000 || sa.ExpiresInMillis == nil || *sa.ExpiresInMillis > 5000 || sa.Held != 1 {
+	if sa == nil || sa.Label != t.Name() || sa.TTLMilli != ttl.Milliseconds() || sa.ExpiresInMillis == nil || *sa.ExpiresInMillis > ttl.Milliseconds() || sa.Held != 1 {
 		t.Fatalf("session a: %+v", sa)
 	}
 
@@ -210,17 +213,22 @@ func TestEventsFollowTheTable(t *testing.T) {
 }
 
 // Events come at most every eventInterval however fast the table changes,
-// and at least every eventRefresh when it does not.
+// and at least every eventRefresh when it does not. The spacing is checked
+// over the whole churn, not gap by gap: a snapshot's time is taken a moment
+// after the stream decides to send it, a moment that a loaded machine can
+// stretch; the gaps are logged.
 func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 	s := startServer(t, ServerConfig{})
 	a, _ := open(t, s, 0, time.Minute) // no keepalives: it must outlive the test
+	opened := time.Now()
 	f := openFeed(t, s, "")
 	f.next()
 
 	// Many entries a second for a while; the feed's reader buffers the
 	// events meanwhile.
+	const churn = 50 * eventInterval
 	entries := 0
-	for end := time.Now().Add(12 * eventInterval); time.Now().Before(end); entries += 2 {
+	for end := time.Now().Add(churn); time.Now().Before(end); entries += 2 {
 		g := a.granted(a.lock("churn", dlmpb.Mode_MODE_EX))
 		a.release(g.GetLockId())
 		a.recvSkipAcks() // Released
@@ -229,20 +237,39 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 	for len(f.c) > 0 {
 		times = append(times, f.next().Time)
 	}
-	if len(times) < 5 || len(times) > 14 {
-		t.Fatalf("%d events for %d entries in %v, want about one per %v", len(times), entries, 12*eventInterval, eventInterval)
-	}
+	elapsed := time.Since(opened)
+	gaps := make([]time.Duration, 0, len(times))
 	for i := 1; i < len(times); i++ {
-		if gap := times[i].Sub(times[i-1]); gap < eventInterval*8/10 {
-			t.Fatalf("events %v apart while the table churned, want at least about %v", gap, eventInterval)
+		gaps = append(gaps, times[i].Sub(times[i-1]))
+	}
+	t.Logf("%d events for %d entries in %v; gaps %v", len(times), entries, elapsed, gaps)
+	// Each event is sent at least eventInterval after the one before, the
+	// first one read included (sent after the feed was opened): no more of
+	// them fit in the time since.
+	if max := int(elapsed / eventInterval); len(times) > max {
+		t.Fatalf("%d events in %v after the first, at most %d fit one per %v: changes not coalesced", len(times), elapsed, max, eventInterval)
+	}
+	// Changes are reported as they come, not at the refresh only, which
+	// would send one event per eventRefresh. (Not one per eventInterval
+	// either: the stream spaces events by ten times the time a snapshot
+	// takes to build, which a loaded machine stretches.)
+	if refreshOnly := int(elapsed/eventRefresh) + 1; len(times) < refreshOnly+2 {
+		t.Fatalf("%d events for %d entries in %v, want more than the %d that the refresh alone sends", len(times), entries, elapsed, refreshOnly)
+	}
+	for i, gap := range gaps {
+		if gap <= 0 {
+			t.Fatalf("event %d is %v after the one before", i+1, gap)
 		}
 	}
 
-	// Quiet: the refresh still comes (and the TTL left moves).
+	// Quiet: the refresh still comes (next waits up to 10 eventRefresh for
+	// it), and not before its time (and the TTL left moves).
 	applied := s.Node().FSM().AppliedIndex()
 	s1 := f.await("the last entry", func(s *eventSnapshot) bool { return s.AppliedIndex == applied })
 	s2 := f.next()
-	if gap := s2.Time.Sub(s1.Time); gap < eventRefresh/2 || gap > 3*eventRefresh {
+	gap := s2.Time.Sub(s1.Time)
+	t.Logf("quiet refresh after %v (eventRefresh %v)", gap, eventRefresh)
+	if gap < eventRefresh/2 {
 		t.Fatalf("quiet refresh after %v, want about %v", gap, eventRefresh)
 	}
 	if s1.AppliedIndex != s2.AppliedIndex {
@@ -256,9 +283,10 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 
 func TestEventsPrefixAndLimit(t *testing.T) {
 	s := startServer(t, ServerConfig{})
-	a, _ := open(t, s, 0, 5*time.Second)
-	b, _ := open(t, s, 0, 5*time.Second)
-	c, _ := open(t, s, 0, 5*time.Second)
+	// No keepalives: the sessions' TTL outlasts the test.
+	a, _ := open(t, s, 0, time.Minute)
+	b, _ := open(t, s, 0, time.Minute)
+	c, _ := open(t, s, 0, time.Minute)
 	a.granted(a.lock("jobs/1", dlmpb.Mode_MODE_EX))
 	b.granted(b.lock("jobs/2", dlmpb.Mode_MODE_EX))
 	c.granted(c.lock("other/1", dlmpb.Mode_MODE_EX))
@@ -366,15 +394,16 @@ func TestEventsEndWhenTheServerCloses(t *testing.T) {
 	f := openFeed(t, s, "")
 	f.next()
 	start := time.Now()
+	// Close gives the HTTP server's shutdown 2s to see every connection
+	// idle, and fails if a stream keeps its connection busy past that: an
+	// error, not a time, tells that the stream ended at once.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("Close took %v with a stream open", d)
-	}
+	t.Logf("Close took %v with a stream open", time.Since(start))
 	select {
 	case <-f.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("stream still open after Close")
 	}
 	if n := streamGoroutines(); n != 0 {

@@ -12,13 +12,17 @@ import (
 // dlm cluster remove takes it out, and locks keep working through it all.
 func TestClusterMembership(t *testing.T) {
 	bin := dlmBin(t)
-	c := testenv.StartCluster(t, bin, 3)
-	c.Join(t, bin)
+	// Raft timeouts of 500ms, not testenv's quick 100ms: this test is not
+	// about elections, and a loaded machine that holds a node back for a
+	// moment would hold one, during which a removal fails.
+	raft := []string{"-raft-timeout", "500ms"}
+	c := testenv.StartCluster(t, bin, 3, raft...)
+	c.Join(t, bin, raft...)
 	http := c.Nodes[0].HTTPAddr() + "," + c.Nodes[1].HTTPAddr()
 
-	// With 100 ms Raft timeouts a loaded machine may see an election
-	// meanwhile, and a listing without a leader: ask until one shows.
-	deadline := time.Now().Add(10 * time.Second)
+	// A loaded machine may still see an election meanwhile, and a listing
+	// without a leader: ask until one shows.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, out, stderr := runDLM(t, nil, "cluster", "members", "--http", http)
 		if code == 0 && strings.Count(out, "voter") == 4 && strings.Contains(out, "node-4") && strings.Count(out, "leader") == 1 {
@@ -37,7 +41,7 @@ func TestClusterMembership(t *testing.T) {
 	if code, out, stderr := runDLM(t, nil, "cluster", "remove", "--http", http, "node-4"); code != 0 || !strings.Contains(out, "removed node-4") {
 		t.Fatalf("remove: exit %d\n%s%s", code, out, stderr)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		_, out, _ := runDLM(t, nil, "cluster", "members", "--http", http)
 		if !strings.Contains(out, "node-4") {

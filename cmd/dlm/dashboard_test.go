@@ -103,7 +103,11 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 func dashboardScenario(t *testing.T, script string, srv *testenv.DLM, tokens map[string]string,
 	storeOpts func(label string) []remote.Option, args []string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Bounds for a hung browser or server, with room for a loaded machine,
+	// where a headless chromium takes seconds to start and render: each
+	// step of the script may take a minute (--timeout), the whole run
+	// five.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	client := func(label string) *dlm.Client {
@@ -137,7 +141,7 @@ func dashboardScenario(t *testing.T, script string, srv *testenv.DLM, tokens map
 	queue := func(c *dlm.Client) <-chan acquired {
 		ch := make(chan acquired, 1)
 		go func() {
-			l, err := c.Acquire(ctx, resource, append(opts, dlm.WithWait(2*time.Minute))...)
+			l, err := c.Acquire(ctx, resource, opts...) // until ctx ends
 			ch <- acquired{l, err}
 		}()
 		return ch
@@ -150,7 +154,7 @@ func dashboardScenario(t *testing.T, script string, srv *testenv.DLM, tokens map
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
 	cmd := exec.CommandContext(ctx, "node", append([]string{script, "http://" + srv.HTTPAddr() + "/", shot,
 		"--resource", resource, "--holder", "alice", "--waiters", "bob,carol", "--other", other, "--prefix", prefix,
-		"--metadata", metadata}, args...)...)
+		"--metadata", metadata, "--timeout", "60000"}, args...)...)
 	cmd.Dir = filepath.Dir(script)
 	cmd.WaitDelay = 5 * time.Second
 	var stderr syncBuffer

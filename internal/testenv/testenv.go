@@ -16,8 +16,9 @@ import (
 	"time"
 )
 
-// FreePort returns a loopback TCP port that was free a moment ago. A server
-// started on it may still lose a race for it; callers retry on a new port.
+// FreePort returns a loopback TCP port that was free a moment ago, and that
+// no earlier call in this process returned. A server started on it may
+// still lose a race for it; callers retry on a new port.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	port, err := freePort()
@@ -27,13 +28,31 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
+// handedOut holds the ports freePort returned: the kernel readily gives a
+// port that was just closed to the next bind, so that the ports of one
+// cluster (asked for one after the other, each closed at once) could
+// otherwise coincide.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("no free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("no free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port: the kernel keeps giving ports handed out before")
 }
 
 // need returns the path of a server binary or fails the test with the
