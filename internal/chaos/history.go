@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,15 +144,7 @@ func (h *History) Await(ctx context.Context, from int, match func(Event) bool) (
 
 // SortEvents sorts events by At, keeping the order of equal stamps.
 func SortEvents(evs []Event) {
-	slices.SortStableFunc(evs, func(a, b Event) int {
-		switch {
-		case a.At < b.At:
-			return -1
-		case a.At > b.At:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 }
 
 // WriteEvents writes events as JSON lines.

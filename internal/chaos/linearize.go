@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -174,15 +175,7 @@ func lockOps(leases []*lease) (ops []porcupine.Operation, expiries int) {
 			expiries++
 		}
 	}
-	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int {
-		switch {
-		case a.Call < b.Call:
-			return -1
-		case a.Call > b.Call:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
 	return ops, expiries
 }
 
