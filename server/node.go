@@ -214,7 +214,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	n.closers = append(n.closers, n.transport)
+	n.closers = append(n.closers, transportCloser{n.transport})
 	n.retrying = newRetryTransport(n.transport, n.stop, n.log)
 
 	exists, err := raft.HasExistingState(logs, stable, snaps)

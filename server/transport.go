@@ -107,3 +107,15 @@ func newStreamLayer(bind, advertise, source string, tlsCfg *tls.Config) (*stream
 	}
 	return layer, nil
 }
+
+// transportCloser closes a NetworkTransport with its pooled outgoing
+// connections: NetworkTransport.Close closes only the listener, so a peer's
+// handler would go on reading a connection this node no longer uses (and,
+// when the peer closes too, never return).
+type transportCloser struct{ *raft.NetworkTransport }
+
+// Close implements io.Closer.
+func (t transportCloser) Close() error {
+	t.CloseStreams()
+	return t.NetworkTransport.Close()
+}
