@@ -1,13 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +22,7 @@ import (
 // closes promptly, leaving no goroutine behind.
 func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
 	defer checkNoLeaks(t)
-	logs := &logRecorder{}
+	logs := &logBuffer{}
 	var peers []Peer
 	for i, a := range freeAddrs(t, 3) {
 		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: a})
@@ -164,20 +162,8 @@ func awaitApplied(t *testing.T, n *Node, index uint64, timeout time.Duration) {
 	}
 }
 
-// logRecorder keeps the nodes' log lines.
-type logRecorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *logRecorder) Write(b []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(b)
-}
-
 // count returns how many lines contain every one of parts.
-func (r *logRecorder) count(parts ...string) int {
+func (r *logBuffer) count(parts ...string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -194,10 +180,4 @@ func (r *logRecorder) count(parts ...string) int {
 }
 
 // has reports whether a line contains every one of parts.
-func (r *logRecorder) has(parts ...string) bool { return r.count(parts...) > 0 }
-
-func (r *logRecorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.String()
-}
+func (r *logBuffer) has(parts ...string) bool { return r.count(parts...) > 0 }
