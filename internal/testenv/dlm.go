@@ -125,6 +125,16 @@ func (d *DLM) Addr() string { return d.addr }
 // HTTPAddr returns the HTTP address.
 func (d *DLM) HTTPAddr() string { return d.http }
 
+// PID returns the server process's id, or 0 while it is stopped.
+func (d *DLM) PID() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.proc == nil {
+		return 0
+	}
+	return d.proc.cmd.Process.Pid
+}
+
 // Running reports whether the server process runs (not killed or stopped).
 func (d *DLM) Running() bool {
 	d.mu.Lock()
