@@ -48,7 +48,8 @@ type DLMClient interface {
 	// Status describes the server and the replicated state.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	// ListSessions lists open sessions in id order, with the identity that
-	// opened each; it needs the admin permission. Served by the leader.
+	// opened each; it needs the admin permission. It reads the node's state
+	// (on a follower it may lag, and expires_in_ms is 0).
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
 	// KillSessions ends sessions, by id or all those of one identity, through
 	// the replicated log (an ExpireSessions entry): their locks are released
@@ -135,7 +136,8 @@ type DLMServer interface {
 	// Status describes the server and the replicated state.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	// ListSessions lists open sessions in id order, with the identity that
-	// opened each; it needs the admin permission. Served by the leader.
+	// opened each; it needs the admin permission. It reads the node's state
+	// (on a follower it may lag, and expires_in_ms is 0).
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
 	// KillSessions ends sessions, by id or all those of one identity, through
 	// the replicated log (an ExpireSessions entry): their locks are released
