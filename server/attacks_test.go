@@ -129,6 +129,38 @@ func TestAttackSessionFloodStopsAtTheQuota(t *testing.T) {
 	}
 }
 
+// Sessions are durable: after a restart (from a snapshot and the log after
+// it) the flooder is still at its quota, and others still have room.
+func TestAttackSessionQuotaSurvivesRestart(t *testing.T) {
+	const quota = 3
+	as := startAuthServer(t, ServerConfig{Node: Config{Dir: t.TempDir(), Quotas: Quotas{SessionsPerIdentity: quota}}})
+	if open, err := as.flood(t, "alice", quota-1); len(open) != quota-1 {
+		t.Fatalf("alice opened %d sessions, then %v", len(open), err)
+	}
+	if err := as.Node().raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as.tryOpen(t, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := as.cfg
+	cfg.Node.BindAddr = as.Node().Addr()
+	if err := as.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	as = &authServer{Server: startServer(t, cfg), tok: as.tok, logs: as.logs}
+	if _, err := as.tryOpen(t, "alice"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("alice after the restart: %v, want ResourceExhausted (at her quota)", err)
+	}
+	as.openAs(t, "bob", "bob")
+	c, ctx := as.admin(t, "ops")
+	resp, err := c.ListSessions(ctx, &dlmpb.ListSessionsRequest{Owner: "alice"})
+	if err != nil || resp.GetOwnerSessions() != quota || len(resp.GetSessions()) != quota {
+		t.Fatalf("alice's sessions after the restart: %v, %v; want %d", resp, err, quota)
+	}
+}
+
 // Locks, held or queued, count against the identity's lock quota across
 // its sessions; the lock past it is refused with REASON_QUOTA and changes
 // nothing. Releasing, or ending a session, gives the room back, and other
