@@ -110,7 +110,7 @@ func (f *FSM) sessionQuota(owner string) error {
 		return nil
 	}
 	if n := f.usage.of(owner).sessions; n >= f.quotas.SessionsPerIdentity {
-		return fmt.Errorf("%w: identity %q has %d sessions open, its quota (the most it may have)", ErrQuota, owner, n)
+		return fmt.Errorf("%w: identity %q has %d sessions open, its quota is %d", ErrQuota, owner, n, f.quotas.SessionsPerIdentity)
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func (f *FSM) lockQuota(sid locktable.SessionID) error {
 		return nil // unknown sessions are the table's to refuse
 	}
 	if n := f.usage.of(rec.owner).locks; n >= f.quotas.LocksPerIdentity {
-		return fmt.Errorf("%w: identity %q has %d locks held or queued, its quota (the most it may have)", ErrQuota, rec.owner, n)
+		return fmt.Errorf("%w: identity %q has %d locks held or queued, its quota is %d", ErrQuota, rec.owner, n, f.quotas.LocksPerIdentity)
 	}
 	return nil
 }
