@@ -129,16 +129,18 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
 			},
 		},
-		Addr:                       f.addr,
-		AdvertiseAddr:              f.advertise,
-		AdvertiseHTTPAddr:          f.advertiseHTTP,
-		HTTPAddr:                   f.httpAddr,
-		SessionMargin:              f.margin,
-		Logger:                     log,
+		Addr:              f.addr,
+		AdvertiseAddr:     f.advertise,
+		AdvertiseHTTPAddr: f.advertiseHTTP,
+		HTTPAddr:          f.httpAddr,
+		SessionMargin:     f.margin,
+		Logger:            log,
+		TLS:               sec.tls,
+		Tokens:            sec.tokens,
+		Rules:             sec.rules,
+
+		// Issue 17, item 5: per-identity bounds.
 		MaxEventStreamsPerIdentity: f.eventsPerIdentity,
-		TLS:                        sec.tls,
-		Tokens:                     sec.tokens,
-		Rules:                      sec.rules,
 	})
 	if err != nil {
 		log.Error("dlm server: cannot start", "err", err)

@@ -188,3 +188,12 @@ func TestSessionCommandsNeedAdmin(t *testing.T) {
 		t.Fatalf("alice after the kill: exit %d; stderr:\n%s", code, stderr)
 	}
 }
+
+func TestServerQuotaFlagsAreChecked(t *testing.T) {
+	for _, flag := range []string{"-max-sessions-per-identity", "-max-locks-per-identity", "-max-event-streams-per-identity"} {
+		code, _, stderr := runDLM(t, nil, "server", "-in-memory", flag, "0")
+		if code != exitUsage || !strings.Contains(stderr, flag+" 0") {
+			t.Errorf("dlm server %s 0: exit %d, want %d naming the flag; stderr:\n%s", flag, code, exitUsage, stderr)
+		}
+	}
+}
