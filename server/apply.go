@@ -14,12 +14,15 @@ import (
 func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_OpenSession:
+		if err := f.sessionQuota(op.OpenSession.GetOwner()); err != nil {
+			return Result{Index: st.Index, Err: err}
+		}
 		return f.openSession(st, op.OpenSession)
 	case *dlmpb.Command_CloseSession:
 		sid := locktable.SessionID(op.CloseSession.GetSession())
 		r, err := f.table.CloseSession(st, sid)
 		if err == nil {
-			delete(f.sessions, sid)
+			f.endSession(sid)
 		}
 		return newResult(st.Index, sid, r, err)
 	case *dlmpb.Command_ExpireSessions:
@@ -29,7 +32,7 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 		}
 		r := f.table.ExpireSessions(st, ids)
 		for _, id := range ids {
-			delete(f.sessions, id)
+			f.endSession(id)
 		}
 		return newResult(st.Index, 0, r, nil)
 	case *dlmpb.Command_Lock:
@@ -88,6 +91,9 @@ func (f *FSM) openSession(st locktable.Stamp, op *dlmpb.OpenSessionCmd) Result {
 func (f *FSM) lock(st locktable.Stamp, seq uint64, op *dlmpb.LockCmd) Result {
 	sid := locktable.SessionID(op.GetSession())
 	return f.deduped(st, sid, seq, func() (locktable.Result, error) {
+		if err := f.lockQuota(sid); err != nil {
+			return locktable.Result{}, err
+		}
 		if (op.GetCapacity() > 0) == (op.GetMode() != dlmpb.Mode_MODE_UNSPECIFIED) {
 			return locktable.Result{}, fmt.Errorf("%w: a request names a mode (lock) or a capacity (semaphore), not both", locktable.ErrInvalidArgument)
 		}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dlmhq/dlm/locktable"
@@ -17,6 +19,16 @@ const (
 	// MaxEventStreams bounds the feed's streams open at once on a server;
 	// more are refused with 503 Service Unavailable and Retry-After.
 	MaxEventStreams = 16
+	// AdminEventStreams of the MaxEventStreams are kept for identities with
+	// the admin permission (and for every caller without authentication):
+	// the others together may open at most MaxEventStreams -
+	// AdminEventStreams, so that the dashboard of an admin always has room.
+	AdminEventStreams = 4
+	// DefaultMaxEventStreamsPerIdentity is the default
+	// ServerConfig.MaxEventStreamsPerIdentity: the streams one
+	// authenticated identity may have open at once; more are refused with
+	// 429 Too Many Requests.
+	DefaultMaxEventStreamsPerIdentity = 4
 	// MaxEventQueue bounds the locks a snapshot lists per holder list,
 	// conversion queue and wait queue of one resource (their full lengths
 	// are given beside them).
@@ -62,13 +74,57 @@ const (
 // the client does not take an event within eventWriteTimeout. The watching
 // costs nothing to the apply path: the stream reads the applied index, it
 // is not told of each command.
+//
+// Streams are bounded: MaxEventStreams in all, of which AdminEventStreams
+// are kept for admins (503 Service Unavailable past them), and
+// ServerConfig.MaxEventStreamsPerIdentity per authenticated identity (429
+// Too Many Requests past it).
 type eventFeed struct {
-	s     *Server
-	slots chan struct{} // one per open stream, MaxEventStreams
+	s           *Server
+	perIdentity int
+
+	mu         sync.Mutex
+	open       int            // streams open
+	byIdentity map[string]int // streams open per authenticated identity
 }
 
 func newEventFeed(s *Server) *eventFeed {
-	return &eventFeed{s: s, slots: make(chan struct{}, MaxEventStreams)}
+	return &eventFeed{s: s, perIdentity: s.cfg.MaxEventStreamsPerIdentity, byIdentity: make(map[string]int)}
+}
+
+// admit takes a stream slot for p and returns its release, or the HTTP
+// status and message of the refusal.
+func (f *eventFeed) admit(p principal) (release func(), code int, msg string) {
+	admin := p.open || p.mayAny(PermissionAdmin)
+	bound := MaxEventStreams
+	if !admin {
+		bound -= AdminEventStreams
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.byIdentity[p.identity]; !p.open && n >= f.perIdentity {
+		return nil, http.StatusTooManyRequests, fmt.Sprintf("identity %q has %d event streams open, the most one identity may; close one first", p.identity, n)
+	}
+	if f.open >= bound {
+		if admin {
+			return nil, http.StatusServiceUnavailable, fmt.Sprintf("too many event streams open (%d, the most a server serves); try again later", f.open)
+		}
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("too many event streams open (%d of %d; the other %d are kept for admins); try again later", f.open, MaxEventStreams, AdminEventStreams)
+	}
+	f.open++
+	if !p.open {
+		f.byIdentity[p.identity]++
+	}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.open--
+		if !p.open {
+			if f.byIdentity[p.identity]--; f.byIdentity[p.identity] == 0 {
+				delete(f.byIdentity, p.identity)
+			}
+		}
+	}, 0, ""
 }
 
 func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -88,14 +144,14 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	limit = min(limit, MaxListLimit)
 
-	select {
-	case f.slots <- struct{}{}:
-		defer func() { <-f.slots }()
-	default:
+	p := f.s.caller(r.Context())
+	release, code, msg := f.admit(p)
+	if release == nil {
 		w.Header().Set("Retry-After", "5")
-		http.Error(w, "too many event streams open; try again later", http.StatusServiceUnavailable)
+		http.Error(w, msg, code)
 		return
 	}
+	defer release()
 	f.s.metrics.eventStreams.Inc()
 	defer f.s.metrics.eventStreams.Dec()
 
@@ -104,7 +160,6 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	p := f.s.caller(r.Context())
 	f.s.streamEvents(r.Context(), w, prefix, limit, scopeOf(p), func() bool { return f.s.auth.current(p) })
 }
 

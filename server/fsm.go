@@ -22,11 +22,13 @@ import (
 // methods (View, Sessions, AppliedIndex) may be called concurrently with them.
 type FSM struct {
 	limits locktable.Limits
+	quotas Quotas
 
 	mu          sync.RWMutex
 	table       *locktable.Table
 	sessions    map[locktable.SessionID]*sessionRecord
 	metadata    map[locktable.LockID][]byte // holder descriptions of live locks
+	usage       quotaBook                   // what each identity holds, for the quotas
 	members     map[string]memberAddrs      // client addresses by Raft id
 	lastSession locktable.SessionID
 	applied     uint64
@@ -51,15 +53,22 @@ func (f *FSM) SetObserver(fn Observer) {
 
 var _ raft.FSM = (*FSM)(nil)
 
-// NewFSM returns an empty FSM whose table has the given limits. Every replica
-// must use the same limits.
-func NewFSM(lim locktable.Limits) *FSM {
+// NewFSM returns an empty FSM whose table has the given limits, with the
+// default quotas. Every replica must use the same limits.
+func NewFSM(lim locktable.Limits) *FSM { return NewFSMWithQuotas(lim, Quotas{}) }
+
+// NewFSMWithQuotas returns an empty FSM whose table has the given limits and
+// whose identities have the given quotas (zero fields take the defaults).
+// Every replica must use the same limits and quotas.
+func NewFSMWithQuotas(lim locktable.Limits, q Quotas) *FSM {
 	return &FSM{
 		limits:   lim,
+		quotas:   q.withDefaults(),
 		table:    locktable.New(lim),
 		sessions: make(map[locktable.SessionID]*sessionRecord),
 		metadata: make(map[locktable.LockID][]byte),
 		members:  make(map[string]memberAddrs),
+		usage:    newQuotaBook(),
 	}
 }
 
@@ -84,6 +93,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	for i, c := range b.GetCommands() {
 		out[i] = f.apply(st, c)
 		f.trackMetadata(c, &out[i])
+		f.count(c, &out[i])
 		if obs != nil {
 			(*obs)(c, &out[i])
 		}
@@ -170,7 +180,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("dlm server: read snapshot: %w", err)
 	}
-	return f.restore(data)
+	if err := f.restore(data); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.usage = f.recount() // derived state: counted, not stored
+	return nil
 }
 
 func cmpID[T ~uint64](a, b T) int {

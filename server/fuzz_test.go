@@ -209,6 +209,7 @@ func checkFSM(t *testing.T, fsm *FSM) {
 	if again := snapshotBytes(t, g); !bytes.Equal(again, snap) {
 		t.Fatal("the snapshot of a restored FSM differs from the one restored")
 	}
+	checkUsage(t, fsm, "quota counts")
 	fsm.View(func(tab *locktable.Table) {
 		ss := tab.Sessions(0, 0)
 		if len(ss) != len(fsm.sessions) {

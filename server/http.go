@@ -26,8 +26,12 @@ import (
 //	GET /v1/status                  the node's status (JSON)
 //	GET /v1/members                 the Raft configuration's servers and the leader (JSON)
 //	GET /v1/events?prefix=&limit=   live snapshots as Server-Sent Events (see eventFeed);
-//	                                at most MaxEventStreams at once, else 503
+//	                                at most MaxEventStreams at once, else 503 (AdminEventStreams
+//	                                of them kept for admins), and MaxEventStreamsPerIdentity per
+//	                                identity, else 429
 //	GET /v1/whoami                  the caller's identity and permissions (JSON)
+//	GET /v1/admin/sessions?owner=&after=&limit=   sessions with their owners (ListSessions, JSON)
+//	POST /v1/admin/sessions/kill    end sessions: {"sessions": [id...]} or {"owner": "identity"} (KillSessions)
 //	POST /v1/login, /v1/logout      a browser's login cookie (see httpLogin)
 //	POST /v1/cluster/join, /v1/cluster/remove   membership changes
 //
@@ -35,7 +39,8 @@ import (
 // dashboard's files and /v1/login, /v1/logout are open; /v1/whoami needs
 // credentials; /metrics, /v1/status, /v1/resources, /v1/sessions and
 // /v1/events need the list permission on some prefix (the last three show
-// only what it covers); /v1/members and the membership changes need admin.
+// only what it covers); /v1/members, /v1/admin/... and the membership
+// changes need admin.
 //
 // It also hooks the node's apply latency to the metrics, which only HTTP
 // serves.
@@ -67,6 +72,8 @@ func (s *Server) httpHandler() http.Handler {
 	mux.Handle("GET /v1/members", s.require(PermissionAdmin, http.HandlerFunc(s.httpMembers)))
 	mux.Handle("POST /v1/cluster/join", s.require(PermissionAdmin, http.HandlerFunc(s.httpJoin)))
 	mux.Handle("POST /v1/cluster/remove", s.require(PermissionAdmin, http.HandlerFunc(s.httpRemove)))
+	mux.Handle("GET /v1/admin/sessions", s.require(PermissionAdmin, http.HandlerFunc(s.httpAdminSessions)))
+	mux.Handle("POST /v1/admin/sessions/kill", s.require(PermissionAdmin, http.HandlerFunc(s.httpKillSessions)))
 	return mux
 }
 

@@ -40,6 +40,10 @@ type Config struct {
 	// MaxNameLen defaults to DefaultMaxNameLen, the others to the table's
 	// defaults.
 	Limits locktable.Limits
+	// Quotas bound the sessions and locks of one authenticated identity;
+	// every replica must use the same. Zero fields take the defaults
+	// (DefaultSessionsPerIdentity, DefaultLocksPerIdentity).
+	Quotas Quotas
 	// Logger receives the node's and Raft's logs; nil discards them.
 	Logger *slog.Logger
 	// MaxBatch is about how many commands one Raft entry carries (a single
@@ -142,7 +146,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:       cfg,
 		log:       cfg.Logger,
-		fsm:       NewFSM(cfg.Limits),
+		fsm:       NewFSMWithQuotas(cfg.Limits, cfg.Quotas),
 		proposals: make(chan *proposal),
 		inflight:  make(chan inflight, cfg.MaxInflight),
 		slots:     make(chan struct{}, cfg.MaxInflight),

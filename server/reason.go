@@ -36,6 +36,7 @@ var reasons = [...]struct {
 	{ErrStaleRequest, dlmpb.Reason_REASON_STALE_REQUEST},
 	{ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
 	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
+	{ErrQuota, dlmpb.Reason_REASON_QUOTA},
 }
 
 // ReasonOf returns the protocol reason code of err: REASON_UNSPECIFIED for

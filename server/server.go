@@ -63,6 +63,11 @@ type ServerConfig struct {
 	// DefaultMaxStreamQueue and DefaultMaxStreamInflight.
 	MaxStreamQueue    int
 	MaxStreamInflight int
+	// MaxEventStreamsPerIdentity bounds the /v1/events streams one
+	// authenticated identity may have open at once (more are refused with
+	// 429 Too Many Requests); default DefaultMaxEventStreamsPerIdentity.
+	// Without authentication it does not apply.
+	MaxEventStreamsPerIdentity int
 	// Logger receives the server's logs (and the node's, unless
 	// Node.Logger is set); nil discards them.
 	Logger *slog.Logger
@@ -102,6 +107,9 @@ func (c *ServerConfig) setDefaults() {
 	}
 	if c.MaxStreamInflight <= 0 {
 		c.MaxStreamInflight = DefaultMaxStreamInflight
+	}
+	if c.MaxEventStreamsPerIdentity <= 0 {
+		c.MaxEventStreamsPerIdentity = DefaultMaxEventStreamsPerIdentity
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

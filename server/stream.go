@@ -302,7 +302,7 @@ func proposeStatus(err error) error {
 // refusalStatus maps a table refusal of an open to a gRPC status.
 func refusalStatus(err error) error {
 	switch {
-	case errors.Is(err, locktable.ErrTooManySessions):
+	case errors.Is(err, locktable.ErrTooManySessions), errors.Is(err, ErrQuota):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, locktable.ErrLimit), errors.Is(err, locktable.ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())

@@ -118,6 +118,7 @@ const (
 	Reason_REASON_STALE_REQUEST      Reason = 20 // a retried request id too old to be answered
 	Reason_REASON_NOT_LEADER         Reason = 21 // this server is not the Raft leader
 	Reason_REASON_PERMISSION_DENIED  Reason = 22 // the caller's identity may not do this to this name (auth rules)
+	Reason_REASON_QUOTA              Reason = 26 // the identity's quota of sessions or of locks is used up
 )
 
 // Enum value maps for Reason.
@@ -146,6 +147,7 @@ var (
 		20: "REASON_STALE_REQUEST",
 		21: "REASON_NOT_LEADER",
 		22: "REASON_PERMISSION_DENIED",
+		26: "REASON_QUOTA",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":        0,
@@ -171,6 +173,7 @@ var (
 		"REASON_STALE_REQUEST":      20,
 		"REASON_NOT_LEADER":         21,
 		"REASON_PERMISSION_DENIED":  22,
+		"REASON_QUOTA":              26,
 	}
 )
 
@@ -2500,6 +2503,346 @@ func (x *StatusResponse) GetNowUnixNano() int64 {
 	return 0
 }
 
+// ListSessionsRequest pages through open sessions in id order.
+type ListSessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	After         uint64                 `protobuf:"varint,1,opt,name=after,proto3" json:"after,omitempty"` // 0 for the first page
+	Limit         int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // 0 for the server's default (100); at most 1000
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`  // only the sessions this identity opened; "" for all
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsRequest) Reset() {
+	*x = ListSessionsRequest{}
+	mi := &file_dlm_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsRequest) ProtoMessage() {}
+
+func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListSessionsRequest) GetAfter() uint64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// SessionSummary describes one open session for an administrator.
+type SessionSummary struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Label            string                 `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	Owner            string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`                                                    // the identity that opened it; "" without authentication
+	OpenedAtUnixNano int64                  `protobuf:"varint,4,opt,name=opened_at_unix_nano,json=openedAtUnixNano,proto3" json:"opened_at_unix_nano,omitempty"` // replicated (leader-stamped) clock
+	Locks            int64                  `protobuf:"varint,5,opt,name=locks,proto3" json:"locks,omitempty"`                                                   // locks held or queued
+	Ttl              *durationpb.Duration   `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	ExpiresInMs      int64                  `protobuf:"varint,7,opt,name=expires_in_ms,json=expiresInMs,proto3" json:"expires_in_ms,omitempty"` // until it expires without a keepalive, as the leader sees it; 0 if unknown
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SessionSummary) Reset() {
+	*x = SessionSummary{}
+	mi := &file_dlm_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionSummary) ProtoMessage() {}
+
+func (x *SessionSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
+func (*SessionSummary) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SessionSummary) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionSummary) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *SessionSummary) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *SessionSummary) GetOpenedAtUnixNano() int64 {
+	if x != nil {
+		return x.OpenedAtUnixNano
+	}
+	return 0
+}
+
+func (x *SessionSummary) GetLocks() int64 {
+	if x != nil {
+		return x.Locks
+	}
+	return 0
+}
+
+func (x *SessionSummary) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *SessionSummary) GetExpiresInMs() int64 {
+	if x != nil {
+		return x.ExpiresInMs
+	}
+	return 0
+}
+
+// ListSessionsResponse is one page of sessions.
+type ListSessionsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sessions []*SessionSummary      `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Next     uint64                 `protobuf:"varint,2,opt,name=next,proto3" json:"next,omitempty"` // pass as after for the next page; 0 at the end
+	// With an owner: what the identity uses and its quotas (0 quotas: none
+	// apply, without authentication).
+	OwnerSessions int64 `protobuf:"varint,3,opt,name=owner_sessions,json=ownerSessions,proto3" json:"owner_sessions,omitempty"`
+	OwnerLocks    int64 `protobuf:"varint,4,opt,name=owner_locks,json=ownerLocks,proto3" json:"owner_locks,omitempty"`
+	SessionQuota  int64 `protobuf:"varint,5,opt,name=session_quota,json=sessionQuota,proto3" json:"session_quota,omitempty"`
+	LockQuota     int64 `protobuf:"varint,6,opt,name=lock_quota,json=lockQuota,proto3" json:"lock_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsResponse) Reset() {
+	*x = ListSessionsResponse{}
+	mi := &file_dlm_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsResponse) ProtoMessage() {}
+
+func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *ListSessionsResponse) GetNext() uint64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+func (x *ListSessionsResponse) GetOwnerSessions() int64 {
+	if x != nil {
+		return x.OwnerSessions
+	}
+	return 0
+}
+
+func (x *ListSessionsResponse) GetOwnerLocks() int64 {
+	if x != nil {
+		return x.OwnerLocks
+	}
+	return 0
+}
+
+func (x *ListSessionsResponse) GetSessionQuota() int64 {
+	if x != nil {
+		return x.SessionQuota
+	}
+	return 0
+}
+
+func (x *ListSessionsResponse) GetLockQuota() int64 {
+	if x != nil {
+		return x.LockQuota
+	}
+	return 0
+}
+
+// KillSessionsRequest names the sessions to end: ids, or an owner (all the
+// sessions that identity has open), not both.
+type KillSessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      []uint64               `protobuf:"varint,1,rep,packed,name=sessions,proto3" json:"sessions,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillSessionsRequest) Reset() {
+	*x = KillSessionsRequest{}
+	mi := &file_dlm_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillSessionsRequest) ProtoMessage() {}
+
+func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillSessionsRequest.ProtoReflect.Descriptor instead.
+func (*KillSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *KillSessionsRequest) GetSessions() []uint64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *KillSessionsRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// KillSessionsResponse lists the sessions that were open and are ended.
+type KillSessionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      []uint64               `protobuf:"varint,1,rep,packed,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillSessionsResponse) Reset() {
+	*x = KillSessionsResponse{}
+	mi := &file_dlm_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillSessionsResponse) ProtoMessage() {}
+
+func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillSessionsResponse.ProtoReflect.Descriptor instead.
+func (*KillSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *KillSessionsResponse) GetSessions() []uint64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
 // Batch is the data of one Raft log entry: commands applied in order, each
 // with its own result. A single command is a batch of one. The leader stamps
 // the entry with its clock; the FSM never reads a clock.
@@ -2513,7 +2856,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2868,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2881,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{28}
+	return file_dlm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -2577,7 +2920,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2932,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2945,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{29}
+	return file_dlm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -2772,7 +3115,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +3127,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +3140,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{30}
+	return file_dlm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -2834,7 +3177,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3189,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3202,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{31}
+	return file_dlm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -2893,7 +3236,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3248,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3261,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{32}
+	return file_dlm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -2938,7 +3281,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3293,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3306,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{33}
+	return file_dlm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -2991,7 +3334,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3346,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3359,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{34}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -3097,7 +3440,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3452,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3465,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{35}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -3178,7 +3521,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3533,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3546,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{36}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -3231,7 +3574,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3586,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3599,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{37}
+	return file_dlm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -3283,7 +3626,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3638,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3651,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{43}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -3326,7 +3669,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3681,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3694,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -3400,7 +3743,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3755,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3768,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -3457,7 +3800,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3812,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3825,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -3541,7 +3884,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3553,7 +3896,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3566,7 +3909,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42}
+	return file_dlm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -3780,7 +4123,33 @@ const file_dlm_proto_rawDesc = "" +
 	"\x05locks\x18\b \x01(\x03R\x05locks\x12\x18\n" +
 	"\apending\x18\t \x01(\x03R\apending\x12\"\n" +
 	"\rnow_unix_nano\x18\n" +
-	" \x01(\x03R\vnowUnixNano\"\\\n" +
+	" \x01(\x03R\vnowUnixNano\"W\n" +
+	"\x13ListSessionsRequest\x12\x14\n" +
+	"\x05after\x18\x01 \x01(\x04R\x05after\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\"\xe2\x01\n" +
+	"\x0eSessionSummary\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12-\n" +
+	"\x13opened_at_unix_nano\x18\x04 \x01(\x03R\x10openedAtUnixNano\x12\x14\n" +
+	"\x05locks\x18\x05 \x01(\x03R\x05locks\x12+\n" +
+	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\"\n" +
+	"\rexpires_in_ms\x18\a \x01(\x03R\vexpiresInMs\"\xea\x01\n" +
+	"\x14ListSessionsResponse\x122\n" +
+	"\bsessions\x18\x01 \x03(\v2\x16.dlm.v1.SessionSummaryR\bsessions\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\x04R\x04next\x12%\n" +
+	"\x0eowner_sessions\x18\x03 \x01(\x03R\rownerSessions\x12\x1f\n" +
+	"\vowner_locks\x18\x04 \x01(\x03R\n" +
+	"ownerLocks\x12#\n" +
+	"\rsession_quota\x18\x05 \x01(\x03R\fsessionQuota\x12\x1d\n" +
+	"\n" +
+	"lock_quota\x18\x06 \x01(\x03R\tlockQuota\"G\n" +
+	"\x13KillSessionsRequest\x12\x1a\n" +
+	"\bsessions\x18\x01 \x03(\x04R\bsessions\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"2\n" +
+	"\x14KillSessionsResponse\x12\x1a\n" +
+	"\bsessions\x18\x01 \x03(\x04R\bsessions\"\\\n" +
 	"\x05Batch\x12+\n" +
 	"\bcommands\x18\x01 \x03(\v2\x0f.dlm.v1.CommandR\bcommands\x12&\n" +
 	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xff\x03\n" +
@@ -3871,7 +4240,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\aMODE_CW\x10\x03\x12\v\n" +
 	"\aMODE_PR\x10\x04\x12\v\n" +
 	"\aMODE_PW\x10\x05\x12\v\n" +
-	"\aMODE_EX\x10\x06*\xd7\x04\n" +
+	"\aMODE_EX\x10\x06*\xe9\x04\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_WOULD_BLOCK\x10\x01\x12\x13\n" +
@@ -3896,15 +4265,18 @@ const file_dlm_proto_rawDesc = "" +
 	"\x18REASON_TOO_MANY_SESSIONS\x10\x13\x12\x18\n" +
 	"\x14REASON_STALE_REQUEST\x10\x14\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x15\x12\x1c\n" +
-	"\x18REASON_PERMISSION_DENIED\x10\x16*G\n" +
+	"\x18REASON_PERMISSION_DENIED\x10\x16\x12\x10\n" +
+	"\fREASON_QUOTA\x10\x1a*G\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_GRANTED\x10\x01\x12\x11\n" +
-	"\rSTATUS_QUEUED\x10\x022\xb1\x01\n" +
+	"\rSTATUS_QUEUED\x10\x022\xc7\x02\n" +
 	"\x03DLM\x12>\n" +
 	"\aSession\x12\x16.dlm.v1.SessionRequest\x1a\x17.dlm.v1.SessionResponse(\x010\x01\x121\n" +
 	"\x04List\x12\x13.dlm.v1.ListRequest\x1a\x14.dlm.v1.ListResponse\x127\n" +
-	"\x06Status\x12\x15.dlm.v1.StatusRequest\x1a\x16.dlm.v1.StatusResponseB Z\x1egithub.com/dlmhq/dlm/api/dlmpbb\x06proto3"
+	"\x06Status\x12\x15.dlm.v1.StatusRequest\x1a\x16.dlm.v1.StatusResponse\x12I\n" +
+	"\fListSessions\x12\x1b.dlm.v1.ListSessionsRequest\x1a\x1c.dlm.v1.ListSessionsResponse\x12I\n" +
+	"\fKillSessions\x12\x1b.dlm.v1.KillSessionsRequest\x1a\x1c.dlm.v1.KillSessionsResponseB Z\x1egithub.com/dlmhq/dlm/api/dlmpbb\x06proto3"
 
 var (
 	file_dlm_proto_rawDescOnce sync.Once
@@ -3919,56 +4291,61 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_dlm_proto_goTypes = []any{
-	(Mode)(0),                   // 0: dlm.v1.Mode
-	(Reason)(0),                 // 1: dlm.v1.Reason
-	(Status)(0),                 // 2: dlm.v1.Status
-	(LockInfo_State)(0),         // 3: dlm.v1.LockInfo.State
-	(*RequestID)(nil),           // 4: dlm.v1.RequestID
-	(*LockInfo)(nil),            // 5: dlm.v1.LockInfo
-	(*ResourceInfo)(nil),        // 6: dlm.v1.ResourceInfo
-	(*SessionRequest)(nil),      // 7: dlm.v1.SessionRequest
-	(*OpenRequest)(nil),         // 8: dlm.v1.OpenRequest
-	(*KeepAlive)(nil),           // 9: dlm.v1.KeepAlive
-	(*LockRequest)(nil),         // 10: dlm.v1.LockRequest
-	(*ConvertRequest)(nil),      // 11: dlm.v1.ConvertRequest
-	(*ReleaseRequest)(nil),      // 12: dlm.v1.ReleaseRequest
-	(*CancelRequest)(nil),       // 13: dlm.v1.CancelRequest
-	(*CloseRequest)(nil),        // 14: dlm.v1.CloseRequest
-	(*SessionResponse)(nil),     // 15: dlm.v1.SessionResponse
-	(*SessionOpened)(nil),       // 16: dlm.v1.SessionOpened
-	(*KeepAliveAck)(nil),        // 17: dlm.v1.KeepAliveAck
-	(*Granted)(nil),             // 18: dlm.v1.Granted
-	(*Queued)(nil),              // 19: dlm.v1.Queued
-	(*Refused)(nil),             // 20: dlm.v1.Refused
-	(*TimedOut)(nil),            // 21: dlm.v1.TimedOut
-	(*Cancelled)(nil),           // 22: dlm.v1.Cancelled
-	(*Released)(nil),            // 23: dlm.v1.Released
-	(*Blocking)(nil),            // 24: dlm.v1.Blocking
-	(*SessionExpired)(nil),      // 25: dlm.v1.SessionExpired
-	(*SessionClosed)(nil),       // 26: dlm.v1.SessionClosed
-	(*SessionSync)(nil),         // 27: dlm.v1.SessionSync
-	(*ListRequest)(nil),         // 28: dlm.v1.ListRequest
-	(*ListResponse)(nil),        // 29: dlm.v1.ListResponse
-	(*StatusRequest)(nil),       // 30: dlm.v1.StatusRequest
-	(*StatusResponse)(nil),      // 31: dlm.v1.StatusResponse
-	(*Batch)(nil),               // 32: dlm.v1.Batch
-	(*Command)(nil),             // 33: dlm.v1.Command
-	(*SetMemberCmd)(nil),        // 34: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),      // 35: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),     // 36: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),   // 37: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),             // 38: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),          // 39: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),          // 40: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),           // 41: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),          // 42: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),         // 43: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),        // 44: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),       // 45: dlm.v1.SessionRecord
-	(*Reply)(nil),               // 46: dlm.v1.Reply
-	(*durationpb.Duration)(nil), // 47: google.protobuf.Duration
+	(Mode)(0),                    // 0: dlm.v1.Mode
+	(Reason)(0),                  // 1: dlm.v1.Reason
+	(Status)(0),                  // 2: dlm.v1.Status
+	(LockInfo_State)(0),          // 3: dlm.v1.LockInfo.State
+	(*RequestID)(nil),            // 4: dlm.v1.RequestID
+	(*LockInfo)(nil),             // 5: dlm.v1.LockInfo
+	(*ResourceInfo)(nil),         // 6: dlm.v1.ResourceInfo
+	(*SessionRequest)(nil),       // 7: dlm.v1.SessionRequest
+	(*OpenRequest)(nil),          // 8: dlm.v1.OpenRequest
+	(*KeepAlive)(nil),            // 9: dlm.v1.KeepAlive
+	(*LockRequest)(nil),          // 10: dlm.v1.LockRequest
+	(*ConvertRequest)(nil),       // 11: dlm.v1.ConvertRequest
+	(*ReleaseRequest)(nil),       // 12: dlm.v1.ReleaseRequest
+	(*CancelRequest)(nil),        // 13: dlm.v1.CancelRequest
+	(*CloseRequest)(nil),         // 14: dlm.v1.CloseRequest
+	(*SessionResponse)(nil),      // 15: dlm.v1.SessionResponse
+	(*SessionOpened)(nil),        // 16: dlm.v1.SessionOpened
+	(*KeepAliveAck)(nil),         // 17: dlm.v1.KeepAliveAck
+	(*Granted)(nil),              // 18: dlm.v1.Granted
+	(*Queued)(nil),               // 19: dlm.v1.Queued
+	(*Refused)(nil),              // 20: dlm.v1.Refused
+	(*TimedOut)(nil),             // 21: dlm.v1.TimedOut
+	(*Cancelled)(nil),            // 22: dlm.v1.Cancelled
+	(*Released)(nil),             // 23: dlm.v1.Released
+	(*Blocking)(nil),             // 24: dlm.v1.Blocking
+	(*SessionExpired)(nil),       // 25: dlm.v1.SessionExpired
+	(*SessionClosed)(nil),        // 26: dlm.v1.SessionClosed
+	(*SessionSync)(nil),          // 27: dlm.v1.SessionSync
+	(*ListRequest)(nil),          // 28: dlm.v1.ListRequest
+	(*ListResponse)(nil),         // 29: dlm.v1.ListResponse
+	(*StatusRequest)(nil),        // 30: dlm.v1.StatusRequest
+	(*StatusResponse)(nil),       // 31: dlm.v1.StatusResponse
+	(*ListSessionsRequest)(nil),  // 32: dlm.v1.ListSessionsRequest
+	(*SessionSummary)(nil),       // 33: dlm.v1.SessionSummary
+	(*ListSessionsResponse)(nil), // 34: dlm.v1.ListSessionsResponse
+	(*KillSessionsRequest)(nil),  // 35: dlm.v1.KillSessionsRequest
+	(*KillSessionsResponse)(nil), // 36: dlm.v1.KillSessionsResponse
+	(*Batch)(nil),                // 37: dlm.v1.Batch
+	(*Command)(nil),              // 38: dlm.v1.Command
+	(*SetMemberCmd)(nil),         // 39: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),       // 40: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),      // 41: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),    // 42: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),              // 43: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),           // 44: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),           // 45: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),            // 46: dlm.v1.CancelCmd
+	(*AdvanceCmd)(nil),           // 47: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),          // 48: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),         // 49: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),        // 50: dlm.v1.SessionRecord
+	(*Reply)(nil),                // 51: dlm.v1.Reply
+	(*durationpb.Duration)(nil),  // 52: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,  // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
@@ -3984,14 +4361,14 @@ var file_dlm_proto_depIdxs = []int32{
 	12, // 10: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
 	13, // 11: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	14, // 12: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	47, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	52, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 14: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 15: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	47, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	47, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
+	52, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	52, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 18: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 19: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	47, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	52, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	4,  // 21: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	4,  // 22: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
 	16, // 23: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
@@ -4006,8 +4383,8 @@ var file_dlm_proto_depIdxs = []int32{
 	25, // 32: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
 	27, // 33: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
 	26, // 34: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	47, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	47, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	52, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	52, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
 	4,  // 37: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
 	0,  // 38: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
 	4,  // 39: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
@@ -4021,35 +4398,41 @@ var file_dlm_proto_depIdxs = []int32{
 	0,  // 47: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
 	5,  // 48: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
 	6,  // 49: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	33, // 50: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	35, // 51: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	36, // 52: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	37, // 53: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	38, // 54: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	39, // 55: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	40, // 56: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	41, // 57: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	42, // 58: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	34, // 59: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	0,  // 60: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,  // 61: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	45, // 62: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	34, // 63: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	46, // 64: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	44, // 65: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	2,  // 66: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,  // 67: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	7,  // 68: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	28, // 69: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	30, // 70: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	15, // 71: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	29, // 72: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	31, // 73: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	71, // [71:74] is the sub-list for method output_type
-	68, // [68:71] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	52, // 50: dlm.v1.SessionSummary.ttl:type_name -> google.protobuf.Duration
+	33, // 51: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionSummary
+	38, // 52: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	40, // 53: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	41, // 54: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	42, // 55: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	43, // 56: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	44, // 57: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	45, // 58: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	46, // 59: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	47, // 60: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	39, // 61: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	0,  // 62: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,  // 63: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	50, // 64: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	39, // 65: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	51, // 66: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	49, // 67: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	2,  // 68: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,  // 69: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	7,  // 70: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	28, // 71: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	30, // 72: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	32, // 73: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	35, // 74: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	15, // 75: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	29, // 76: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	31, // 77: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	34, // 78: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	36, // 79: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	75, // [75:80] is the sub-list for method output_type
+	70, // [70:75] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -4080,7 +4463,7 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Sync)(nil),
 		(*SessionResponse_Closed)(nil),
 	}
-	file_dlm_proto_msgTypes[29].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[34].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -4091,15 +4474,15 @@ func file_dlm_proto_init() {
 		(*Command_Advance)(nil),
 		(*Command_SetMember)(nil),
 	}
-	file_dlm_proto_msgTypes[34].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[35].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[39].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   43,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

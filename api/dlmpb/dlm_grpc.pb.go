@@ -24,9 +24,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DLM_Session_FullMethodName = "/dlm.v1.DLM/Session"
-	DLM_List_FullMethodName    = "/dlm.v1.DLM/List"
-	DLM_Status_FullMethodName  = "/dlm.v1.DLM/Status"
+	DLM_Session_FullMethodName      = "/dlm.v1.DLM/Session"
+	DLM_List_FullMethodName         = "/dlm.v1.DLM/List"
+	DLM_Status_FullMethodName       = "/dlm.v1.DLM/Status"
+	DLM_ListSessions_FullMethodName = "/dlm.v1.DLM/ListSessions"
+	DLM_KillSessions_FullMethodName = "/dlm.v1.DLM/KillSessions"
 )
 
 // DLMClient is the client API for DLM service.
@@ -45,6 +47,15 @@ type DLMClient interface {
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// Status describes the server and the replicated state.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// ListSessions lists open sessions in id order, with the identity that
+	// opened each; it needs the admin permission. It reads the node's state
+	// (on a follower it may lag, and expires_in_ms is 0).
+	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// KillSessions ends sessions, by id or all those of one identity, through
+	// the replicated log (an ExpireSessions entry): their locks are released
+	// and their holders told, as on expiry. It needs the admin permission.
+	// Served by the leader.
+	KillSessions(ctx context.Context, in *KillSessionsRequest, opts ...grpc.CallOption) (*KillSessionsResponse, error)
 }
 
 type dLMClient struct {
@@ -88,6 +99,26 @@ func (c *dLMClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *dLMClient) ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSessionsResponse)
+	err := c.cc.Invoke(ctx, DLM_ListSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *dLMClient) KillSessions(ctx context.Context, in *KillSessionsRequest, opts ...grpc.CallOption) (*KillSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KillSessionsResponse)
+	err := c.cc.Invoke(ctx, DLM_KillSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DLMServer is the server API for DLM service.
 // All implementations must embed UnimplementedDLMServer
 // for forward compatibility.
@@ -104,6 +135,15 @@ type DLMServer interface {
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// Status describes the server and the replicated state.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// ListSessions lists open sessions in id order, with the identity that
+	// opened each; it needs the admin permission. It reads the node's state
+	// (on a follower it may lag, and expires_in_ms is 0).
+	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// KillSessions ends sessions, by id or all those of one identity, through
+	// the replicated log (an ExpireSessions entry): their locks are released
+	// and their holders told, as on expiry. It needs the admin permission.
+	// Served by the leader.
+	KillSessions(context.Context, *KillSessionsRequest) (*KillSessionsResponse, error)
 	mustEmbedUnimplementedDLMServer()
 }
 
@@ -122,6 +162,12 @@ func (UnimplementedDLMServer) List(context.Context, *ListRequest) (*ListResponse
 }
 func (UnimplementedDLMServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedDLMServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedDLMServer) KillSessions(context.Context, *KillSessionsRequest) (*KillSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KillSessions not implemented")
 }
 func (UnimplementedDLMServer) mustEmbedUnimplementedDLMServer() {}
 func (UnimplementedDLMServer) testEmbeddedByValue()             {}
@@ -187,6 +233,42 @@ func _DLM_Status_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DLM_ListSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DLMServer).ListSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DLM_ListSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DLMServer).ListSessions(ctx, req.(*ListSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DLM_KillSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DLMServer).KillSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DLM_KillSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DLMServer).KillSessions(ctx, req.(*KillSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DLM_ServiceDesc is the grpc.ServiceDesc for DLM service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -201,6 +283,14 @@ var DLM_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _DLM_Status_Handler,
+		},
+		{
+			MethodName: "ListSessions",
+			Handler:    _DLM_ListSessions_Handler,
+		},
+		{
+			MethodName: "KillSessions",
+			Handler:    _DLM_KillSessions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -6,6 +6,7 @@
 //	dlm status [flags]                   describe the store
 //	dlm bench [flags]                    measure a store with the standard workloads
 //	dlm cluster members|remove ID        a dlm server cluster's membership
+//	dlm session ls|kill                  a dlm server's sessions (admin)
 //	dlm certs [flags]                    make a development CA and certificates
 //	dlm demo [flags]                     the inventory story, end to end
 //	dlm version                          print the version
@@ -41,6 +42,7 @@ Usage:
   dlm status [flags]                   describe the store and its health
   dlm bench [flags]                    measure a store with the standard workloads
   dlm cluster members|remove ID        a dlm server cluster's membership
+  dlm session ls|kill                  list or end a dlm server's sessions (admin)
   dlm certs [flags]                    make a development CA and certificates (TLS)
   dlm demo [flags]                     the inventory story, end to end, with no setup
   dlm version                          print the version
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr)
+	case "session":
+		return runSession(ctx, args[1:], stdout, stderr)
 	case "certs":
 		return runCerts(args[1:], stdout, stderr)
 	case "demo":

@@ -34,6 +34,8 @@ type serverFlags struct {
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
 	sec                                                 securityFlags
+	quotas                                              server.Quotas
+	eventsPerIdentity                                   int
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer) int {
@@ -55,6 +57,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.raftSource, "raft-source", env("DLM_RAFT_SOURCE", ""), "the local IP to bind outgoing Raft connections to (env DLM_RAFT_SOURCE)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
+	fs.IntVar(&f.quotas.SessionsPerIdentity, "max-sessions-per-identity", server.DefaultSessionsPerIdentity, "the most sessions one authenticated identity may have open (the same on every node)")
+	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", server.DefaultLocksPerIdentity, "the most locks, held or queued, one authenticated identity may have (the same on every node)")
+	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", server.DefaultMaxEventStreamsPerIdentity, "the most /v1/events streams one authenticated identity may have open")
 	f.sec.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -65,6 +70,13 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm server: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	for name, v := range map[string]int{"-max-sessions-per-identity": f.quotas.SessionsPerIdentity,
+		"-max-locks-per-identity": f.quotas.LocksPerIdentity, "-max-event-streams-per-identity": f.eventsPerIdentity} {
+		if v < 1 {
+			fmt.Fprintf(stderr, "dlm server: %s %d: want at least 1\n", name, v)
+			return 2
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -111,6 +123,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			RaftTLS:   sec.raftTLS,
 			Peers:     peers,
 			Join:      f.join != "",
+			Quotas:    f.quotas,
 			Raft: func(rc *raft.Config) {
 				rc.HeartbeatTimeout, rc.ElectionTimeout = f.raftTimeout, f.raftTimeout
 				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
@@ -125,6 +138,9 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		TLS:               sec.tls,
 		Tokens:            sec.tokens,
 		Rules:             sec.rules,
+
+		// Issue 17, item 5: per-identity bounds.
+		MaxEventStreamsPerIdentity: f.eventsPerIdentity,
 	})
 	if err != nil {
 		log.Error("dlm server: cannot start", "err", err)

@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// KillBatch is how many sessions one ExpireSessions command of
+// KillSessions names; more go in several commands of one proposal.
+const KillBatch = 1000
+
+// requireAdmin returns nil if the caller of ctx may administer sessions
+// (the admin permission; anyone without authentication), else its gRPC
+// error.
+func (s *Server) requireAdmin(ctx context.Context, what string) (principal, error) {
+	p := s.caller(ctx)
+	if !p.authenticated() {
+		return p, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+	}
+	if !p.mayAny(PermissionAdmin) {
+		s.auth.deny(p, PermissionAdmin, "")
+		return p, permissionDenied("identity " + p.identity + " may not " + what + ": that needs the admin permission")
+	}
+	return p, nil
+}
+
+// ListSessions lists open sessions in id order, with the identity that
+// opened each: see dlmpb.DLMServer. It reads this node's state (on a
+// follower, expires_in_ms is 0 and the state may lag). With
+// authentication, it needs the admin permission.
+func (s *Server) ListSessions(ctx context.Context, req *dlmpb.ListSessionsRequest) (*dlmpb.ListSessionsResponse, error) {
+	if _, err := s.requireAdmin(ctx, "list sessions"); err != nil {
+		return nil, err
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	owner, after := req.GetOwner(), locktable.SessionID(req.GetAfter())
+	resp := &dlmpb.ListSessionsResponse{}
+	f := s.node.FSM()
+	f.View(func(t *locktable.Table) {
+		var ids []locktable.SessionID
+		for id, rec := range f.sessions {
+			if id > after && (owner == "" || rec.owner == owner) {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		if len(ids) > limit {
+			ids = ids[:limit]
+			resp.Next = uint64(ids[limit-1])
+		}
+		now := time.Now()
+		for _, id := range ids {
+			si, _ := t.Session(id)
+			rec := f.sessions[id]
+			ss := &dlmpb.SessionSummary{
+				Id: uint64(id), Label: si.Label, Owner: rec.owner, OpenedAtUnixNano: si.OpenedAt,
+				Locks: int64(len(si.Locks)), Ttl: pbDuration(rec.ttl),
+			}
+			if d, ok := s.live.deadline(id); ok {
+				ss.ExpiresInMs = max(d.Sub(now).Milliseconds(), 1)
+			}
+			resp.Sessions = append(resp.Sessions, ss)
+		}
+		if owner != "" {
+			u := f.usage.of(owner)
+			resp.OwnerSessions, resp.OwnerLocks = int64(u.sessions), int64(u.locks)
+			resp.SessionQuota, resp.LockQuota = int64(f.quotas.SessionsPerIdentity), int64(f.quotas.LocksPerIdentity)
+		}
+	})
+	return resp, nil
+}
+
+// KillSessions ends sessions, named by id or by owner: see
+// dlmpb.DLMServer. The leader proposes ExpireSessions commands (KillBatch
+// ids each), so the sessions' locks are released, what they awaited is
+// cancelled, every holder is told as on expiry and the sessions' streams
+// get SessionExpired. It answers the sessions that were open and are
+// ended. With authentication, it needs the admin permission.
+func (s *Server) KillSessions(ctx context.Context, req *dlmpb.KillSessionsRequest) (*dlmpb.KillSessionsResponse, error) {
+	p, err := s.requireAdmin(ctx, "end sessions")
+	if err != nil {
+		return nil, err
+	}
+	if (len(req.GetSessions()) == 0) == (req.GetOwner() == "") {
+		return nil, status.Error(codes.InvalidArgument, "dlm server: name the sessions to end by id or by owner, not both")
+	}
+	if !s.live.isActive() {
+		return nil, s.notLeaderUnary(ctx)
+	}
+	ids := slices.Clone(req.GetSessions())
+	if owner := req.GetOwner(); owner != "" {
+		f := s.node.FSM()
+		f.View(func(*locktable.Table) {
+			for id, rec := range f.sessions {
+				if rec.owner == owner {
+					ids = append(ids, uint64(id))
+				}
+			}
+		})
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var cmds []*dlmpb.Command
+	for chunk := range slices.Chunk(ids, KillBatch) {
+		cmds = append(cmds, &dlmpb.Command{Op: &dlmpb.Command_ExpireSessions{ExpireSessions: &dlmpb.ExpireSessionsCmd{Sessions: chunk}}})
+	}
+	resp := &dlmpb.KillSessionsResponse{Sessions: []uint64{}}
+	if len(cmds) > 0 {
+		rs, err := s.node.Propose(ctx, cmds...)
+		if errors.Is(err, ErrNotLeader) {
+			return nil, s.notLeaderUnary(ctx)
+		}
+		if err != nil {
+			return nil, proposeStatus(err)
+		}
+		for _, r := range rs {
+			for _, e := range r.Events {
+				if e.Kind == locktable.EventSessionExpired {
+					resp.Sessions = append(resp.Sessions, uint64(e.Session))
+				}
+			}
+		}
+	}
+	s.log.Info("dlm server: sessions ended by an administrator", "identity", p.identity,
+		"owner", req.GetOwner(), "asked", len(req.GetSessions()), "ended", len(resp.Sessions))
+	return resp, nil
+}
+
+// notLeaderUnary is the error of a unary call that only the leader serves,
+// made on another node; it names the leader in the call's trailer (and its
+// message) when it is known.
+func (s *Server) notLeaderUnary(ctx context.Context) error {
+	msg := "dlm server: this node is not the leader, or not ready yet"
+	client, _, ok := s.leaderAddrs()
+	if ok {
+		msg += "; the leader serves at " + client
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderHeader, client))
+	return status.Error(codes.Unavailable, msg)
+}
+
+// httpAdminSessions serves GET /v1/admin/sessions?owner=&after=&limit=:
+// ListSessions as JSON.
+func (s *Server) httpAdminSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var req dlmpb.ListSessionsRequest
+	req.Owner = q.Get("owner")
+	if v := q.Get("after"); v != "" {
+		after, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			http.Error(w, "after: want a session id, got "+strconv.Quote(v), http.StatusBadRequest)
+			return
+		}
+		req.After = after
+	}
+	if v := q.Get("limit"); v != "" {
+		limit, err := strconv.Atoi(v)
+		if err != nil || limit < 0 {
+			http.Error(w, "limit: want a non-negative integer, got "+strconv.Quote(v), http.StatusBadRequest)
+			return
+		}
+		req.Limit = int32(min(limit, MaxListLimit))
+	}
+	resp, err := s.ListSessions(r.Context(), &req)
+	if err != nil {
+		writeStatusError(w, err)
+		return
+	}
+	writeProto(w, resp)
+}
+
+// killRequest is the body of POST /v1/admin/sessions/kill.
+type killRequest struct {
+	Sessions []uint64 `json:"sessions"`
+	Owner    string   `json:"owner"`
+}
+
+// httpKillSessions serves POST /v1/admin/sessions/kill with a JSON body
+// {"sessions": [id, ...]} or {"owner": "identity"}: KillSessions.
+func (s *Server) httpKillSessions(w http.ResponseWriter, r *http.Request) {
+	var req killRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	resp, err := s.KillSessions(r.Context(), &dlmpb.KillSessionsRequest{Sessions: req.Sessions, Owner: req.Owner})
+	if err != nil {
+		writeStatusError(w, err)
+		return
+	}
+	writeProto(w, resp)
+}
+
+// writeStatusError answers the gRPC status err with its HTTP equivalent.
+func writeStatusError(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	code := http.StatusInternalServerError
+	switch st.Code() {
+	case codes.InvalidArgument:
+		code = http.StatusBadRequest
+	case codes.Unauthenticated:
+		code = http.StatusUnauthorized
+	case codes.PermissionDenied:
+		code = http.StatusForbidden
+	case codes.Unavailable:
+		code = http.StatusServiceUnavailable
+	case codes.Canceled, codes.DeadlineExceeded:
+		code = http.StatusGatewayTimeout
+	}
+	http.Error(w, st.Message(), code)
+}
