@@ -36,6 +36,8 @@ var reasons = [...]struct {
 	{ErrStaleRequest, dlmpb.Reason_REASON_STALE_REQUEST},
 	{ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
 	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
+	{ErrInvalidMode, dlmpb.Reason_REASON_INVALID_MODE},
+	{ErrInvalidRequest, dlmpb.Reason_REASON_INVALID},
 }
 
 // ReasonOf returns the protocol reason code of err: REASON_UNSPECIFIED for
