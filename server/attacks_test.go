@@ -315,7 +315,8 @@ func TestAttackControlCharactersInNames(t *testing.T) {
 
 // TestAttackListArguments: List with a prefix (or after) that is not UTF-8
 // got Internal; it is now InvalidArgument, and so are control characters in
-// a prefix. The HTTP listings answer 400 to the same.
+// a prefix and a negative limit (which the Go client refuses). The HTTP
+// listings answer 400 to the same.
 func TestAttackListArguments(t *testing.T) {
 	s := startServer(t, ServerConfig{})
 	conn := dialRaw(t, s)
@@ -336,6 +337,11 @@ func TestAttackListArguments(t *testing.T) {
 	}
 	err := list(encode(t, &dlmpb.ListRequest{Prefix: "x\x00"}))
 	wantCode(t, err, codes.InvalidArgument, "List with NUL in the prefix")
+	err = list(encode(t, &dlmpb.ListRequest{Limit: -5}))
+	wantCode(t, err, codes.InvalidArgument, "List with a negative limit")
+	if !strings.Contains(err.Error(), "limit -5") {
+		t.Fatalf("List with a negative limit: %v does not name it", err)
+	}
 	if err := list(encode(t, &dlmpb.ListRequest{Prefix: "ok/"})); err != nil {
 		t.Fatalf("List with a good prefix: %v", err)
 	}

@@ -128,15 +128,12 @@ func validateName(what, name string) error {
 // request: its label may be empty, else must be a valid name. The error
 // is a gRPC status (InvalidArgument) that ends the stream.
 func validateOpen(m *dlmpb.SessionRequest) error {
-	err := func() error {
-		if bad := badUTF8(m); bad != "" {
-			return invalid("%s", bad)
-		}
-		if err := names.Check(m.GetOpen().GetLabel()); err != nil {
-			return invalid("session label %q: %v", m.GetOpen().GetLabel(), err)
-		}
-		return nil
-	}()
+	var err error
+	if bad := badUTF8(m); bad != "" {
+		err = invalid("%s", bad)
+	} else if lerr := names.Check(m.GetOpen().GetLabel()); lerr != nil {
+		err = invalid("session label %q: %v", m.GetOpen().GetLabel(), lerr)
+	}
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -158,6 +155,16 @@ func validateListArgs(prefix, after string) error {
 	return nil
 }
 
+// validateList checks a gRPC List request: its strings, and a limit that
+// is not negative (0 asks for DefaultListLimit; more than MaxListLimit
+// gets MaxListLimit).
+func validateList(l *dlmpb.ListRequest) error {
+	if l.GetLimit() < 0 {
+		return invalid("list limit %d is negative", l.GetLimit())
+	}
+	return validateListArgs(l.GetPrefix(), l.GetAfter())
+}
+
 // validateUnary is a unary interceptor that refuses, with InvalidArgument,
 // a request whose strings are not UTF-8 (see utf8Codec) or whose
 // arguments validateListArgs refuses.
@@ -169,7 +176,7 @@ func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next g
 		}
 	}
 	if l, ok := req.(*dlmpb.ListRequest); ok && err == nil {
-		err = validateListArgs(l.GetPrefix(), l.GetAfter())
+		err = validateList(l)
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
