@@ -3,11 +3,15 @@ package dlm
 import (
 	"fmt"
 	"time"
-	"unicode/utf8"
+
+	"github.com/dlmhq/dlm/internal/names"
 )
 
 // Limits on what the client accepts. A value outside them is rejected with
-// ErrInvalid before any store is asked.
+// ErrInvalid before any store is asked. A resource name must also be valid
+// UTF-8 without control characters (Unicode Cc: U+0000-U+001F,
+// U+007F-U+009F) or bidirectional formatting characters (U+061C, U+200E,
+// U+200F, U+202A-U+202E, U+2066-U+2069), which the dlm server refuses too.
 const (
 	// MaxResourceBytes is the longest resource name, in bytes.
 	MaxResourceBytes = 512
@@ -23,13 +27,14 @@ const (
 
 // validate checks the resource name and the settings of one call.
 func (c *config) validate(resource string) error {
+	nameErr := names.Check(resource)
 	switch {
 	case resource == "":
 		return fmt.Errorf("%w: resource name is empty", ErrInvalid)
 	case len(resource) > MaxResourceBytes:
 		return fmt.Errorf("%w: resource name is %d bytes, the limit is %d", ErrInvalid, len(resource), MaxResourceBytes)
-	case !utf8.ValidString(resource):
-		return fmt.Errorf("%w: resource name is not valid UTF-8", ErrInvalid)
+	case nameErr != nil:
+		return fmt.Errorf("%w: resource name %q: %w", ErrInvalid, resource, nameErr)
 	case c.ttl < MinTTL || c.ttl > MaxTTL:
 		return fmt.Errorf("%w: TTL %s is outside [%s, %s]", ErrInvalid, c.ttl, MinTTL, MaxTTL)
 	case c.wait < 0 && c.wait != waitForever:

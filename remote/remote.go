@@ -57,6 +57,7 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/names"
 )
 
 // Defaults.
@@ -92,7 +93,9 @@ func WithSessionTTL(d time.Duration) Option { return func(o *options) { o.ttl = 
 func WithKeepAliveInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
 
 // WithLabel sets the session label shown in the server's listings (default
-// "dlm client").
+// "dlm client"). Like a resource name, it must be valid UTF-8 without
+// control or bidirectional formatting characters (see package dlm's
+// limits), else Dial fails with dlm.ErrInvalid.
 func WithLabel(label string) Option { return func(o *options) { o.label = label } }
 
 // WithLogger sets the logger; default discards.
@@ -144,6 +147,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 	}
 	if o.ttl <= 0 {
 		return nil, fmt.Errorf("%w: session TTL %s", driver.ErrInvalid, o.ttl)
+	}
+	if err := names.Check(o.label); err != nil {
+		return nil, fmt.Errorf("%w: session label %q: %w", driver.ErrInvalid, o.label, err)
 	}
 	if o.interval <= 0 {
 		o.interval = o.ttl / 4

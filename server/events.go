@@ -130,6 +130,10 @@ func (f *eventFeed) admit(p principal) (release func(), code int, msg string) {
 func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	prefix := q.Get("prefix")
+	if err := validateListArgs(prefix, ""); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	if len(prefix) > f.s.node.cfg.Limits.MaxNameLen {
 		http.Error(w, "prefix: longer than any resource name", http.StatusBadRequest)
 		return

@@ -89,6 +89,10 @@ func (s *Server) httpMembers(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if err := validateListArgs(q.Get("prefix"), q.Get("after")); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	limit, err := strconv.Atoi(q.Get("limit"))
 	if q.Get("limit") != "" && (err != nil || limit < 0) {
 		http.Error(w, "limit: want a non-negative integer", http.StatusBadRequest)

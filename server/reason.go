@@ -37,6 +37,8 @@ var reasons = [...]struct {
 	{ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
 	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
 	{ErrQuota, dlmpb.Reason_REASON_QUOTA},
+	{ErrInvalidMode, dlmpb.Reason_REASON_INVALID_MODE},
+	{ErrInvalidRequest, dlmpb.Reason_REASON_INVALID},
 }
 
 // ReasonOf returns the protocol reason code of err: REASON_UNSPECIFIED for

@@ -251,6 +251,9 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 	if s.auth.enabled() {
 		opts = append(opts, grpc.ChainUnaryInterceptor(s.auth.unaryAuth), grpc.ChainStreamInterceptor(s.auth.streamAuth))
 	}
+	// Strings that are not UTF-8 are refused request by request (after
+	// authentication), not as undecodable messages: see utf8Codec.
+	opts = append(opts, grpc.ForceServerCodecV2(newUTF8Codec()), grpc.ChainUnaryInterceptor(validateUnary))
 	return opts
 }
 

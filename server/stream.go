@@ -33,6 +33,9 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	if !p.authenticated() {
 		return status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
 	}
+	if err := validateOpen(first); err != nil {
+		return err
+	}
 	token := presentedToken(ctx)
 	sid := locktable.SessionID(open.GetSession())
 	if sid == 0 {
@@ -165,7 +168,7 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		}
 		cmd, id, err := requestCommand(sid, m)
 		if err != nil {
-			ob.push(refused(id, dlmpb.Reason_REASON_INVALID, err.Error()))
+			ob.push(refused(id, refusalReason(err), err.Error()))
 			continue
 		}
 		if msg, ok := s.authorize(p, sid, cmd); !ok {
@@ -203,6 +206,9 @@ func (s *Server) reportFailures(pend <-chan submitted, ob *outbox) {
 
 // requestCommand turns a client request into a command of session sid.
 func requestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Command, *dlmpb.RequestID, error) {
+	if err := validateRequest(m); err != nil {
+		return nil, requestID(sid, requestIDOf(m)), err
+	}
 	s := uint64(sid)
 	switch r := m.GetMsg().(type) {
 	case *dlmpb.SessionRequest_Lock:
@@ -210,9 +216,6 @@ func requestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Co
 		wait, err := waitNanos(r.Lock.GetWait())
 		if err != nil {
 			return nil, id, err
-		}
-		if n := len(r.Lock.GetMetadata()); n > MaxMetadataBytes {
-			return nil, id, fmt.Errorf("dlm server: metadata is %d bytes, the limit is %d", n, MaxMetadataBytes)
 		}
 		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
 			Session: s, Owner: r.Lock.GetOwner(), Resource: r.Lock.GetResource(), Mode: r.Lock.GetMode(),

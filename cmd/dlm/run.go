@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/names"
 	"github.com/dlmhq/dlm/storeurl"
 )
 
@@ -362,8 +363,9 @@ func exitCode(ps *os.ProcessState) int {
 }
 
 // label names this process to stores that show sessions. It is valid
-// UTF-8 and at most 200 bytes, whatever the command's path (a session label
-// that is not, the store refuses).
+// UTF-8 without control or bidirectional formatting characters, and at most
+// 200 bytes, whatever the command's path (a session label that is not, the
+// store refuses).
 func label(args []string) string {
 	host, _ := os.Hostname()
 	cmd := args[0]
@@ -374,7 +376,7 @@ func label(args []string) string {
 	if len(l) > 200 {
 		l = l[:200]
 	}
-	return strings.ToValidUTF8(l, "?")
+	return names.Sanitize(l)
 }
 
 // defaultMetadata describes the holder for dlm ls.

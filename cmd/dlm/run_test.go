@@ -402,8 +402,9 @@ func TestRunLossFoundAtRelease(t *testing.T) {
 	}
 }
 
-// A command whose path is not valid UTF-8, or is long, runs: the session
-// label dlm run derives from it is made valid for the store.
+// A command whose path is not valid UTF-8, has control or bidirectional
+// formatting characters, or is long, runs: the session label dlm run
+// derives from it is made valid for the store.
 func TestRunAnyCommandPath(t *testing.T) {
 	store := storeFlag(sharedServer(t))
 	dir := t.TempDir()
@@ -411,7 +412,7 @@ func TestRunAnyCommandPath(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(long), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{filepath.Join(dir, "not-utf8-\xff"), long} {
+	for _, path := range []string{filepath.Join(dir, "not-utf8-\xff"), filepath.Join(dir, "tab\tnewline\nrlo\u202e"), long} {
 		if err := os.WriteFile(path, []byte("#!/bin/sh\necho ok\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
