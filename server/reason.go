@@ -36,6 +36,8 @@ var reasons = [...]struct {
 	{ErrStaleRequest, dlmpb.Reason_REASON_STALE_REQUEST},
 	{ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
 	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
+	{ErrBadResumeToken, dlmpb.Reason_REASON_BAD_RESUME_TOKEN},
+	{ErrRequestIDReused, dlmpb.Reason_REASON_REQUEST_ID_REUSED},
 }
 
 // ReasonOf returns the protocol reason code of err: REASON_UNSPECIFIED for
