@@ -310,7 +310,13 @@ func (LockInfo_State) EnumDescriptor() ([]byte, []int) {
 }
 
 // RequestID names one client request for idempotent retries: a retried
-// request with the same id gets the first answer instead of a second effect.
+// request (same id, same content) has no second effect. Its answer is the
+// current truth: a lock or conversion is reported as its lock is now
+// (granted with its current mode and token, queued, or REASON_UNKNOWN_LOCK
+// if the lock is gone); a release or cancel gets its first answer. The
+// same id with another request is refused (REASON_REQUEST_ID_REUSED), and a
+// new seq must be above every seq the session used (else
+// REASON_STALE_REQUEST).
 type RequestID struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
