@@ -128,6 +128,10 @@ func TestAttackSessionTakeoverByGuessedID(t *testing.T) {
 	r.granted(r.lock("again", dlmpb.Mode_MODE_EX))
 	_, sessions := httpGet(t, http.DefaultClient, "http://"+s.HTTPAddr()+"/v1/sessions", "")
 	_, resources := httpGet(t, http.DefaultClient, "http://"+s.HTTPAddr()+"/v1/resources", "")
+	feedCode, feed := httpGet(t, http.DefaultClient, "http://"+s.HTTPAddr()+"/v1/events", "") // the dashboard's feed, to its first event
+	if feedCode != 200 || !strings.Contains(feed, "data: ") {
+		t.Fatalf("/v1/events %d:\n%s", feedCode, feed)
+	}
 	list, err := s.List(context.Background(), &dlmpb.ListRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +139,7 @@ func TestAttackSessionTakeoverByGuessedID(t *testing.T) {
 	for _, tok := range [][]byte{owner.token, other.token} {
 		noToken(t, "/v1/sessions", sessions, tok)
 		noToken(t, "/v1/resources", resources, tok)
+		noToken(t, "/v1/events", feed, tok)
 		noToken(t, "List", list.String(), tok)
 		noToken(t, "the server's log", logs.String(), tok)
 		noToken(t, "the snapshot", string(snapshotBytes(t, s.Node().FSM())), tok)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/binary"
-	"hash/fnv"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
@@ -23,68 +22,69 @@ const (
 // same value. The request id is not part of it. The digest is never 0,
 // which stands for "unknown" in replies restored from older snapshots.
 func requestDigest(c *dlmpb.Command) uint64 {
-	var b digestBuf
+	var arr [256]byte // most requests fit: no allocation
+	b := arr[:0]
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_Lock:
 		l := op.Lock
-		b.u64(digestLock)
-		b.u64(l.GetSession())
-		b.u64(l.GetOwner())
-		b.bytes([]byte(l.GetResource()))
-		b.u64(uint64(uint32(l.GetMode())))
-		b.bool(l.GetNoQueue())
-		b.wait(l.WaitNanos)
-		b.u64(uint64(l.GetCapacity()))
-		b.u64(uint64(l.GetPermits()))
-		b.bytes(l.GetMetadata())
+		b = digestU64(b, digestLock)
+		b = digestU64(b, l.GetSession())
+		b = digestU64(b, l.GetOwner())
+		b = append(digestU64(b, uint64(len(l.GetResource()))), l.GetResource()...)
+		b = digestU64(b, uint64(uint32(l.GetMode())))
+		b = digestBool(b, l.GetNoQueue())
+		b = digestWait(b, l.WaitNanos)
+		b = digestU64(b, uint64(l.GetCapacity()))
+		b = digestU64(b, uint64(l.GetPermits()))
+		b = append(digestU64(b, uint64(len(l.GetMetadata()))), l.GetMetadata()...)
 	case *dlmpb.Command_Convert:
 		cv := op.Convert
-		b.u64(digestConvert)
-		b.u64(cv.GetSession())
-		b.u64(cv.GetLockId())
-		b.u64(uint64(uint32(cv.GetMode())))
-		b.bool(cv.GetNoQueue())
-		b.bool(cv.GetQueueConvert())
-		b.wait(cv.WaitNanos)
+		b = digestU64(b, digestConvert)
+		b = digestU64(b, cv.GetSession())
+		b = digestU64(b, cv.GetLockId())
+		b = digestU64(b, uint64(uint32(cv.GetMode())))
+		b = digestBool(b, cv.GetNoQueue())
+		b = digestBool(b, cv.GetQueueConvert())
+		b = digestWait(b, cv.WaitNanos)
 	case *dlmpb.Command_Release:
-		b.u64(digestRelease)
-		b.u64(op.Release.GetSession())
-		b.u64(op.Release.GetLockId())
+		b = digestU64(b, digestRelease)
+		b = digestU64(b, op.Release.GetSession())
+		b = digestU64(b, op.Release.GetLockId())
 	case *dlmpb.Command_Cancel:
-		b.u64(digestCancel)
-		b.u64(op.Cancel.GetSession())
-		b.u64(op.Cancel.GetLockId())
+		b = digestU64(b, digestCancel)
+		b = digestU64(b, op.Cancel.GetSession())
+		b = digestU64(b, op.Cancel.GetLockId())
 	}
-	h := fnv.New64a()
-	_, _ = h.Write(b) // a hash.Hash never fails
-	return max(h.Sum64(), 1)
+	h := uint64(fnvOffset)
+	for _, x := range b {
+		h ^= uint64(x)
+		h *= fnvPrime
+	}
+	return max(h, 1)
 }
 
-// digestBuf is the canonical encoding a digest is computed over: fixed-width
-// little-endian integers and length-prefixed bytes.
-type digestBuf []byte
+// FNV-1a's 64-bit parameters.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
 
-func (b *digestBuf) u64(v uint64) { *b = binary.LittleEndian.AppendUint64(*b, v) }
+// The canonical encoding a digest is computed over: fixed-width
+// little-endian integers, one byte per bool, length-prefixed bytes.
 
-func (b *digestBuf) bool(v bool) {
+func digestU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+
+func digestBool(b []byte, v bool) []byte {
 	if v {
-		*b = append(*b, 1)
-	} else {
-		*b = append(*b, 0)
+		return append(b, 1)
 	}
+	return append(b, 0)
 }
 
-func (b *digestBuf) bytes(v []byte) {
-	b.u64(uint64(len(v)))
-	*b = append(*b, v...)
-}
-
-// wait encodes an optional wait: unset (wait forever) differs from 0.
-func (b *digestBuf) wait(w *int64) {
+// digestWait encodes an optional wait: unset (wait forever) differs from 0.
+func digestWait(b []byte, w *int64) []byte {
 	if w == nil {
-		b.bool(false)
-		return
+		return digestBool(b, false)
 	}
-	b.bool(true)
-	b.u64(uint64(*w))
+	return digestU64(digestBool(b, true), uint64(*w))
 }
