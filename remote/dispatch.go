@@ -49,6 +49,11 @@ func (s *Store) dispatchLocked(conn *streamConn, m *dlmpb.SessionResponse) {
 		s.endWaitLocked(msg.TimedOut.GetLockId(), msg.TimedOut.GetConversion(), "timed out")
 	case *dlmpb.SessionResponse_Expired:
 		s.loseSessionLocked(fmt.Errorf("the server expired session %d", msg.Expired.GetSession()))
+	case *dlmpb.SessionResponse_Warning:
+		// Something was tried against the session and refused (a resume
+		// with a wrong token: someone guessing the session id).
+		s.log.Warn("dlm remote: the server warns of a refused action against the session", "session", s.st.sid,
+			"reason", msg.Warning.GetReason().String(), "message", msg.Warning.GetMessage())
 	case *dlmpb.SessionResponse_Blocking, *dlmpb.SessionResponse_Closed:
 		// Blocking notices are not surfaced yet; Closed ends the stream.
 	}

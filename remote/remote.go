@@ -19,7 +19,8 @@
 // # Reconnection
 //
 // When the stream breaks, the store reconnects by itself and resumes the
-// session while it is still valid; the server answers with the session's
+// session while it is still valid, with the session's secret resume token
+// (kept from the open, never logged); the server answers with the session's
 // whole lock state, from which the store settles requests whose answers were
 // lost. Calls made meanwhile wait for the new stream; calls made with no
 // valid session fail at once with dlm.ErrUnavailable.

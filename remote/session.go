@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -56,6 +59,13 @@ func (s *Store) connectOnce(ctx context.Context) (conn *streamConn, leaderless b
 	return nil, leaderless, errors.Join(errs...)
 }
 
+// resumeRefused reports whether err is the server's refusal of a resume for
+// its resume token (PermissionDenied naming the token).
+func resumeRefused(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.PermissionDenied && strings.Contains(st.Message(), "resume token")
+}
+
 // errSessionEnded is a reconnection that found the session given up or
 // the store closed meanwhile.
 var errSessionEnded = errors.New("the session ended while reconnecting")
@@ -64,7 +74,7 @@ var errSessionEnded = errors.New("the session ended while reconnecting")
 // stream's trailer, which may name the leader.
 func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metadata.MD, error) {
 	s.mu.Lock()
-	sid := s.st.sid
+	sid, resume := s.st.sid, s.st.resume
 	s.mu.Unlock()
 
 	sctx, cancel := context.WithCancel(s.ctx)
@@ -86,7 +96,7 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 	}
 	sent := time.Now()
 	err = stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{
-		Session: sid, Ttl: durationpb.New(s.opt.ttl), Label: s.opt.label,
+		Session: sid, Ttl: durationpb.New(s.opt.ttl), Label: s.opt.label, ResumeToken: resume,
 	}}})
 	if err != nil && !errors.Is(err, io.EOF) {
 		// io.EOF: the server ended the stream (refused credentials, say);
@@ -96,6 +106,17 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 	m, err := stream.Recv()
 	if err != nil {
 		trailer = stream.Trailer()
+		if sid != 0 && resumeRefused(err) {
+			// The session can never be resumed (opened by an older
+			// server, which kept no token): give it up, open another.
+			cancel()
+			s.mu.Lock()
+			if s.st.sid == sid {
+				s.loseSessionLocked(fmt.Errorf("the server refused to resume it: %s", status.Convert(err).Message()))
+			}
+			s.mu.Unlock()
+			return s.connectTo(ctx, srv)
+		}
 		return fail(err)
 	}
 	if m.GetExpired() != nil {
@@ -132,7 +153,7 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 		return fail(errSessionEnded)
 	}
 	if sid == 0 {
-		s.st.sid = opened.GetSession()
+		s.st.sid, s.st.resume = opened.GetSession(), opened.GetResumeToken()
 		s.st.ttl = opened.GetTtl().AsDuration()
 		s.st.validUntil = sent.Add(s.st.ttl - s.Drift(s.st.ttl))
 		s.armLossLocked()
@@ -333,7 +354,7 @@ func (s *Store) loseSessionLocked(cause error) {
 		c.finish(err)
 	}
 	s.st.init()
-	s.st.sid, s.st.validUntil = 0, time.Time{}
+	s.st.sid, s.st.resume, s.st.validUntil = 0, nil, time.Time{}
 	if s.st.lossTimer != nil {
 		s.st.lossTimer.Stop()
 		s.st.lossTimer = nil

@@ -11,6 +11,7 @@ import (
 // state is the store's view of its session, guarded by Store.mu.
 type state struct {
 	sid        uint64        // 0 while no session is open
+	resume     []byte        // the session's resume token (secret: never logged), sent to resume it
 	ttl        time.Duration // the session TTL the server granted
 	validUntil time.Time     // the session is certainly alive before it
 	conn       *streamConn   // the stream in use; nil while disconnected

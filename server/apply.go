@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -36,32 +38,38 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 		}
 		return newResult(st.Index, 0, r, nil)
 	case *dlmpb.Command_Lock:
-		return f.lock(st, c.GetSeq(), op.Lock)
+		return f.lock(st, c, op.Lock)
 	case *dlmpb.Command_Convert:
 		cv := op.Convert
 		sid := locktable.SessionID(cv.GetSession())
-		return f.deduped(st, sid, c.GetSeq(), func() (locktable.Result, error) {
+		return f.deduped(st, sid, c, func() (locktable.Result, error) {
 			flags := flagsOf(cv.GetNoQueue())
 			if cv.GetQueueConvert() {
 				flags |= locktable.QueueConvert
 			}
-			return f.table.Convert(st, locktable.ConvertRequest{
+			id := locktable.LockID(cv.GetLockId())
+			r, err := f.table.Convert(st, locktable.ConvertRequest{
 				Session:  sid,
-				Lock:     locktable.LockID(cv.GetLockId()),
+				Lock:     id,
 				Mode:     modeOf(cv.GetMode()),
 				Flags:    flags,
 				Deadline: f.deadline(st, cv.WaitNanos),
 			})
+			return r, f.hideForeign(sid, id, err)
 		})
 	case *dlmpb.Command_Release:
 		sid := locktable.SessionID(op.Release.GetSession())
-		return f.deduped(st, sid, c.GetSeq(), func() (locktable.Result, error) {
-			return f.table.Release(st, sid, locktable.LockID(op.Release.GetLockId()))
+		return f.deduped(st, sid, c, func() (locktable.Result, error) {
+			id := locktable.LockID(op.Release.GetLockId())
+			r, err := f.table.Release(st, sid, id)
+			return r, f.hideForeign(sid, id, err)
 		})
 	case *dlmpb.Command_Cancel:
 		sid := locktable.SessionID(op.Cancel.GetSession())
-		return f.deduped(st, sid, c.GetSeq(), func() (locktable.Result, error) {
-			return f.table.Cancel(st, sid, locktable.LockID(op.Cancel.GetLockId()))
+		return f.deduped(st, sid, c, func() (locktable.Result, error) {
+			id := locktable.LockID(op.Cancel.GetLockId())
+			r, err := f.table.Cancel(st, sid, id)
+			return r, f.hideForeign(sid, id, err)
 		})
 	case *dlmpb.Command_Advance:
 		return newResult(st.Index, 0, f.table.Advance(st), nil)
@@ -78,19 +86,22 @@ func (f *FSM) openSession(st locktable.Stamp, op *dlmpb.OpenSessionCmd) Result {
 	if op.GetTtlNanos() <= 0 {
 		return Result{Index: st.Index, Err: fmt.Errorf("%w: session ttl %d", locktable.ErrInvalidArgument, op.GetTtlNanos())}
 	}
+	if n := len(op.GetResumeHash()); n != 0 && n != sha256.Size {
+		return Result{Index: st.Index, Err: fmt.Errorf("%w: resume hash of %d bytes, want %d", locktable.ErrInvalidArgument, n, sha256.Size)}
+	}
 	sid := max(f.lastSession+1, locktable.SessionID(st.Index))
 	if err := f.table.OpenSession(st, sid, op.GetLabel()); err != nil {
 		return Result{Index: st.Index, Err: err}
 	}
 	f.lastSession = sid
-	f.sessions[sid] = &sessionRecord{ttl: time.Duration(op.GetTtlNanos()), owner: op.GetOwner()}
+	f.sessions[sid] = &sessionRecord{ttl: time.Duration(op.GetTtlNanos()), owner: op.GetOwner(), resumeHash: op.GetResumeHash()}
 	return Result{Index: st.Index, Session: sid}
 }
 
 // lock asks for a lock, or for semaphore permits when a capacity is given.
-func (f *FSM) lock(st locktable.Stamp, seq uint64, op *dlmpb.LockCmd) Result {
+func (f *FSM) lock(st locktable.Stamp, c *dlmpb.Command, op *dlmpb.LockCmd) Result {
 	sid := locktable.SessionID(op.GetSession())
-	return f.deduped(st, sid, seq, func() (locktable.Result, error) {
+	return f.deduped(st, sid, c, func() (locktable.Result, error) {
 		if err := f.lockQuota(sid); err != nil {
 			return locktable.Result{}, err
 		}
@@ -119,24 +130,79 @@ func (f *FSM) lock(st locktable.Stamp, seq uint64, op *dlmpb.LockCmd) Result {
 	})
 }
 
-// deduped runs do once per (session, seq): a repeated seq gets the cached
-// answer, a seq older than every cached one gets ErrStaleRequest. Seq 0 and
-// unknown sessions are not deduplicated.
-func (f *FSM) deduped(st locktable.Stamp, sid locktable.SessionID, seq uint64, do func() (locktable.Result, error)) Result {
+// deduped runs do, request c of session sid, once per (session, seq).
+//
+// A repeated seq with the same request (its requestDigest) is a duplicate:
+// nothing is applied again, and it is answered from the reply cache; for a
+// lock or conversion that succeeded, with the lock as it is now (see
+// replay). A repeated seq with another request is refused with
+// ErrRequestIDReused; a new seq at or below the highest the session used,
+// with ErrStaleRequest. Neither changes anything. Seq 0 and unknown
+// sessions are not deduplicated.
+func (f *FSM) deduped(st locktable.Stamp, sid locktable.SessionID, c *dlmpb.Command, do func() (locktable.Result, error)) Result {
+	seq := c.GetSeq()
 	rec := f.sessions[sid]
 	if seq == 0 || rec == nil {
 		r, err := do()
 		return newResult(st.Index, sid, r, err)
 	}
+	digest := requestDigest(c)
 	if r, ok := rec.lookup(seq); ok {
+		if !r.matches(digest) {
+			return Result{Index: st.Index, Session: sid, Err: fmt.Errorf("%w: session %d seq %d was used for another request", ErrRequestIDReused, sid, seq)}
+		}
+		if (c.GetLock() != nil || c.GetConvert() != nil) && r.reason == dlmpb.Reason_REASON_UNSPECIFIED {
+			return f.replay(st.Index, sid, seq, r, c.GetConvert() != nil)
+		}
 		return r.result(st.Index, sid)
 	}
-	if seq <= rec.floor {
-		return Result{Index: st.Index, Session: sid, Err: fmt.Errorf("%w: session %d seq %d", ErrStaleRequest, sid, seq)}
+	if top := rec.highest(); seq <= top {
+		return Result{Index: st.Index, Session: sid, Err: fmt.Errorf("%w: session %d seq %d is not above its highest request seq %d, and its answer is not cached", ErrStaleRequest, sid, seq, top)}
 	}
 	r, err := do()
-	rec.remember(reply{seq: seq, lock: r.Lock, status: r.Status, token: r.Token, reason: ReasonOf(err)})
+	rec.remember(reply{seq: seq, lock: r.Lock, status: r.Status, token: r.Token, reason: ReasonOf(err), digest: digest})
 	return newResult(st.Index, sid, r, err)
+}
+
+// replay answers a repeated lock request or conversion (conversion true)
+// that succeeded (cached answer r) with the current truth: its lock granted
+// with its current mode and token, or queued (a new request, or a
+// conversion answered as queued that still waits); or, if the lock is
+// gone, a refusal with ErrUnknownLock. It changes nothing.
+func (f *FSM) replay(index uint64, sid locktable.SessionID, seq uint64, r reply, conversion bool) Result {
+	res := Result{Index: index, Session: sid, Lock: r.lock, Duplicate: true}
+	li, ok := f.table.Describe(r.lock)
+	if !ok || li.Session != sid {
+		res.Err = fmt.Errorf("%w: %d: session %d seq %d was answered before, and its lock is gone (released, cancelled or timed out)", locktable.ErrUnknownLock, r.lock, sid, seq)
+		return res
+	}
+	switch {
+	case li.State == locktable.LockWaiting:
+		res.Status = locktable.StatusQueued
+	case conversion && li.State == locktable.LockConverting && r.status == locktable.StatusQueued:
+		res.Status = locktable.StatusQueued // a conversion still waiting
+	default:
+		res.Status, res.Token, res.Mode = locktable.StatusGranted, li.Token, li.Mode
+	}
+	return res
+}
+
+// hideForeign turns err, the table's refusal of a request of session sid
+// about lock id, from ErrNotOwner into the refusal of a missing lock when
+// the lock's session was opened by another identity, so that an identity
+// cannot probe which lock ids exist outside its own sessions. Within one
+// identity (and without authentication, where every identity is "")
+// ErrNotOwner stays.
+func (f *FSM) hideForeign(sid locktable.SessionID, id locktable.LockID, err error) error {
+	if !errors.Is(err, locktable.ErrNotOwner) {
+		return err
+	}
+	li, ok := f.table.Describe(id)
+	mine, theirs := f.sessions[sid], f.sessions[li.Session]
+	if ok && mine != nil && theirs != nil && mine.owner == theirs.owner {
+		return err
+	}
+	return fmt.Errorf("%w: %d", locktable.ErrUnknownLock, id) // the table's words for a missing lock
 }
 
 // deadline turns a relative wait into an absolute deadline in table time:

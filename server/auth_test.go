@@ -97,7 +97,7 @@ func (as *authServer) openAs(t *testing.T, id, label string) *rawSession {
 	if o == nil {
 		t.Fatalf("%s: no SessionOpened", id)
 	}
-	r.sid = o.GetSession()
+	r.sid, r.token = o.GetSession(), o.GetResumeToken()
 	if r.recv().GetSync() == nil {
 		t.Fatalf("%s: no SessionSync", id)
 	}
@@ -235,12 +235,13 @@ func TestAuthReleaseAndConvertAreOwnerChecked(t *testing.T) {
 	lockID := alice.granted(alice.lock("a/owned", dlmpb.Mode_MODE_EX)).GetLockId()
 
 	bob := as.openAs(t, "bob", "bob") // bob may lock everything
+	// Another identity's lock is answered as a missing one (issue 17 item 9).
 	bob.release(lockID)
-	bob.refusal(bob.seq, dlmpb.Reason_REASON_NOT_OWNER)
+	bob.refusal(bob.seq, dlmpb.Reason_REASON_UNKNOWN_LOCK)
 	bob.seq++
 	bob.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
 		Id: &dlmpb.RequestID{Session: bob.sid, Seq: bob.seq}, LockId: lockID, Mode: dlmpb.Mode_MODE_NL}}})
-	bob.refusal(bob.seq, dlmpb.Reason_REASON_NOT_OWNER)
+	bob.refusal(bob.seq, dlmpb.Reason_REASON_UNKNOWN_LOCK)
 	bob.seq++
 	bob.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{
 		Id: &dlmpb.RequestID{Session: bob.sid, Seq: bob.seq}, LockId: lockID}}})

@@ -28,8 +28,12 @@
 // LoadRaftTLS), bearer tokens (Tokens) and authorization rules by name
 // prefix (Rules), checked per gRPC call, per session request and per HTTP
 // request. Sessions remember the identity that opened them, and only it
-// may resume them. Without tokens or client certificates the server is
-// open, as it always was.
+// may resume them, and only with the session's resume token (128 random
+// bits returned once when it is opened; the server keeps its SHA-256): a
+// resume without it is refused and the session's stream is warned. Across
+// identities, another session's lock is answered exactly as a missing one.
+// Without tokens or client certificates the server is open, as it always
+// was; resume tokens apply there too.
 //
 // Start runs a Server; cmd/dlm's `dlm server` is its command line.
 package server

@@ -167,8 +167,8 @@ func TestFSMSemaphoreAndDeadlines(t *testing.T) {
 	}
 }
 
-// TestFSMIdempotency: a repeated request id gets the first answer; one older
-// than the cache is stale; the cache is bounded.
+// TestFSMIdempotency: a repeated request gets the first answer (a refusal
+// too); one older than the cache is stale; the cache is bounded.
 func TestFSMIdempotency(t *testing.T) {
 	f := NewFSM(locktable.Limits{})
 	sid := applyEntry(t, f, 1, sec, openCmd("s"))[0].Session
@@ -177,9 +177,12 @@ func TestFSMIdempotency(t *testing.T) {
 	if !again.Duplicate || again.Lock != first.Lock || again.Token != first.Token || again.Status != first.Status || again.Events != nil {
 		t.Fatalf("retry = %+v, want the first answer %+v", again, first)
 	}
-	refused := applyEntry(t, f, 4, sec, &dlmpb.Command{Seq: 2, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
-		Session: uint64(sid), Owner: 7, Resource: "r", Mode: dlmpb.Mode_MODE_EX, NoQueue: true}}})[0]
-	dup := applyEntry(t, f, 5, sec, &dlmpb.Command{Seq: 2, Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{Session: uint64(sid), LockId: uint64(first.Lock)}}})[0]
+	tryLock := func() *dlmpb.Command {
+		return &dlmpb.Command{Seq: 2, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
+			Session: uint64(sid), Owner: 7, Resource: "r", Mode: dlmpb.Mode_MODE_EX, NoQueue: true}}}
+	}
+	refused := applyEntry(t, f, 4, sec, tryLock())[0]
+	dup := applyEntry(t, f, 5, sec, tryLock())[0]
 	if !errors.Is(refused.Err, locktable.ErrWouldBlock) || !dup.Duplicate || !errors.Is(dup.Err, locktable.ErrWouldBlock) {
 		t.Fatalf("refusal %v, retry %+v", refused.Err, dup)
 	}

@@ -142,6 +142,9 @@ func answer(c *dlmpb.Command, r *Result) (locktable.SessionID, *dlmpb.SessionRes
 		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Cancelled{Cancelled: c}},
 			ownLock(sid, lockID, locktable.EventCancelled)
 	}
+	if r.Duplicate && r.Mode != 0 { // a replay: the lock's mode now
+		mode = dlmpb.Mode(r.Mode)
+	}
 	if r.Status == locktable.StatusQueued {
 		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Queued{Queued: &dlmpb.Queued{
 			Id: id, LockId: lock, Conversion: conversion,

@@ -22,6 +22,7 @@ type serverMetrics struct {
 	eventStreams  prometheus.Gauge
 	applyLatency  prometheus.Histogram
 	authRefused   *prometheus.CounterVec
+	resumeRefused prometheus.Counter
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -61,10 +62,14 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Help: "Calls and requests refused by authentication (reason=\"unauthenticated\") or authorization (reason=\"permission_denied\").",
 		}, []string{"reason"}),
 	}
+	m.resumeRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_server_resume_refused_total",
+		Help: "Session resumes refused for a wrong or missing resume token (attempted takeovers, or clients that lost the token).",
+	})
 	for _, reason := range []string{"unauthenticated", "permission_denied"} {
 		m.authRefused.WithLabelValues(reason) // shown from the start, at 0
 	}
-	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused,
+	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

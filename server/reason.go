@@ -39,6 +39,8 @@ var reasons = [...]struct {
 	{ErrQuota, dlmpb.Reason_REASON_QUOTA},
 	{ErrInvalidMode, dlmpb.Reason_REASON_INVALID_MODE},
 	{ErrInvalidRequest, dlmpb.Reason_REASON_INVALID},
+	{ErrBadResumeToken, dlmpb.Reason_REASON_BAD_RESUME_TOKEN},
+	{ErrRequestIDReused, dlmpb.Reason_REASON_REQUEST_ID_REUSED},
 }
 
 // ReasonOf returns the protocol reason code of err: REASON_UNSPECIFIED for

@@ -17,12 +17,18 @@ type Result struct {
 	Lock   locktable.LockID
 	Status locktable.Status
 	Token  uint64
+	// Mode is, for a duplicate lock request or conversion answered as
+	// granted, the lock's mode now (it may have been converted since); zero
+	// otherwise.
+	Mode locktable.Mode
 	// Err is the table's refusal (match with errors.Is; see ReasonOf), or
 	// ErrInvalidCommand or ErrStaleRequest. A refused command changed nothing.
 	Err error
-	// Duplicate is true when the command repeated a request id the session
-	// had already sent: Lock, Status, Token and Err are the first answer
-	// (Err reduced to its sentinel), and nothing was applied again.
+	// Duplicate is true when the command repeated a request the session
+	// had already sent, under the same id: nothing was applied again. For a
+	// lock request or conversion that succeeded, Lock, Status, Token and
+	// Mode describe the lock now, or Err says it is gone; otherwise they are
+	// the first answer (Err reduced to its sentinel).
 	Duplicate bool
 	// Events are every effect of the command, in order, owned by the
 	// Result (copied from the table). Duplicates have none.

@@ -9,9 +9,11 @@ import (
 )
 
 // ReplyCacheSize is how many answers each session remembers for idempotent
-// retries: the most recent ReplyCacheSize request sequences. It bounds the
-// FSM's memory per session; it is part of the replicated behaviour, so every
-// replica uses the same value.
+// retries: the most recent ReplyCacheSize request sequences, each with a
+// digest of its request, plus the highest sequence number used (below it,
+// a new number is refused as stale). It bounds the FSM's memory per
+// session; it is part of the replicated behaviour, so every replica uses
+// the same value.
 const ReplyCacheSize = 32
 
 // SessionMeta is what the server replicates about an open session beside
@@ -24,10 +26,11 @@ type SessionMeta struct {
 
 // sessionRecord is the FSM's data about one open session.
 type sessionRecord struct {
-	owner   string // the identity that opened it ("" without authentication)
-	ttl     time.Duration
-	floor   uint64  // highest sequence evicted from replies
-	replies []reply // increasing seq, at most ReplyCacheSize
+	owner      string // the identity that opened it ("" without authentication)
+	ttl        time.Duration
+	resumeHash []byte  // SHA-256 of its resume token; nil if opened by an older server
+	floor      uint64  // highest sequence evicted from replies
+	replies    []reply // increasing seq, at most ReplyCacheSize
 }
 
 // reply is a cached answer to request seq.
@@ -37,6 +40,7 @@ type reply struct {
 	status locktable.Status
 	token  uint64
 	reason dlmpb.Reason
+	digest uint64 // requestDigest of the request; 0 (older snapshots) matches any
 }
 
 // lookup returns the cached answer to seq.
@@ -48,16 +52,27 @@ func (s *sessionRecord) lookup(seq uint64) (reply, bool) {
 	return s.replies[i], true
 }
 
+// highest is the highest sequence number the session has used: the last
+// cached, or the last evicted when none is cached.
+func (s *sessionRecord) highest() uint64 {
+	if n := len(s.replies); n > 0 {
+		return s.replies[n-1].seq
+	}
+	return s.floor
+}
+
 // remember caches r, evicting the lowest sequence beyond ReplyCacheSize.
-// r.seq must be above floor and not cached yet.
+// r.seq must be above highest.
 func (s *sessionRecord) remember(r reply) {
-	i, _ := slices.BinarySearchFunc(s.replies, r.seq, cmpSeq)
-	s.replies = slices.Insert(s.replies, i, r)
+	s.replies = append(s.replies, r)
 	if len(s.replies) > ReplyCacheSize {
 		s.floor = s.replies[0].seq
 		s.replies = slices.Delete(s.replies, 0, 1)
 	}
 }
+
+// matches reports whether a request of digest d may be answered by r.
+func (r reply) matches(d uint64) bool { return r.digest == 0 || r.digest == d }
 
 func cmpSeq(r reply, seq uint64) int {
 	switch {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"time"
@@ -48,11 +49,12 @@ func (f *FSM) marshal() ([]byte, error) {
 	for _, id := range sortedIDs(f.sessions) {
 		rec := f.sessions[id]
 		pr := &dlmpb.SessionRecord{
-			Id:       uint64(id),
-			TtlNanos: int64(rec.ttl),
-			SeqFloor: rec.floor,
-			Owner:    rec.owner,
-			Replies:  make([]*dlmpb.Reply, len(rec.replies)),
+			Id:         uint64(id),
+			TtlNanos:   int64(rec.ttl),
+			SeqFloor:   rec.floor,
+			Owner:      rec.owner,
+			ResumeHash: rec.resumeHash,
+			Replies:    make([]*dlmpb.Reply, len(rec.replies)),
 		}
 		for i, r := range rec.replies {
 			pr.Replies[i] = &dlmpb.Reply{
@@ -61,6 +63,7 @@ func (f *FSM) marshal() ([]byte, error) {
 				Status: dlmpb.Status(r.status),
 				Token:  r.token,
 				Reason: r.reason,
+				Digest: r.digest,
 			}
 		}
 		s.Sessions = append(s.Sessions, pr)
@@ -161,12 +164,14 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 			return nil, bad("session %d ttl %d", id, pr.GetTtlNanos())
 		case len(pr.GetReplies()) > ReplyCacheSize:
 			return nil, bad("session %d caches %d replies", id, len(pr.GetReplies()))
+		case len(pr.GetResumeHash()) != 0 && len(pr.GetResumeHash()) != sha256.Size:
+			return nil, bad("session %d resume hash of %d bytes", id, len(pr.GetResumeHash()))
 		}
 		if _, ok := table.Session(locktable.SessionID(id)); !ok {
 			return nil, bad("session %d not in the table", id)
 		}
 		prev = id
-		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), floor: pr.GetSeqFloor(), owner: pr.GetOwner()}
+		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), floor: pr.GetSeqFloor(), owner: pr.GetOwner(), resumeHash: pr.GetResumeHash()}
 		last := pr.GetSeqFloor()
 		for _, r := range pr.GetReplies() {
 			if r.GetSeq() <= last {
@@ -185,6 +190,7 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 				status: locktable.Status(r.GetStatus()),
 				token:  r.GetToken(),
 				reason: r.GetReason(),
+				digest: r.GetDigest(),
 			})
 		}
 		out[locktable.SessionID(id)] = rec

@@ -38,13 +38,19 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	}
 	token := presentedToken(ctx)
 	sid := locktable.SessionID(open.GetSession())
+	var resumeToken []byte // a new session's, sent once in SessionOpened
 	if sid == 0 {
 		ttl, err := sessionTTL(open.GetTtl())
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
+		tok, hash, err := newResumeToken()
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		resumeToken = tok
 		res, err := s.node.Propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_OpenSession{OpenSession: &dlmpb.OpenSessionCmd{
-			Label: redactToken(open.GetLabel(), token), TtlNanos: int64(ttl), Owner: p.identity,
+			Label: redactToken(open.GetLabel(), token), TtlNanos: int64(ttl), Owner: p.identity, ResumeHash: hash,
 		}}})
 		if err != nil {
 			return proposeStatus(err)
@@ -56,7 +62,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	}
 
 	var ob *outbox
-	foreign := false
+	foreign, badToken := false, false
 	s.node.FSM().View(func(t *locktable.Table) {
 		info, ok := t.Session(sid)
 		rec := s.node.fsm.sessions[sid]
@@ -67,10 +73,14 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 			foreign = true // sessions are resumed only by the identity that opened them
 			return
 		}
+		if open.GetSession() != 0 && !rec.resumableWith(open.GetResumeToken()) {
+			badToken = true // ... and only with the token it was given
+			return
+		}
 		ob = s.hub.attach(sid)
 		ob.push(
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Opened{Opened: &dlmpb.SessionOpened{
-				Session: uint64(sid), Ttl: pbDuration(rec.ttl), Resumed: open.GetSession() != 0,
+				Session: uint64(sid), Ttl: pbDuration(rec.ttl), Resumed: open.GetSession() != 0, ResumeToken: resumeToken,
 			}}},
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Sync{Sync: &dlmpb.SessionSync{
 				Session: uint64(sid), Index: s.node.fsm.applied, Locks: lockInfosPB(info.Locks, s.node.fsm.metadataOf),
@@ -80,6 +90,9 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	if foreign {
 		s.auth.deny(p, PermissionLock, fmt.Sprintf("(session %d)", sid))
 		return permissionDenied(fmt.Sprintf("session %d was opened by another identity", sid))
+	}
+	if badToken {
+		return s.refuseResume(ctx, p, sid)
 	}
 	if ob == nil {
 		return stream.Send(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Expired{Expired: &dlmpb.SessionExpired{Session: uint64(sid)}}})

@@ -52,6 +52,7 @@ type rawSession struct {
 	cancel context.CancelFunc
 	sid    uint64
 	seq    uint64
+	token  []byte // the session's resume token, from its SessionOpened
 }
 
 func dialPB(t *testing.T, addr string) dlmpb.DLMClient {
@@ -88,7 +89,29 @@ func open(t *testing.T, s *Server, sid uint64, ttl time.Duration) (*rawSession, 
 	if o == nil {
 		t.Fatal("no SessionOpened")
 	}
-	r.sid = o.GetSession()
+	r.sid, r.token = o.GetSession(), o.GetResumeToken()
+	sync := r.recv().GetSync()
+	if sync == nil || sync.GetSession() != r.sid {
+		t.Fatalf("no SessionSync after SessionOpened: %v", sync)
+	}
+	return r, sync
+}
+
+// resume resumes prev's session on a new stream with its resume token and
+// reads SessionOpened and SessionSync.
+func resume(t *testing.T, s *Server, prev *rawSession, ttl time.Duration) (*rawSession, *dlmpb.SessionSync) {
+	t.Helper()
+	r := stream(t, s, &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{
+		Session: prev.sid, Ttl: durationpb.New(ttl), Label: t.Name(), ResumeToken: prev.token}}})
+	m := r.recv()
+	o := m.GetOpened()
+	if o == nil || o.GetSession() != prev.sid || !o.GetResumed() {
+		t.Fatalf("resume of session %d: %v, want SessionOpened resumed", prev.sid, m)
+	}
+	if len(o.GetResumeToken()) != 0 {
+		t.Fatal("a resume sent the resume token again")
+	}
+	r.sid, r.token, r.seq = prev.sid, prev.token, prev.seq
 	sync := r.recv().GetSync()
 	if sync == nil || sync.GetSession() != r.sid {
 		t.Fatalf("no SessionSync after SessionOpened: %v", sync)
@@ -266,7 +289,7 @@ func TestStreamPushesGrantsInOrderAndDeduplicates(t *testing.T) {
 	}
 	// The same request again (a retry): the same answer, no second lock.
 	b.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: &dlmpb.LockRequest{
-		Id: &dlmpb.RequestID{Session: b.sid, Seq: seq}, Resource: "r", Mode: dlmpb.Mode_MODE_EX}}})
+		Id: &dlmpb.RequestID{Session: b.sid, Seq: seq}, Resource: "r", Mode: dlmpb.Mode_MODE_EX, Owner: seq}}})
 	if q2 := b.recvSkipAcks().GetQueued(); q2.GetLockId() != q.GetLockId() {
 		t.Fatalf("retry answered %v, want the first answer %v", q2, q)
 	}
@@ -364,7 +387,7 @@ func TestStreamResumeSendsSessionState(t *testing.T) {
 	a.recvSkipAcks().GetQueued()
 	a.cancel() // the connection drops
 
-	r, sync := open(t, s, a.sid, 5*time.Second)
+	r, sync := resume(t, s, a, 5*time.Second)
 	if r.sid != a.sid {
 		t.Fatalf("resumed session %d, want %d", r.sid, a.sid)
 	}

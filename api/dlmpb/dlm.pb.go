@@ -118,6 +118,8 @@ const (
 	Reason_REASON_STALE_REQUEST      Reason = 20 // a retried request id too old to be answered
 	Reason_REASON_NOT_LEADER         Reason = 21 // this server is not the Raft leader
 	Reason_REASON_PERMISSION_DENIED  Reason = 22 // the caller's identity may not do this to this name (auth rules)
+	Reason_REASON_BAD_RESUME_TOKEN   Reason = 23 // a resume of the session with a wrong or missing token was refused (SessionWarning)
+	Reason_REASON_REQUEST_ID_REUSED  Reason = 24 // a request id already answered for a different request
 	Reason_REASON_QUOTA              Reason = 26 // the identity's quota of sessions or of locks is used up
 )
 
@@ -147,6 +149,8 @@ var (
 		20: "REASON_STALE_REQUEST",
 		21: "REASON_NOT_LEADER",
 		22: "REASON_PERMISSION_DENIED",
+		23: "REASON_BAD_RESUME_TOKEN",
+		24: "REASON_REQUEST_ID_REUSED",
 		26: "REASON_QUOTA",
 	}
 	Reason_value = map[string]int32{
@@ -173,6 +177,8 @@ var (
 		"REASON_STALE_REQUEST":      20,
 		"REASON_NOT_LEADER":         21,
 		"REASON_PERMISSION_DENIED":  22,
+		"REASON_BAD_RESUME_TOKEN":   23,
+		"REASON_REQUEST_ID_REUSED":  24,
 		"REASON_QUOTA":              26,
 	}
 )
@@ -307,11 +313,17 @@ func (LockInfo_State) EnumDescriptor() ([]byte, []int) {
 }
 
 // RequestID names one client request for idempotent retries: a retried
-// request with the same id gets the first answer instead of a second effect.
+// request (same id, same content) has no second effect. Its answer is the
+// current truth: a lock or conversion is reported as its lock is now
+// (granted with its current mode and token, queued, or REASON_UNKNOWN_LOCK
+// if the lock is gone); a release or cancel gets its first answer. The
+// same id with another request is refused (REASON_REQUEST_ID_REUSED), and a
+// new seq must be above every seq the session used (else
+// REASON_STALE_REQUEST).
 type RequestID struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"` // per session, increasing; 0 disables deduplication
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"` // per session, strictly increasing; 0 disables deduplication
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -780,10 +792,13 @@ func (*SessionRequest_Close) isSessionRequest_Msg() {}
 // after a reconnect or a leader change; the server answers SessionOpened
 // followed by a SessionSync, or SessionExpired.
 type OpenRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"` // 0 opens a new session
-	Ttl           *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`          // how long the session survives without keepalive
-	Label         string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`      // free text for listings: client name, host
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"` // 0 opens a new session
+	Ttl     *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`          // how long the session survives without keepalive
+	Label   string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`      // free text for listings: client name, host
+	// The secret SessionOpened.resume_token of the session, required to
+	// resume it (session != 0); unused when opening a new one.
+	ResumeToken   []byte `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -837,6 +852,13 @@ func (x *OpenRequest) GetLabel() string {
 		return x.Label
 	}
 	return ""
+}
+
+func (x *OpenRequest) GetResumeToken() []byte {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return nil
 }
 
 // KeepAlive extends the session. It is not written to the Raft log: the
@@ -1257,6 +1279,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Expired
 	//	*SessionResponse_Sync
 	//	*SessionResponse_Closed
+	//	*SessionResponse_Warning
 	Msg           isSessionResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1407,6 +1430,15 @@ func (x *SessionResponse) GetClosed() *SessionClosed {
 	return nil
 }
 
+func (x *SessionResponse) GetWarning() *SessionWarning {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_Warning); ok {
+			return x.Warning
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Msg interface {
 	isSessionResponse_Msg()
 }
@@ -1459,6 +1491,10 @@ type SessionResponse_Closed struct {
 	Closed *SessionClosed `protobuf:"bytes,12,opt,name=closed,proto3,oneof"`
 }
 
+type SessionResponse_Warning struct {
+	Warning *SessionWarning `protobuf:"bytes,13,opt,name=warning,proto3,oneof"`
+}
+
 func (*SessionResponse_Opened) isSessionResponse_Msg() {}
 
 func (*SessionResponse_KeepAliveAck) isSessionResponse_Msg() {}
@@ -1483,19 +1519,80 @@ func (*SessionResponse_Sync) isSessionResponse_Msg() {}
 
 func (*SessionResponse_Closed) isSessionResponse_Msg() {}
 
+func (*SessionResponse_Warning) isSessionResponse_Msg() {}
+
+// SessionWarning tells a session's stream of something done against the
+// session that was refused, such as a resume with a wrong token
+// (REASON_BAD_RESUME_TOKEN). The stream and the session go on.
+type SessionWarning struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        Reason                 `protobuf:"varint,1,opt,name=reason,proto3,enum=dlm.v1.Reason" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionWarning) Reset() {
+	*x = SessionWarning{}
+	mi := &file_dlm_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionWarning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionWarning) ProtoMessage() {}
+
+func (x *SessionWarning) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionWarning.ProtoReflect.Descriptor instead.
+func (*SessionWarning) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SessionWarning) GetReason() Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return Reason_REASON_UNSPECIFIED
+}
+
+func (x *SessionWarning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // SessionOpened confirms an OpenRequest.
 type SessionOpened struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"` // the TTL in force (the server may clamp it)
-	Resumed       bool                   `protobuf:"varint,3,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Ttl     *durationpb.Duration   `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"` // the TTL in force (the server may clamp it)
+	Resumed bool                   `protobuf:"varint,3,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	// The session's secret resume token (128 random bits), sent once, when
+	// the session is opened (empty on a resume): keep it to resume the session
+	// on another stream, and never show it. The server keeps only its SHA-256.
+	ResumeToken   []byte `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1604,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1617,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{12}
+	return file_dlm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SessionOpened) GetSession() uint64 {
@@ -1544,6 +1641,13 @@ func (x *SessionOpened) GetResumed() bool {
 	return false
 }
 
+func (x *SessionOpened) GetResumeToken() []byte {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return nil
+}
+
 // KeepAliveAck acknowledges a keepalive once leadership was confirmed after it
 // arrived. The client counts its lease from the keepalive's send time.
 type KeepAliveAck struct {
@@ -1557,7 +1661,7 @@ type KeepAliveAck struct {
 
 func (x *KeepAliveAck) Reset() {
 	*x = KeepAliveAck{}
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1673,7 @@ func (x *KeepAliveAck) String() string {
 func (*KeepAliveAck) ProtoMessage() {}
 
 func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1686,7 @@ func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveAck.ProtoReflect.Descriptor instead.
 func (*KeepAliveAck) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{13}
+	return file_dlm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KeepAliveAck) GetSeq() uint64 {
@@ -1621,7 +1725,7 @@ type Granted struct {
 
 func (x *Granted) Reset() {
 	*x = Granted{}
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1737,7 @@ func (x *Granted) String() string {
 func (*Granted) ProtoMessage() {}
 
 func (x *Granted) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1750,7 @@ func (x *Granted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Granted.ProtoReflect.Descriptor instead.
 func (*Granted) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{14}
+	return file_dlm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Granted) GetId() *RequestID {
@@ -1703,7 +1807,7 @@ type Queued struct {
 
 func (x *Queued) Reset() {
 	*x = Queued{}
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1819,7 @@ func (x *Queued) String() string {
 func (*Queued) ProtoMessage() {}
 
 func (x *Queued) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1832,7 @@ func (x *Queued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queued.ProtoReflect.Descriptor instead.
 func (*Queued) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{15}
+	return file_dlm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Queued) GetId() *RequestID {
@@ -1765,7 +1869,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1881,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1894,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{16}
+	return file_dlm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Refused) GetId() *RequestID {
@@ -1835,7 +1939,7 @@ type TimedOut struct {
 
 func (x *TimedOut) Reset() {
 	*x = TimedOut{}
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1951,7 @@ func (x *TimedOut) String() string {
 func (*TimedOut) ProtoMessage() {}
 
 func (x *TimedOut) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1964,7 @@ func (x *TimedOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimedOut.ProtoReflect.Descriptor instead.
 func (*TimedOut) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{17}
+	return file_dlm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TimedOut) GetId() *RequestID {
@@ -1904,7 +2008,7 @@ type Cancelled struct {
 
 func (x *Cancelled) Reset() {
 	*x = Cancelled{}
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2020,7 @@ func (x *Cancelled) String() string {
 func (*Cancelled) ProtoMessage() {}
 
 func (x *Cancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2033,7 @@ func (x *Cancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancelled.ProtoReflect.Descriptor instead.
 func (*Cancelled) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{18}
+	return file_dlm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Cancelled) GetId() *RequestID {
@@ -1972,7 +2076,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2088,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2101,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{19}
+	return file_dlm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Released) GetId() *RequestID {
@@ -2034,7 +2138,7 @@ type Blocking struct {
 
 func (x *Blocking) Reset() {
 	*x = Blocking{}
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2150,7 @@ func (x *Blocking) String() string {
 func (*Blocking) ProtoMessage() {}
 
 func (x *Blocking) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2163,7 @@ func (x *Blocking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blocking.ProtoReflect.Descriptor instead.
 func (*Blocking) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{20}
+	return file_dlm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Blocking) GetLockId() uint64 {
@@ -2093,7 +2197,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2209,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2222,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{21}
+	return file_dlm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -2138,7 +2242,7 @@ type SessionClosed struct {
 
 func (x *SessionClosed) Reset() {
 	*x = SessionClosed{}
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2254,7 @@ func (x *SessionClosed) String() string {
 func (*SessionClosed) ProtoMessage() {}
 
 func (x *SessionClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2267,7 @@ func (x *SessionClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionClosed.ProtoReflect.Descriptor instead.
 func (*SessionClosed) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{22}
+	return file_dlm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SessionClosed) GetSession() uint64 {
@@ -2186,7 +2290,7 @@ type SessionSync struct {
 
 func (x *SessionSync) Reset() {
 	*x = SessionSync{}
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2302,7 @@ func (x *SessionSync) String() string {
 func (*SessionSync) ProtoMessage() {}
 
 func (x *SessionSync) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2315,7 @@ func (x *SessionSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSync.ProtoReflect.Descriptor instead.
 func (*SessionSync) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{23}
+	return file_dlm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SessionSync) GetSession() uint64 {
@@ -2247,7 +2351,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2363,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2376,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{24}
+	return file_dlm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListRequest) GetAfter() string {
@@ -2307,7 +2411,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2423,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2436,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{25}
+	return file_dlm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListResponse) GetResources() []*ResourceInfo {
@@ -2358,7 +2462,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2474,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2487,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{26}
+	return file_dlm_proto_rawDescGZIP(), []int{27}
 }
 
 // StatusResponse describes the server and its replicated state.
@@ -2405,7 +2509,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2521,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2534,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{27}
+	return file_dlm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2515,7 +2619,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2631,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2644,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{28}
+	return file_dlm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListSessionsRequest) GetAfter() uint64 {
@@ -2580,7 +2684,7 @@ type SessionSummary struct {
 
 func (x *SessionSummary) Reset() {
 	*x = SessionSummary{}
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2696,7 @@ func (x *SessionSummary) String() string {
 func (*SessionSummary) ProtoMessage() {}
 
 func (x *SessionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2709,7 @@ func (x *SessionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSummary.ProtoReflect.Descriptor instead.
 func (*SessionSummary) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{29}
+	return file_dlm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SessionSummary) GetId() uint64 {
@@ -2674,7 +2778,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2790,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2803,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{30}
+	return file_dlm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionSummary {
@@ -2756,7 +2860,7 @@ type KillSessionsRequest struct {
 
 func (x *KillSessionsRequest) Reset() {
 	*x = KillSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2872,7 @@ func (x *KillSessionsRequest) String() string {
 func (*KillSessionsRequest) ProtoMessage() {}
 
 func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2885,7 @@ func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsRequest.ProtoReflect.Descriptor instead.
 func (*KillSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{31}
+	return file_dlm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KillSessionsRequest) GetSessions() []uint64 {
@@ -2808,7 +2912,7 @@ type KillSessionsResponse struct {
 
 func (x *KillSessionsResponse) Reset() {
 	*x = KillSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2924,7 @@ func (x *KillSessionsResponse) String() string {
 func (*KillSessionsResponse) ProtoMessage() {}
 
 func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2937,7 @@ func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsResponse.ProtoReflect.Descriptor instead.
 func (*KillSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{32}
+	return file_dlm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *KillSessionsResponse) GetSessions() []uint64 {
@@ -2856,7 +2960,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2972,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +2985,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{33}
+	return file_dlm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -2920,7 +3024,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3036,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3049,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{34}
+	return file_dlm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -3115,7 +3219,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3231,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3244,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{35}
+	return file_dlm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -3169,15 +3273,16 @@ func (x *SetMemberCmd) GetHttpAddr() string {
 type OpenSessionCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Label         string                 `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
-	TtlNanos      int64                  `protobuf:"varint,2,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"` // > 0; replicated so that a new leader can re-arm timers
-	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`                        // the authenticated identity that opened it; "" without authentication
+	TtlNanos      int64                  `protobuf:"varint,2,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`      // > 0; replicated so that a new leader can re-arm timers
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`                             // the authenticated identity that opened it; "" without authentication
+	ResumeHash    []byte                 `protobuf:"bytes,4,opt,name=resume_hash,json=resumeHash,proto3" json:"resume_hash,omitempty"` // SHA-256 of the session's resume token (the token itself is never logged)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3294,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3307,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{36}
+	return file_dlm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -3226,6 +3331,13 @@ func (x *OpenSessionCmd) GetOwner() string {
 	return ""
 }
 
+func (x *OpenSessionCmd) GetResumeHash() []byte {
+	if x != nil {
+		return x.ResumeHash
+	}
+	return nil
+}
+
 // CloseSessionCmd closes a session at the client's request.
 type CloseSessionCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3236,7 +3348,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3360,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3373,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{37}
+	return file_dlm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -3281,7 +3393,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +3405,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,7 +3418,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -3334,7 +3446,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3346,7 +3458,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3359,7 +3471,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -3440,7 +3552,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3564,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3577,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -3521,7 +3633,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3645,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3658,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -3574,7 +3686,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3586,7 +3698,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3599,7 +3711,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42}
+	return file_dlm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -3626,7 +3738,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3638,7 +3750,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3651,7 +3763,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{43}
+	return file_dlm_proto_rawDescGZIP(), []int{44}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -3669,7 +3781,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3681,7 +3793,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3694,7 +3806,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44}
+	return file_dlm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -3743,7 +3855,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3755,7 +3867,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3768,7 +3880,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{45}
+	return file_dlm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -3790,17 +3902,18 @@ type SessionRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	TtlNanos      int64                  `protobuf:"varint,2,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
-	SeqFloor      uint64                 `protobuf:"varint,3,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"` // requests at or below it that are not cached are stale
-	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`                    // recent answers, increasing seq
-	Metadata      []*LockMetadata        `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty"`                  // of the session's locks, increasing lock id
-	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`                        // the identity that opened it (OpenSessionCmd.owner)
+	SeqFloor      uint64                 `protobuf:"varint,3,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`      // requests at or below it that are not cached are stale
+	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`                         // recent answers, increasing seq
+	Metadata      []*LockMetadata        `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty"`                       // of the session's locks, increasing lock id
+	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`                             // the identity that opened it (OpenSessionCmd.owner)
+	ResumeHash    []byte                 `protobuf:"bytes,7,opt,name=resume_hash,json=resumeHash,proto3" json:"resume_hash,omitempty"` // SHA-256 of its resume token; empty for sessions opened by older servers (not resumable)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3812,7 +3925,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3825,7 +3938,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{46}
+	return file_dlm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -3870,6 +3983,13 @@ func (x *SessionRecord) GetOwner() string {
 	return ""
 }
 
+func (x *SessionRecord) GetResumeHash() []byte {
+	if x != nil {
+		return x.ResumeHash
+	}
+	return nil
+}
+
 // Reply is a cached answer to a request, for idempotent retries.
 type Reply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3878,13 +3998,14 @@ type Reply struct {
 	Status        Status                 `protobuf:"varint,3,opt,name=status,proto3,enum=dlm.v1.Status" json:"status,omitempty"`
 	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
 	Reason        Reason                 `protobuf:"varint,5,opt,name=reason,proto3,enum=dlm.v1.Reason" json:"reason,omitempty"` // REASON_UNSPECIFIED when the request succeeded
+	Digest        uint64                 `protobuf:"varint,6,opt,name=digest,proto3" json:"digest,omitempty"`                    // digest of the request's content; 0 (older snapshots) matches any
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +4017,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +4030,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{47}
+	return file_dlm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -3945,6 +4066,13 @@ func (x *Reply) GetReason() Reason {
 		return x.Reason
 	}
 	return Reason_REASON_UNSPECIFIED
+}
+
+func (x *Reply) GetDigest() uint64 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
 }
 
 var File_dlm_proto protoreflect.FileDescriptor
@@ -3996,11 +4124,12 @@ const file_dlm_proto_rawDesc = "" +
 	"\arelease\x18\x05 \x01(\v2\x16.dlm.v1.ReleaseRequestH\x00R\arelease\x12/\n" +
 	"\x06cancel\x18\x06 \x01(\v2\x15.dlm.v1.CancelRequestH\x00R\x06cancel\x12,\n" +
 	"\x05close\x18\a \x01(\v2\x14.dlm.v1.CloseRequestH\x00R\x05closeB\x05\n" +
-	"\x03msg\"j\n" +
+	"\x03msg\"\x8d\x01\n" +
 	"\vOpenRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x14\n" +
-	"\x05label\x18\x03 \x01(\tR\x05label\"C\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12!\n" +
+	"\fresume_token\x18\x04 \x01(\fR\vresumeToken\"C\n" +
 	"\tKeepAlive\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12$\n" +
 	"\x0esent_unix_nano\x18\x02 \x01(\x03R\fsentUnixNano\"\xcd\x02\n" +
@@ -4029,7 +4158,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\rCancelRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\x0e\n" +
-	"\fCloseRequest\"\xdf\x04\n" +
+	"\fCloseRequest\"\x93\x05\n" +
 	"\x0fSessionResponse\x12/\n" +
 	"\x06opened\x18\x01 \x01(\v2\x15.dlm.v1.SessionOpenedH\x00R\x06opened\x12<\n" +
 	"\x0ekeep_alive_ack\x18\x02 \x01(\v2\x14.dlm.v1.KeepAliveAckH\x00R\fkeepAliveAck\x12+\n" +
@@ -4043,12 +4172,17 @@ const file_dlm_proto_rawDesc = "" +
 	"\aexpired\x18\n" +
 	" \x01(\v2\x16.dlm.v1.SessionExpiredH\x00R\aexpired\x12)\n" +
 	"\x04sync\x18\v \x01(\v2\x13.dlm.v1.SessionSyncH\x00R\x04sync\x12/\n" +
-	"\x06closed\x18\f \x01(\v2\x15.dlm.v1.SessionClosedH\x00R\x06closedB\x05\n" +
-	"\x03msg\"p\n" +
+	"\x06closed\x18\f \x01(\v2\x15.dlm.v1.SessionClosedH\x00R\x06closed\x122\n" +
+	"\awarning\x18\r \x01(\v2\x16.dlm.v1.SessionWarningH\x00R\awarningB\x05\n" +
+	"\x03msg\"R\n" +
+	"\x0eSessionWarning\x12&\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x0e.dlm.v1.ReasonR\x06reason\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x93\x01\n" +
 	"\rSessionOpened\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x18\n" +
-	"\aresumed\x18\x03 \x01(\bR\aresumed\"s\n" +
+	"\aresumed\x18\x03 \x01(\bR\aresumed\x12!\n" +
+	"\fresume_token\x18\x04 \x01(\fR\vresumeToken\"s\n" +
 	"\fKeepAliveAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12$\n" +
 	"\x0esent_unix_nano\x18\x02 \x01(\x03R\fsentUnixNano\x12+\n" +
@@ -4171,11 +4305,13 @@ const file_dlm_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vclient_addr\x18\x02 \x01(\tR\n" +
 	"clientAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\"Y\n" +
+	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\"z\n" +
 	"\x0eOpenSessionCmd\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x14\n" +
-	"\x05owner\x18\x03 \x01(\tR\x05owner\"+\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x1f\n" +
+	"\vresume_hash\x18\x04 \x01(\fR\n" +
+	"resumeHash\"+\n" +
 	"\x0fCloseSessionCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"/\n" +
 	"\x11ExpireSessionsCmd\x12\x1a\n" +
@@ -4219,20 +4355,23 @@ const file_dlm_proto_rawDesc = "" +
 	"\amembers\x18\x05 \x03(\v2\x14.dlm.v1.SetMemberCmdR\amembers\";\n" +
 	"\fLockMetadata\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xca\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xeb\x01\n" +
 	"\rSessionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x1b\n" +
 	"\tseq_floor\x18\x03 \x01(\x04R\bseqFloor\x12'\n" +
 	"\areplies\x18\x04 \x03(\v2\r.dlm.v1.ReplyR\areplies\x120\n" +
 	"\bmetadata\x18\x05 \x03(\v2\x14.dlm.v1.LockMetadataR\bmetadata\x12\x14\n" +
-	"\x05owner\x18\x06 \x01(\tR\x05owner\"\x98\x01\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x1f\n" +
+	"\vresume_hash\x18\a \x01(\fR\n" +
+	"resumeHash\"\xb0\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12&\n" +
 	"\x06status\x18\x03 \x01(\x0e2\x0e.dlm.v1.StatusR\x06status\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12&\n" +
-	"\x06reason\x18\x05 \x01(\x0e2\x0e.dlm.v1.ReasonR\x06reason*j\n" +
+	"\x06reason\x18\x05 \x01(\x0e2\x0e.dlm.v1.ReasonR\x06reason\x12\x16\n" +
+	"\x06digest\x18\x06 \x01(\x04R\x06digest*j\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aMODE_NL\x10\x01\x12\v\n" +
@@ -4240,7 +4379,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\aMODE_CW\x10\x03\x12\v\n" +
 	"\aMODE_PR\x10\x04\x12\v\n" +
 	"\aMODE_PW\x10\x05\x12\v\n" +
-	"\aMODE_EX\x10\x06*\xe9\x04\n" +
+	"\aMODE_EX\x10\x06*\xa4\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_WOULD_BLOCK\x10\x01\x12\x13\n" +
@@ -4265,7 +4404,9 @@ const file_dlm_proto_rawDesc = "" +
 	"\x18REASON_TOO_MANY_SESSIONS\x10\x13\x12\x18\n" +
 	"\x14REASON_STALE_REQUEST\x10\x14\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x15\x12\x1c\n" +
-	"\x18REASON_PERMISSION_DENIED\x10\x16\x12\x10\n" +
+	"\x18REASON_PERMISSION_DENIED\x10\x16\x12\x1b\n" +
+	"\x17REASON_BAD_RESUME_TOKEN\x10\x17\x12\x1c\n" +
+	"\x18REASON_REQUEST_ID_REUSED\x10\x18\x12\x10\n" +
 	"\fREASON_QUOTA\x10\x1a*G\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
@@ -4291,7 +4432,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                    // 0: dlm.v1.Mode
 	(Reason)(0),                  // 1: dlm.v1.Reason
@@ -4309,43 +4450,44 @@ var file_dlm_proto_goTypes = []any{
 	(*CancelRequest)(nil),        // 13: dlm.v1.CancelRequest
 	(*CloseRequest)(nil),         // 14: dlm.v1.CloseRequest
 	(*SessionResponse)(nil),      // 15: dlm.v1.SessionResponse
-	(*SessionOpened)(nil),        // 16: dlm.v1.SessionOpened
-	(*KeepAliveAck)(nil),         // 17: dlm.v1.KeepAliveAck
-	(*Granted)(nil),              // 18: dlm.v1.Granted
-	(*Queued)(nil),               // 19: dlm.v1.Queued
-	(*Refused)(nil),              // 20: dlm.v1.Refused
-	(*TimedOut)(nil),             // 21: dlm.v1.TimedOut
-	(*Cancelled)(nil),            // 22: dlm.v1.Cancelled
-	(*Released)(nil),             // 23: dlm.v1.Released
-	(*Blocking)(nil),             // 24: dlm.v1.Blocking
-	(*SessionExpired)(nil),       // 25: dlm.v1.SessionExpired
-	(*SessionClosed)(nil),        // 26: dlm.v1.SessionClosed
-	(*SessionSync)(nil),          // 27: dlm.v1.SessionSync
-	(*ListRequest)(nil),          // 28: dlm.v1.ListRequest
-	(*ListResponse)(nil),         // 29: dlm.v1.ListResponse
-	(*StatusRequest)(nil),        // 30: dlm.v1.StatusRequest
-	(*StatusResponse)(nil),       // 31: dlm.v1.StatusResponse
-	(*ListSessionsRequest)(nil),  // 32: dlm.v1.ListSessionsRequest
-	(*SessionSummary)(nil),       // 33: dlm.v1.SessionSummary
-	(*ListSessionsResponse)(nil), // 34: dlm.v1.ListSessionsResponse
-	(*KillSessionsRequest)(nil),  // 35: dlm.v1.KillSessionsRequest
-	(*KillSessionsResponse)(nil), // 36: dlm.v1.KillSessionsResponse
-	(*Batch)(nil),                // 37: dlm.v1.Batch
-	(*Command)(nil),              // 38: dlm.v1.Command
-	(*SetMemberCmd)(nil),         // 39: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),       // 40: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),      // 41: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),    // 42: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),              // 43: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),           // 44: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),           // 45: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),            // 46: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),           // 47: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),          // 48: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),         // 49: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),        // 50: dlm.v1.SessionRecord
-	(*Reply)(nil),                // 51: dlm.v1.Reply
-	(*durationpb.Duration)(nil),  // 52: google.protobuf.Duration
+	(*SessionWarning)(nil),       // 16: dlm.v1.SessionWarning
+	(*SessionOpened)(nil),        // 17: dlm.v1.SessionOpened
+	(*KeepAliveAck)(nil),         // 18: dlm.v1.KeepAliveAck
+	(*Granted)(nil),              // 19: dlm.v1.Granted
+	(*Queued)(nil),               // 20: dlm.v1.Queued
+	(*Refused)(nil),              // 21: dlm.v1.Refused
+	(*TimedOut)(nil),             // 22: dlm.v1.TimedOut
+	(*Cancelled)(nil),            // 23: dlm.v1.Cancelled
+	(*Released)(nil),             // 24: dlm.v1.Released
+	(*Blocking)(nil),             // 25: dlm.v1.Blocking
+	(*SessionExpired)(nil),       // 26: dlm.v1.SessionExpired
+	(*SessionClosed)(nil),        // 27: dlm.v1.SessionClosed
+	(*SessionSync)(nil),          // 28: dlm.v1.SessionSync
+	(*ListRequest)(nil),          // 29: dlm.v1.ListRequest
+	(*ListResponse)(nil),         // 30: dlm.v1.ListResponse
+	(*StatusRequest)(nil),        // 31: dlm.v1.StatusRequest
+	(*StatusResponse)(nil),       // 32: dlm.v1.StatusResponse
+	(*ListSessionsRequest)(nil),  // 33: dlm.v1.ListSessionsRequest
+	(*SessionSummary)(nil),       // 34: dlm.v1.SessionSummary
+	(*ListSessionsResponse)(nil), // 35: dlm.v1.ListSessionsResponse
+	(*KillSessionsRequest)(nil),  // 36: dlm.v1.KillSessionsRequest
+	(*KillSessionsResponse)(nil), // 37: dlm.v1.KillSessionsResponse
+	(*Batch)(nil),                // 38: dlm.v1.Batch
+	(*Command)(nil),              // 39: dlm.v1.Command
+	(*SetMemberCmd)(nil),         // 40: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),       // 41: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),      // 42: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),    // 43: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),              // 44: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),           // 45: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),           // 46: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),            // 47: dlm.v1.CancelCmd
+	(*AdvanceCmd)(nil),           // 48: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),          // 49: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),         // 50: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),        // 51: dlm.v1.SessionRecord
+	(*Reply)(nil),                // 52: dlm.v1.Reply
+	(*durationpb.Duration)(nil),  // 53: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,  // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
@@ -4361,78 +4503,80 @@ var file_dlm_proto_depIdxs = []int32{
 	12, // 10: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
 	13, // 11: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	14, // 12: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	52, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	53, // 13: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 14: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 15: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	52, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	52, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
+	53, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	53, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
 	4,  // 18: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 19: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	52, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	53, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	4,  // 21: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	4,  // 22: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
-	16, // 23: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
-	17, // 24: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
-	18, // 25: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
-	19, // 26: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
-	20, // 27: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
-	21, // 28: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
-	22, // 29: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
-	23, // 30: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
-	24, // 31: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
-	25, // 32: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
-	27, // 33: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
-	26, // 34: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	52, // 35: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	52, // 36: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
-	4,  // 37: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
-	0,  // 38: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
-	4,  // 39: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
-	4,  // 40: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
-	1,  // 41: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
-	4,  // 42: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
-	0,  // 43: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
-	4,  // 44: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
-	0,  // 45: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
-	4,  // 46: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
-	0,  // 47: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
-	5,  // 48: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
-	6,  // 49: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	52, // 50: dlm.v1.SessionSummary.ttl:type_name -> google.protobuf.Duration
-	33, // 51: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionSummary
-	38, // 52: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	40, // 53: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	41, // 54: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	42, // 55: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	43, // 56: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	44, // 57: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	45, // 58: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	46, // 59: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	47, // 60: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	39, // 61: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	0,  // 62: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,  // 63: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	50, // 64: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	39, // 65: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	51, // 66: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	49, // 67: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	2,  // 68: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,  // 69: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	7,  // 70: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	28, // 71: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	30, // 72: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	32, // 73: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	35, // 74: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	15, // 75: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	29, // 76: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	31, // 77: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	34, // 78: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	36, // 79: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	75, // [75:80] is the sub-list for method output_type
-	70, // [70:75] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	17, // 23: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
+	18, // 24: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
+	19, // 25: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
+	20, // 26: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
+	21, // 27: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
+	22, // 28: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
+	23, // 29: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
+	24, // 30: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
+	25, // 31: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
+	26, // 32: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
+	28, // 33: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
+	27, // 34: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
+	16, // 35: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
+	1,  // 36: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
+	53, // 37: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	53, // 38: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	4,  // 39: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
+	0,  // 40: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
+	4,  // 41: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
+	4,  // 42: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
+	1,  // 43: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
+	4,  // 44: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
+	0,  // 45: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
+	4,  // 46: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
+	0,  // 47: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
+	4,  // 48: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
+	0,  // 49: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
+	5,  // 50: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
+	6,  // 51: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
+	53, // 52: dlm.v1.SessionSummary.ttl:type_name -> google.protobuf.Duration
+	34, // 53: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionSummary
+	39, // 54: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	41, // 55: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	42, // 56: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	43, // 57: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	44, // 58: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	45, // 59: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	46, // 60: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	47, // 61: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	48, // 62: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	40, // 63: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	0,  // 64: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,  // 65: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	51, // 66: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	40, // 67: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	52, // 68: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	50, // 69: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	2,  // 70: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,  // 71: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	7,  // 72: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	29, // 73: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	31, // 74: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	33, // 75: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	36, // 76: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	15, // 77: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	30, // 78: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	32, // 79: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	35, // 80: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	37, // 81: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	77, // [77:82] is the sub-list for method output_type
+	72, // [72:77] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -4462,8 +4606,9 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Expired)(nil),
 		(*SessionResponse_Sync)(nil),
 		(*SessionResponse_Closed)(nil),
+		(*SessionResponse_Warning)(nil),
 	}
-	file_dlm_proto_msgTypes[34].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[35].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -4474,15 +4619,15 @@ func file_dlm_proto_init() {
 		(*Command_Advance)(nil),
 		(*Command_SetMember)(nil),
 	}
-	file_dlm_proto_msgTypes[39].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[40].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
