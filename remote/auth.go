@@ -37,6 +37,23 @@ var (
 	ErrPermissionDenied error = &refusedError{"dlm server: permission denied"}
 )
 
+// ErrLimit means the server refused a request because a configured bound
+// was reached: a limit of its table (locks per session or per resource,
+// waiters, resources, sessions, locks on the server) or a quota of the
+// store's identity (sessions, locks). It matches driver.ErrUnavailable
+// (dlm.ErrUnavailable), so package dlm retries it with backoff: locks
+// released elsewhere may make room. The wrapping message names the bound.
+var ErrLimit error = &limitError{}
+
+// limitError is ErrLimit's type: it matches driver.ErrUnavailable.
+type limitError struct{}
+
+// Error returns the refusal's message.
+func (*limitError) Error() string { return "dlm server: limit reached" }
+
+// Is matches driver.ErrUnavailable.
+func (*limitError) Is(target error) bool { return target == driver.ErrUnavailable }
+
 // refusedError is a refusal that retrying cannot mend: it matches
 // driver.ErrInvalid without saying "invalid argument".
 type refusedError struct{ msg string }

@@ -83,7 +83,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 				Session: uint64(sid), Ttl: pbDuration(rec.ttl), Resumed: open.GetSession() != 0, ResumeToken: resumeToken,
 			}}},
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Sync{Sync: &dlmpb.SessionSync{
-				Session: uint64(sid), Index: s.node.fsm.applied, Locks: lockInfosPB(info.Locks, s.node.fsm.metadataOf),
+				Session: uint64(sid), Index: s.node.fsm.applied, Locks: lockInfosPB(info.Locks, noMetadata),
 			}}},
 		)
 	})

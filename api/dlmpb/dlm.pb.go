@@ -2277,7 +2277,8 @@ func (x *SessionClosed) GetSession() uint64 {
 	return 0
 }
 
-// SessionSync is the full state of the session's locks at a Raft index, sent
+// SessionSync is the full state of the session's locks at a Raft index
+// (without their metadata, which the client sent itself), sent
 // on every (re)open so that no event log is needed.
 type SessionSync struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
