@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server"
 )
 
@@ -34,6 +35,7 @@ type serverFlags struct {
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
 	sec                                                 securityFlags
+	limits                                              locktable.Limits
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer) int {
@@ -56,6 +58,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
 	f.sec.register(fs)
+	registerLimits(fs, &f.limits)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -64,6 +67,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm server: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if err := checkLimits(&f.limits); err != nil {
+		fmt.Fprintf(stderr, "dlm server: %v\n", err)
 		return 2
 	}
 	var level slog.Level
@@ -111,6 +118,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			RaftTLS:   sec.raftTLS,
 			Peers:     peers,
 			Join:      f.join != "",
+			Limits:    f.limits,
 			Raft: func(rc *raft.Config) {
 				rc.HeartbeatTimeout, rc.ElectionTimeout = f.raftTimeout, f.raftTimeout
 				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
