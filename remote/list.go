@@ -22,7 +22,7 @@ const maxListPage = 1000
 // List returns the resources whose name starts with prefix that have a
 // holder or a waiter, sorted by name, at most limit of them, from the
 // server the store is connected to, in pages of at most 1000 resources and
-// 1000 locks. A resource with more locks than a page holds comes in pieces
+// 500 locks. A resource with more locks than a page holds comes in pieces
 // over several pages, which List joins into one ResourceInfo. Each page is
 // read at one moment; a listing of several pages is not one snapshot (a
 // resource cut across pages that changes meanwhile can show a holder or

@@ -265,7 +265,7 @@ func TestListAndStatusErrors(t *testing.T) {
 }
 
 // TestListJoinsAResourceCutAcrossPages: a resource with more holders than
-// a page of the server holds (1000 locks) comes in pieces, which List
+// a page of the server holds (500 locks) comes in pieces, which List
 // joins: one ResourceInfo with every holder once, in grant order, and its
 // waiter; the resources around it are listed once.
 func TestListJoinsAResourceCutAcrossPages(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
@@ -386,5 +387,74 @@ func TestAttackHTTPListingsBounded(t *testing.T) {
 		if code, _ := httpJSON(t, s, path, new(json.RawMessage)); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", path, code)
 		}
+	}
+}
+
+// TestAttackListPageSizeWorstCase measures the largest pages with the
+// default limits: one resource at MaxLocksPerResource (10,000 locks, a
+// name of the longest length, 1 KiB of metadata each), and as many
+// one-lock resources as a page holds. Every page, in gRPC and in HTTP's
+// JSON, stays well under gRPC's 4 MB.
+func TestAttackListPageSizeWorstCase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a resource with 10,000 locks")
+	}
+	s := startServer(t, ServerConfig{})
+	meta := func(l *dlmpb.LockRequest) { l.Metadata = []byte(strings.Repeat("m", MaxMetadataBytes)) }
+	big := strings.Repeat("b", DefaultMaxNameLen)
+	n := locktable.DefaultMaxLocksPerResource
+	for range n / locktable.DefaultMaxLocksPerSession {
+		r, _ := open(t, s, 0, time.Minute)
+		for range locktable.DefaultMaxLocksPerSession {
+			r.lock(big, dlmpb.Mode_MODE_NL, meta)
+		}
+		if granted, _ := r.answers(locktable.DefaultMaxLocksPerSession); len(granted) != locktable.DefaultMaxLocksPerSession {
+			t.Fatalf("%d granted", len(granted))
+		}
+	}
+	r, _ := open(t, s, 0, time.Minute)
+	r.refusal(r.lock(big, dlmpb.Mode_MODE_NL), dlmpb.Reason_REASON_TOO_MANY_HOLDERS)
+	for i := range MaxListLimit {
+		r.lock(fmt.Sprintf("%s%06d", strings.Repeat("s", DefaultMaxNameLen-6), i), dlmpb.Mode_MODE_EX, meta)
+	}
+	if granted, _ := r.answers(MaxListLimit); len(granted) != MaxListLimit {
+		t.Fatalf("%d granted", len(granted))
+	}
+
+	const grpcMax = 4 << 20
+	c := dialPB(t, s.Addr())
+	largest, largestJSON, pages := 0, 0, 0
+	for after := ""; ; pages++ {
+		resp, err := c.List(context.Background(), &dlmpb.ListRequest{After: after, Limit: MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		largest = max(largest, proto.Size(resp))
+		var raw json.RawMessage
+		code, size := httpJSON(t, s, "/v1/resources?limit=1000&after="+url.QueryEscape(after), &raw)
+		if code != http.StatusOK {
+			t.Fatalf("/v1/resources: %d", code)
+		}
+		largestJSON = max(largestJSON, size)
+		if after = resp.GetNext(); after == "" {
+			break
+		}
+	}
+	largestSessions := 0
+	for after := ""; ; {
+		var p struct{ Next string }
+		code, size := httpJSON(t, s, "/v1/sessions?limit=1000&after="+url.QueryEscape(after), &p)
+		if code != http.StatusOK {
+			t.Fatalf("/v1/sessions: %d", code)
+		}
+		largestSessions = max(largestSessions, size)
+		if after = p.Next; after == "" {
+			break
+		}
+	}
+	t.Logf("%d locks on one resource and %d one-lock resources, names of %d bytes, metadata of %d: %d pages, the largest %d bytes in gRPC, %d in JSON; the largest page of /v1/sessions %d bytes",
+		n, MaxListLimit, DefaultMaxNameLen, MaxMetadataBytes, pages+1, largest, largestJSON, largestSessions)
+	if largest > grpcMax/3 || largestJSON > grpcMax/2 || largestSessions > grpcMax/2 {
+		t.Fatalf("largest page %d bytes (gRPC), %d (JSON of /v1/resources), %d (/v1/sessions): over a third (half) of gRPC's 4 MB", largest, largestJSON, largestSessions)
 	}
 }

@@ -2287,7 +2287,7 @@ type ListRequest struct {
 	Limit  int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`  // 0 for the server's default (100); at most 1000
 	Prefix string                 `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"` // only names with this prefix
 	// At most this many locks (entries of holders, converting and waiting)
-	// per page; 0 for the server's default (1000); at most 1000. A resource
+	// per page; 0 for the server's default (500); at most 500. A resource
 	// with more is cut and continued on the next page.
 	LockLimit     int32 `protobuf:"varint,4,opt,name=lock_limit,json=lockLimit,proto3" json:"lock_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
