@@ -27,6 +27,8 @@ func (t *Table) Lock(st Stamp, req LockRequest) (Result, error) {
 		r = t.newResource(req.Resource, KindLock, 0)
 	} else if r.kind != KindLock {
 		return Result{}, fmt.Errorf("%w: %q is a %v", ErrKindMismatch, r.name, r.kind)
+	} else if err := t.checkRoom(r); err != nil {
+		return Result{}, err
 	}
 	if r.q == nil && r.compatibleNew(req.Mode) {
 		return t.grantNow(s, req.Owner, r, req.Mode, 0), nil
@@ -64,6 +66,8 @@ func (t *Table) AcquirePermits(st Stamp, req SemaphoreRequest) (Result, error) {
 		return Result{}, fmt.Errorf("%w: %q is a %v", ErrKindMismatch, r.name, r.kind)
 	} else if r.capacity != req.Capacity {
 		return Result{}, fmt.Errorf("%w: %q has %d permits, request says %d", ErrCapacityMismatch, r.name, r.capacity, req.Capacity)
+	} else if err := t.checkRoom(r); err != nil {
+		return Result{}, err
 	}
 	if r.q == nil && r.fits(req.Permits) {
 		return t.grantNow(s, req.Owner, r, 0, req.Permits), nil
@@ -91,9 +95,20 @@ func (t *Table) checkRequest(sid SessionID, name string, flags Flags) (*session,
 		return nil, fmt.Errorf("%w: flags %#x (only NoQueue applies to new requests)", ErrInvalidArgument, uint8(flags))
 	}
 	if s.locks.n >= t.lim.MaxLocksPerSession {
-		return nil, fmt.Errorf("%w: session %d has %d locks", ErrTooManyLocks, s.id, s.locks.n)
+		return nil, fmt.Errorf("%w: session %d has %d locks, the limit is %d", ErrTooManyLocks, s.id, s.locks.n, t.lim.MaxLocksPerSession)
+	}
+	if n := len(t.locks); n >= t.lim.MaxLocks {
+		return nil, fmt.Errorf("%w: the table has %d locks, the limit is %d", ErrTooManyLocks, n, t.lim.MaxLocks)
 	}
 	return s, nil
+}
+
+// checkRoom decides whether existing resource r may take one more lock.
+func (t *Table) checkRoom(r *resource) error {
+	if n := r.locks(); n >= t.lim.MaxLocksPerResource {
+		return fmt.Errorf("%w: %q has %d locks, the limit is %d", ErrTooManyHolders, r.name, n, t.lim.MaxLocksPerResource)
+	}
+	return nil
 }
 
 // checkWait decides whether a request that cannot be granted now may

@@ -110,15 +110,17 @@
 // bytes, inconsistent state) fails with ErrMalformedSnapshot without
 // panicking and without changing the table. Snapshot costs about a
 // microsecond per lock. Limits bounds names, locks per session, waiters
-// per resource, resources and sessions; limit errors match both their own
-// sentinel and ErrLimit.
+// per resource, locks per resource, locks of the whole table, resources
+// and sessions; limit errors match both their own sentinel and ErrLimit.
+// Listings are paged: ResourcePage and SessionPage bound a page by locks
+// as well, cutting a resource or session and going on from a position.
 //
 // # Use
 //
 // A Table is not safe for concurrent use: the caller serializes mutating
 // operations (the Raft FSM does). The read-only methods (Describe,
-// Resource, Resources, Session, Sessions, Stats, NextDeadline, Snapshot,
-// Now, LastToken, Limits) modify nothing and may run concurrently with
+// Resource, Resources, ResourcePage, Session, Sessions, SessionPage, Stats,
+// NextDeadline, Snapshot, Now, LastToken, Limits) modify nothing and may run concurrently with
 // each other. Operations return a Result whose Events slice is reused by
 // the next mutating call; steady-state grant and release allocate nothing.
 // An operation that returns an error changes nothing but the table clock

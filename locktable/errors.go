@@ -55,8 +55,12 @@ var (
 	// than Limits.MaxNameLen bytes.
 	ErrNameTooLong error = &limitError{"locktable: name too long"}
 	// ErrTooManyLocks means the session already has Limits.MaxLocksPerSession
-	// locks and requests.
-	ErrTooManyLocks error = &limitError{"locktable: too many locks in session"}
+	// locks and requests, or the whole table already has Limits.MaxLocks
+	// (the message says which).
+	ErrTooManyLocks error = &limitError{"locktable: too many locks"}
+	// ErrTooManyHolders means the resource already has
+	// Limits.MaxLocksPerResource locks (granted, converting or waiting).
+	ErrTooManyHolders error = &limitError{"locktable: too many locks on resource"}
 	// ErrTooManyWaiters means the resource already has
 	// Limits.MaxWaitersPerResource queued requests and conversions.
 	ErrTooManyWaiters error = &limitError{"locktable: too many waiters on resource"}

@@ -250,7 +250,7 @@ func (h *harness) count(r res) {
 	for _, sentinel := range []error{ErrInvalidMode, ErrInvalidArgument, ErrWouldBlock, ErrDeadlock,
 		ErrUnknownSession, ErrSessionExists, ErrUnknownLock, ErrNotOwner, ErrNotGranted,
 		ErrConversionPending, ErrNotPending, ErrKindMismatch, ErrCapacityMismatch,
-		ErrNameTooLong, ErrTooManyLocks, ErrTooManyWaiters, ErrTooManyResources, ErrTooManySessions} {
+		ErrNameTooLong, ErrTooManyLocks, ErrTooManyWaiters, ErrTooManyResources, ErrTooManySessions, ErrTooManyHolders} {
 		if errors.Is(r.err, sentinel) {
 			h.counts[sentinel.Error()]++
 		}

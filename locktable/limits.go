@@ -16,6 +16,12 @@ const (
 	DefaultMaxResources = 1_000_000
 	// DefaultMaxSessions bounds the open sessions.
 	DefaultMaxSessions = 100_000
+	// DefaultMaxLocksPerResource bounds the locks (granted, converting or
+	// waiting) of one resource.
+	DefaultMaxLocksPerResource = 10_000
+	// DefaultMaxLocks bounds the locks (granted, converting or waiting) of
+	// the whole table.
+	DefaultMaxLocks = 1_000_000
 	// DefaultMaxDeadlockSearch bounds the work of one deadlock check, in
 	// locks examined.
 	DefaultMaxDeadlockSearch = 100_000
@@ -38,6 +44,15 @@ type Limits struct {
 	MaxResources int
 	// MaxSessions bounds the open sessions.
 	MaxSessions int
+	// MaxLocksPerResource bounds the locks of one resource: granted ones
+	// (converting ones included) plus queued new requests. A new request
+	// on a resource at the bound fails with ErrTooManyHolders, even in
+	// mode NL; a conversion adds no lock and is never refused for it.
+	MaxLocksPerResource int
+	// MaxLocks bounds the locks (granted or queued) of the whole table,
+	// across sessions and resources. A new request with the table at the
+	// bound fails with ErrTooManyLocks.
+	MaxLocks int
 	// MaxDeadlockSearch bounds the number of locks one deadlock check may
 	// examine. A check that runs out finds no deadlock (the request is
 	// queued and its deadline, if any, is the backstop). The outcome is
@@ -57,6 +72,8 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxWaitersPerResource, DefaultMaxWaitersPerResource)
 	def(&l.MaxResources, DefaultMaxResources)
 	def(&l.MaxSessions, DefaultMaxSessions)
+	def(&l.MaxLocksPerResource, DefaultMaxLocksPerResource)
+	def(&l.MaxLocks, DefaultMaxLocks)
 	def(&l.MaxDeadlockSearch, DefaultMaxDeadlockSearch)
 	return l
 }

@@ -59,6 +59,18 @@ type ResourceInfo struct {
 	Holders    []LockInfo // granted locks, in grant order (converting ones too)
 	Converting []LockInfo // the conversion queue, head first
 	Waiting    []LockInfo // the wait queue, head first
+
+	// HoldersTotal, ConvertingTotal and WaitingTotal are the full lengths
+	// of the three lists. In a page (see ResourcePage) the slices above can
+	// hold less.
+	HoldersTotal, ConvertingTotal, WaitingTotal int
+	// First is the position of the first entry described, in Holders,
+	// Converting and Waiting taken as one list: 0 unless a page continues
+	// a resource cut by the page before.
+	First int
+	// Continues reports that a page cut the resource: the rest of it
+	// follows on the next page.
+	Continues bool
 }
 
 // SessionInfo describes a session and its locks, in id order.
@@ -67,6 +79,16 @@ type SessionInfo struct {
 	Label    string     // as given to OpenSession
 	OpenedAt int64      // table time of OpenSession
 	Locks    []LockInfo // held and queued, in id order
+
+	// LocksTotal is the number of locks of the session (in a page, those
+	// the query keeps); Locks can hold less in a page (see SessionPage).
+	LocksTotal int
+	// First is the position of Locks[0] among them: 0 unless a page
+	// continues a session cut by the page before.
+	First int
+	// Continues reports that a page cut the session: the rest of its locks
+	// follow on the next page.
+	Continues bool
 }
 
 // info describes lock l.
@@ -122,21 +144,8 @@ func (t *Table) Resource(name string) (ResourceInfo, bool) {
 	return r.info(), true
 }
 
-// info describes resource r.
-func (r *resource) info() ResourceInfo {
-	ri := ResourceInfo{
-		Name:     r.name,
-		Kind:     r.kind,
-		Capacity: r.capacity,
-		Used:     r.used,
-		Holders:  lockInfos(&r.granted, linkGranted),
-	}
-	if r.q != nil {
-		ri.Converting = lockInfos(&r.q.conv, linkQueue)
-		ri.Waiting = lockInfos(&r.q.wait, linkQueue)
-	}
-	return ri
-}
+// info describes resource r in full.
+func (r *resource) info() ResourceInfo { return r.piece(0, r.entries()) }
 
 // Resources lists resources in name order, starting after the name after
 // ("" for the first page), at most limit of them (all if limit <= 0). It
@@ -162,7 +171,7 @@ func (t *Table) Session(id SessionID) (SessionInfo, bool) {
 
 // info describes session s.
 func (s *session) info() SessionInfo {
-	return SessionInfo{ID: s.id, Label: s.label, OpenedAt: s.openedAt, Locks: lockInfos(&s.locks, linkSession)}
+	return SessionInfo{ID: s.id, Label: s.label, OpenedAt: s.openedAt, Locks: lockInfos(&s.locks, linkSession), LocksTotal: s.locks.n}
 }
 
 // Sessions lists sessions in id order, starting after id after (0 for the

@@ -35,6 +35,7 @@ func TestQueries(t *testing.T) {
 		Waiting: []LockInfo{
 			{ID: c, Session: 3, Owner: 9, Resource: "x", Kind: KindLock, State: LockWaiting, Requested: EX, QueuedAt: 30, Deadline: 99},
 		},
+		HoldersTotal: 2, ConvertingTotal: 1, WaitingTotal: 1,
 	}
 	if !reflect.DeepEqual(ri, want) {
 		t.Fatalf("resource\n got  %+v\n want %+v", ri, want)

@@ -40,6 +40,8 @@ var driverLimits = Limits{
 	MaxWaitersPerResource: 4,
 	MaxResources:          3,
 	MaxSessions:           4,
+	MaxLocksPerResource:   7,
+	MaxLocks:              15,
 }
 
 type driver struct {

@@ -58,6 +58,15 @@ func (r *resource) waiters() int {
 	return r.q.conv.n + r.q.wait.n
 }
 
+// locks is the number of lock records of the resource: granted locks
+// (converting ones included) plus queued new requests.
+func (r *resource) locks() int {
+	if r.q == nil {
+		return r.granted.n
+	}
+	return r.granted.n + r.q.wait.n
+}
+
 // empty reports whether the resource has nothing and can be deleted.
 func (r *resource) empty() bool { return r.granted.n == 0 && r.q == nil }
 

@@ -2,6 +2,7 @@ package locktable
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -98,6 +99,7 @@ func TestLimits(t *testing.T) {
 	if got := New(Limits{}).Limits(); got != (Limits{
 		MaxNameLen: 256, MaxLocksPerSession: 10_000, MaxWaitersPerResource: 10_000,
 		MaxResources: 1_000_000, MaxSessions: 100_000, MaxDeadlockSearch: 100_000,
+		MaxLocksPerResource: 10_000, MaxLocks: 1_000_000,
 	}) {
 		t.Fatalf("defaults: %+v", got)
 	}
@@ -136,6 +138,41 @@ func TestLimits(t *testing.T) {
 	h.grantedLock(1, "a", NL) // an existing resource is fine
 	h.release(1, id)          // b is deleted, which makes room
 	h.grantedLock(1, "c", EX)
+
+	// Locks per resource: granted and queued count, whatever the mode;
+	// conversions add none; other resources are not affected.
+	h = newTest(t, 4, Limits{MaxLocksPerResource: 3})
+	a = h.grantedLock(1, "x", NL)
+	h.grantedLock(2, "x", PR)
+	h.queuedLock(3, "x", EX)
+	check(h.lk(4, "x", NL), ErrTooManyHolders)
+	check(h.lk(1, "x", NL), ErrTooManyHolders)
+	if err := h.lk(4, "x", NL).err; err == nil || !strings.Contains(err.Error(), `"x" has 3 locks, the limit is 3`) {
+		t.Fatalf("message: %v", err)
+	}
+	wantStatus(t, h.cv(1, a, PR), StatusGranted) // a conversion at the bound
+	h.grantedLock(4, "y", NL)
+	h.grantedLock(4, "y", NL)
+	h.grantedLock(4, "y", NL)
+	for range 3 {
+		wantStatus(t, h.acquire(SemaphoreRequest{Session: 4, Resource: "s", Capacity: 9, Permits: 1}), StatusGranted)
+	}
+	check(h.acquire(SemaphoreRequest{Session: 3, Resource: "s", Capacity: 9, Permits: 1}), ErrTooManyHolders)
+	h.release(1, a) // makes room
+	h.queuedLock(4, "x", NL)
+
+	// Locks of the whole table, across sessions and resources.
+	h = newTest(t, 3, Limits{MaxLocks: 3})
+	a = h.grantedLock(1, "a", NL)
+	h.grantedLock(2, "b", EX)
+	h.queuedLock(3, "b", EX)
+	check(h.lk(3, "c", NL), ErrTooManyLocks)
+	check(h.acquire(SemaphoreRequest{Session: 3, Resource: "s", Capacity: 1, Permits: 1}), ErrTooManyLocks)
+	if err := h.lk(3, "c", NL).err; err == nil || !strings.Contains(err.Error(), "the table has 3 locks, the limit is 3") {
+		t.Fatalf("message: %v", err)
+	}
+	h.release(1, a)
+	h.grantedLock(3, "c", NL)
 
 	h = newTest(t, 2, Limits{MaxSessions: 2})
 	check(res{err: h.open(3)}, ErrTooManySessions)

@@ -335,7 +335,8 @@ func refusal(r *dlmpb.Refused) error {
 		dlmpb.Reason_REASON_REQUEST_ID_REUSED:
 		base = driver.ErrInvalid
 	case dlmpb.Reason_REASON_LIMIT, dlmpb.Reason_REASON_TOO_MANY_LOCKS, dlmpb.Reason_REASON_TOO_MANY_WAITERS,
-		dlmpb.Reason_REASON_TOO_MANY_RESOURCES, dlmpb.Reason_REASON_TOO_MANY_SESSIONS, dlmpb.Reason_REASON_QUOTA:
+		dlmpb.Reason_REASON_TOO_MANY_RESOURCES, dlmpb.Reason_REASON_TOO_MANY_SESSIONS, dlmpb.Reason_REASON_TOO_MANY_HOLDERS,
+		dlmpb.Reason_REASON_QUOTA:
 		base = ErrLimit
 	case dlmpb.Reason_REASON_PERMISSION_DENIED:
 		base = ErrPermissionDenied

@@ -15,13 +15,18 @@ import (
 
 var _ driver.Lister = (*Store)(nil)
 
-// maxListPage is the largest page the server returns (server.MaxListLimit).
+// maxListPage is the most resources of a page of the server
+// (server.MaxListLimit).
 const maxListPage = 1000
 
 // List returns the resources whose name starts with prefix that have a
 // holder or a waiter, sorted by name, at most limit of them, from the
-// server the store is connected to, in pages of at most 1000. Each page is
-// read at one moment; a listing of several pages is not one snapshot. A
+// server the store is connected to, in pages of at most 1000 resources and
+// 500 locks. A resource with more locks than a page holds comes in pieces
+// over several pages, which List joins into one ResourceInfo. Each page is
+// read at one moment; a listing of several pages is not one snapshot (a
+// resource cut across pages that changes meanwhile can show a holder or
+// waiter twice, or miss one). A
 // server that is not the Raft leader answers from its own state, which may
 // lag the leader's. List is a plain call on the store's connection: it
 // works without a live session, and fails with driver.ErrUnavailable when
@@ -47,14 +52,22 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	}
 	var out []driver.ResourceInfo
 	after := ""
-	for len(out) < limit {
-		page := min(limit-len(out), maxListPage)
+	cut := false // the last resource of out goes on in the next page
+	for len(out) < limit || cut {
+		page := max(1, min(limit-len(out), maxListPage))
 		resp, err := s.rpc().List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page)})
 		if err != nil {
 			return nil, s.rpcError(ctx, "list", err)
 		}
 		for _, r := range resp.GetResources() {
-			out = append(out, resourceInfo(r))
+			info := resourceInfo(r)
+			if n := len(out); cut && r.GetFirst() > 0 && out[n-1].Resource == info.Resource {
+				out[n-1].Holders = append(out[n-1].Holders, info.Holders...)
+				out[n-1].Waiters = append(out[n-1].Waiters, info.Waiters...)
+			} else {
+				out = append(out, info)
+			}
+			cut = r.GetContinues()
 		}
 		if resp.GetNext() == "" || len(resp.GetResources()) == 0 {
 			break

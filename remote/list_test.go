@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -260,5 +261,82 @@ func TestListAndStatusErrors(t *testing.T) {
 	}
 	if _, err := s.Status(ctx); !errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("Status on a closed store: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestListJoinsAResourceCutAcrossPages: a resource with more holders than
+// a page of the server holds (500 locks) comes in pieces, which List
+// joins: one ResourceInfo with every holder once, in grant order, and its
+// waiter; the resources around it are listed once.
+func TestListJoinsAResourceCutAcrossPages(t *testing.T) {
+	c, s := newClient(t)
+	ctx := storetest.Context(t)
+	dir := t.Name() + "/"
+	big := dir + "big"
+	const n = 1150
+	var (
+		mu     sync.Mutex
+		tokens = map[uint64]bool{}
+		wg     sync.WaitGroup
+	)
+	work := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for range work {
+				l, err := c.Acquire(ctx, big, dlm.WithMode(dlm.PR), dlm.WithWait(0), dlm.WithTTL(5*time.Minute))
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				t.Cleanup(func() { l.Release(context.Background()) })
+				mu.Lock()
+				tokens[l.Token()] = true
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, name := range []string{dir + "a", dir + "c"} {
+		l, err := c.Acquire(ctx, name, dlm.WithWait(0), dlm.WithTTL(5*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Release(context.Background()) })
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go c.Acquire(wctx, big, dlm.WithMetadata("the writer")) // waits until wcancel
+	var r driver.ResourceInfo
+	storetest.Await(t, 20*time.Second, "writer queued", func() bool {
+		r, _ = storetest.Listed(t, s, big)
+		return len(r.Waiters) == 1
+	})
+
+	for _, limit := range []int{3, 2} {
+		res := storetest.List(t, s, dir, limit)
+		if got, want := storetest.Names(res), []string{dir + "a", big, dir + "c"}[:limit]; !slices.Equal(got, want) {
+			t.Fatalf("List(%q, %d) = %q, want %q", dir, limit, got, want)
+		}
+		r := res[1]
+		seen := map[uint64]bool{}
+		for _, h := range r.Holders {
+			if !tokens[h.Token] || seen[h.Token] {
+				t.Fatalf("holder %+v: not one of the readers, or listed twice", h)
+			}
+			seen[h.Token] = true
+		}
+		if len(r.Holders) != n || len(r.Waiters) != 1 || r.Waiters[0].Metadata != "the writer" {
+			t.Fatalf("%s: %d holders and waiters %+v, want %d and the writer", big, len(r.Holders), r.Waiters, n)
+		}
+		if !slices.IsSortedFunc(r.Holders, func(a, b driver.HolderInfo) int { return cmp.Compare(a.Token, b.Token) }) {
+			t.Fatalf("%s: holders not in grant order", big)
+		}
 	}
 }

@@ -2,11 +2,15 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -21,8 +25,10 @@ import (
 //	GET /healthz                    200 while the process serves HTTP
 //	GET /readyz                     200 when the node takes requests, else 503
 //	GET /metrics                    Prometheus metrics
-//	GET /v1/resources?prefix=&after=&limit=   resources, holders and queues (JSON)
-//	GET /v1/sessions                open sessions with their locks (JSON)
+//	GET /v1/resources?prefix=&after=&limit=&locks=   resources, holders and queues (JSON),
+//	                                one page of List; "next" goes on
+//	GET /v1/sessions?after=&limit=&locks=   open sessions with their locks (JSON), paged
+//	                                like /v1/resources (see httpSessions)
 //	GET /v1/status                  the node's status (JSON)
 //	GET /v1/members                 the Raft configuration's servers and the leader (JSON)
 //	GET /v1/events?prefix=&limit=   live snapshots as Server-Sent Events (see eventFeed);
@@ -87,19 +93,57 @@ func (s *Server) httpMembers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, MemberList{LeaderID: leaderID, LeaderAddress: leaderAddr, Members: members})
 }
 
+// httpResources serves one page of List: at most limit resources and
+// locks locks (see the page constants), from after (the next of the page
+// before).
 func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if err := validateListArgs(q.Get("prefix"), q.Get("after")); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	limit, err := strconv.Atoi(q.Get("limit"))
-	if q.Get("limit") != "" && (err != nil || limit < 0) {
-		http.Error(w, "limit: want a non-negative integer", http.StatusBadRequest)
+	limit, locks, ok := pageParams(w, q)
+	if !ok {
 		return
 	}
-	resp, _ := s.List(r.Context(), &dlmpb.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after"), Limit: int32(min(limit, MaxListLimit))})
+	resp, err := s.List(r.Context(), &dlmpb.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after"), Limit: int32(limit), LockLimit: int32(locks)})
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch status.Code(err) {
+		case codes.InvalidArgument:
+			code = http.StatusBadRequest
+		case codes.PermissionDenied:
+			code = http.StatusForbidden
+		case codes.Unauthenticated:
+			code = http.StatusUnauthorized
+		}
+		http.Error(w, status.Convert(err).Message(), code)
+		return
+	}
 	writeProto(w, resp)
+}
+
+// pageParams reads the limit and locks parameters of a listing (0 when
+// absent), capped at MaxListLimit and MaxListLocks; it answers 400 and
+// returns false if one is not a non-negative integer.
+func pageParams(w http.ResponseWriter, q url.Values) (limit, locks int, ok bool) {
+	for _, p := range []struct {
+		name string
+		v    *int
+		max  int
+	}{{"limit", &limit, MaxListLimit}, {"locks", &locks, MaxListLocks}} {
+		text := q.Get(p.name)
+		if text == "" {
+			continue
+		}
+		n, err := strconv.Atoi(text)
+		if err != nil || n < 0 {
+			http.Error(w, fmt.Sprintf("%s %q: want a non-negative integer", p.name, text), http.StatusBadRequest)
+			return 0, 0, false
+		}
+		*p.v = min(n, p.max)
+	}
+	return limit, locks, true
 }
 
 // sessionJSON is one session in /v1/sessions.
@@ -112,6 +156,13 @@ type sessionJSON struct {
 	// keepalive, as the leader sees it; absent on other nodes.
 	ExpiresIn string     `json:"expires_in,omitempty"`
 	Locks     []lockJSON `json:"locks"`
+	// LocksTotal is the number of locks of the session the caller may
+	// see; a page can hold only part of them, from position First on.
+	LocksTotal int `json:"locks_total"`
+	First      int `json:"first,omitempty"`
+	// Continues says that the rest of the session's locks follow on the
+	// next page.
+	Continues bool `json:"continues,omitempty"`
 }
 
 // lockJSON is one lock or request of a session in /v1/sessions.
@@ -137,16 +188,37 @@ func lockJSONOf(l locktable.LockInfo, meta metaFunc) lockJSON {
 	return j
 }
 
-// httpSessions lists the open sessions and their locks; for a caller
-// whose list permission does not cover every name, only the sessions that
-// hold or await a resource it covers, each with those locks only.
+// httpSessions lists the open sessions and their locks, in id order; for a
+// caller whose list permission does not cover every name, only the
+// sessions that hold or await a resource it covers, each with those locks
+// only. A page holds at most limit sessions and locks locks (see the page
+// constants); a session with more locks than are left is cut and continued
+// on the next page. The answer is {"sessions": [...], "next": cursor},
+// next empty at the end; pass it as after for the next page.
 func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, locks, ok := pageParams(w, q)
+	if !ok {
+		return
+	}
+	after, skip, err := parseSessionCursor(q.Get("after"))
+	if err != nil {
+		http.Error(w, "after: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	limit, locks = pageBounds(limit, locks)
 	sc := scopeOf(s.caller(r.Context()))
 	out := []sessionJSON{}
+	next := ""
 	s.node.FSM().View(func(t *locktable.Table) {
-		for _, si := range s.visibleSessions(t, sc, MaxListLimit) {
-			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []lockJSON{}}
-			for _, l := range sc.locks(si.Locks) {
+		page, more := s.visibleSessions(t, sc, locktable.SessionQuery{After: after, Skip: skip, MaxSessions: limit, MaxLocks: locks})
+		if more {
+			next = sessionCursor(page[len(page)-1])
+		}
+		for _, si := range page {
+			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []lockJSON{},
+				LocksTotal: si.LocksTotal, First: si.First, Continues: si.Continues}
+			for _, l := range si.Locks {
 				sj.Locks = append(sj.Locks, lockJSONOf(l, s.node.fsm.metadataOf))
 			}
 			if rec := s.node.fsm.sessions[si.ID]; rec != nil {
@@ -158,30 +230,20 @@ func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
 			out = append(out, sj)
 		}
 	})
-	writeJSON(w, map[string]any{"sessions": out})
+	writeJSON(w, map[string]any{"sessions": out, "next": next})
 }
 
-// visibleSessions returns, in id order, at most limit of the sessions that
-// hold or await a resource sc covers (every session if it covers every
-// name). The caller is inside View.
-func (s *Server) visibleSessions(t *locktable.Table, sc listScope, limit int) []locktable.SessionInfo {
-	if sc.all() {
-		return t.Sessions(0, limit)
+// visibleSessions returns the page q selects of the sessions that hold or
+// await a resource sc covers (every session if it covers every name), each
+// with those locks only, and whether more follow. The caller is inside
+// View.
+func (s *Server) visibleSessions(t *locktable.Table, sc listScope, q locktable.SessionQuery) ([]locktable.SessionInfo, bool) {
+	keep, ok := keepOf(sc)
+	if !ok {
+		return nil, false
 	}
-	var out []locktable.SessionInfo
-	for after := locktable.SessionID(0); len(out) < limit; {
-		page := t.Sessions(after, MaxListLimit)
-		for _, si := range page {
-			after = si.ID
-			if len(sc.locks(si.Locks)) > 0 && len(out) < limit {
-				out = append(out, si)
-			}
-		}
-		if len(page) < MaxListLimit {
-			break
-		}
-	}
-	return out
+	q.Keep = keep
+	return t.SessionPage(q)
 }
 
 // writeJSON writes v as indented JSON.

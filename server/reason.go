@@ -29,6 +29,7 @@ var reasons = [...]struct {
 	{locktable.ErrSessionExists, dlmpb.Reason_REASON_SESSION_EXISTS},
 	{locktable.ErrNameTooLong, dlmpb.Reason_REASON_NAME_TOO_LONG},
 	{locktable.ErrTooManyLocks, dlmpb.Reason_REASON_TOO_MANY_LOCKS},
+	{locktable.ErrTooManyHolders, dlmpb.Reason_REASON_TOO_MANY_HOLDERS},
 	{locktable.ErrTooManyWaiters, dlmpb.Reason_REASON_TOO_MANY_WAITERS},
 	{locktable.ErrTooManyResources, dlmpb.Reason_REASON_TOO_MANY_RESOURCES},
 	{locktable.ErrTooManySessions, dlmpb.Reason_REASON_TOO_MANY_SESSIONS},

@@ -111,7 +111,7 @@ const (
 	Reason_REASON_SESSION_EXISTS     Reason = 13 // session id already in use
 	Reason_REASON_LIMIT              Reason = 14 // a configured bound (unspecified which)
 	Reason_REASON_NAME_TOO_LONG      Reason = 15 // limit: resource name or label length
-	Reason_REASON_TOO_MANY_LOCKS     Reason = 16 // limit: locks per session
+	Reason_REASON_TOO_MANY_LOCKS     Reason = 16 // limit: locks per session, or locks of the whole server (the message says which)
 	Reason_REASON_TOO_MANY_WAITERS   Reason = 17 // limit: waiters per resource
 	Reason_REASON_TOO_MANY_RESOURCES Reason = 18 // limit: resources
 	Reason_REASON_TOO_MANY_SESSIONS  Reason = 19 // limit: sessions
@@ -120,6 +120,7 @@ const (
 	Reason_REASON_PERMISSION_DENIED  Reason = 22 // the caller's identity may not do this to this name (auth rules)
 	Reason_REASON_BAD_RESUME_TOKEN   Reason = 23 // a resume of the session with a wrong or missing token was refused (SessionWarning)
 	Reason_REASON_REQUEST_ID_REUSED  Reason = 24 // a request id already answered for a different request
+	Reason_REASON_TOO_MANY_HOLDERS   Reason = 25 // limit: locks (granted or queued) of one resource
 	Reason_REASON_QUOTA              Reason = 26 // the identity's quota of sessions or of locks is used up
 )
 
@@ -151,6 +152,7 @@ var (
 		22: "REASON_PERMISSION_DENIED",
 		23: "REASON_BAD_RESUME_TOKEN",
 		24: "REASON_REQUEST_ID_REUSED",
+		25: "REASON_TOO_MANY_HOLDERS",
 		26: "REASON_QUOTA",
 	}
 	Reason_value = map[string]int32{
@@ -179,6 +181,7 @@ var (
 		"REASON_PERMISSION_DENIED":  22,
 		"REASON_BAD_RESUME_TOKEN":   23,
 		"REASON_REQUEST_ID_REUSED":  24,
+		"REASON_TOO_MANY_HOLDERS":   25,
 		"REASON_QUOTA":              26,
 	}
 )
@@ -534,16 +537,26 @@ func (x *LockInfo) GetSessionExpiresInMs() int64 {
 
 // ResourceInfo describes a resource: holders in grant order, queues head first.
 type ResourceInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Semaphore     bool                   `protobuf:"varint,2,opt,name=semaphore,proto3" json:"semaphore,omitempty"`
-	Capacity      uint32                 `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"` // semaphores: total permits
-	Used          uint32                 `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"`         // semaphores: permits granted
-	Holders       []*LockInfo            `protobuf:"bytes,5,rep,name=holders,proto3" json:"holders,omitempty"`
-	Converting    []*LockInfo            `protobuf:"bytes,6,rep,name=converting,proto3" json:"converting,omitempty"`
-	Waiting       []*LockInfo            `protobuf:"bytes,7,rep,name=waiting,proto3" json:"waiting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Semaphore  bool                   `protobuf:"varint,2,opt,name=semaphore,proto3" json:"semaphore,omitempty"`
+	Capacity   uint32                 `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"` // semaphores: total permits
+	Used       uint32                 `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"`         // semaphores: permits granted
+	Holders    []*LockInfo            `protobuf:"bytes,5,rep,name=holders,proto3" json:"holders,omitempty"`
+	Converting []*LockInfo            `protobuf:"bytes,6,rep,name=converting,proto3" json:"converting,omitempty"`
+	Waiting    []*LockInfo            `protobuf:"bytes,7,rep,name=waiting,proto3" json:"waiting,omitempty"`
+	// In listings, a resource with more locks than a page holds is cut: the
+	// full lengths of its three lists are below, and the entries of this
+	// message are those from position first of holders, then converting,
+	// then waiting (taken as one list), on. continues says that the rest
+	// follows on the next page, as the first resource there.
+	HoldersTotal    uint32 `protobuf:"varint,8,opt,name=holders_total,json=holdersTotal,proto3" json:"holders_total,omitempty"`
+	ConvertingTotal uint32 `protobuf:"varint,9,opt,name=converting_total,json=convertingTotal,proto3" json:"converting_total,omitempty"`
+	WaitingTotal    uint32 `protobuf:"varint,10,opt,name=waiting_total,json=waitingTotal,proto3" json:"waiting_total,omitempty"`
+	First           uint32 `protobuf:"varint,11,opt,name=first,proto3" json:"first,omitempty"`
+	Continues       bool   `protobuf:"varint,12,opt,name=continues,proto3" json:"continues,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ResourceInfo) Reset() {
@@ -623,6 +636,41 @@ func (x *ResourceInfo) GetWaiting() []*LockInfo {
 		return x.Waiting
 	}
 	return nil
+}
+
+func (x *ResourceInfo) GetHoldersTotal() uint32 {
+	if x != nil {
+		return x.HoldersTotal
+	}
+	return 0
+}
+
+func (x *ResourceInfo) GetConvertingTotal() uint32 {
+	if x != nil {
+		return x.ConvertingTotal
+	}
+	return 0
+}
+
+func (x *ResourceInfo) GetWaitingTotal() uint32 {
+	if x != nil {
+		return x.WaitingTotal
+	}
+	return 0
+}
+
+func (x *ResourceInfo) GetFirst() uint32 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *ResourceInfo) GetContinues() bool {
+	if x != nil {
+		return x.Continues
+	}
+	return false
 }
 
 // SessionRequest is one client-to-server message of the Session stream.
@@ -2342,10 +2390,14 @@ func (x *SessionSync) GetLocks() []*LockInfo {
 
 // ListRequest pages through resources in name order.
 type ListRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	After         string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`   // "" for the first page
-	Limit         int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`  // 0 for the server's default (100); at most 1000
-	Prefix        string                 `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"` // only names with this prefix
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	After  string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`   // "" for the first page, else the next of the previous page
+	Limit  int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`  // 0 for the server's default (100); at most 1000
+	Prefix string                 `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"` // only names with this prefix
+	// At most this many locks (entries of holders, converting and waiting)
+	// per page; 0 for the server's default (500); at most 500. A resource
+	// with more is cut and continued on the next page.
+	LockLimit     int32 `protobuf:"varint,4,opt,name=lock_limit,json=lockLimit,proto3" json:"lock_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2401,11 +2453,20 @@ func (x *ListRequest) GetPrefix() string {
 	return ""
 }
 
+func (x *ListRequest) GetLockLimit() int32 {
+	if x != nil {
+		return x.LockLimit
+	}
+	return 0
+}
+
 // ListResponse is one page of resources.
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resources     []*ResourceInfo        `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
-	Next          string                 `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"` // pass as after for the next page; "" at the end
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Resources []*ResourceInfo        `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Pass as after for the next page; "" at the end. Opaque: a resource
+	// name, or a position inside a resource cut by this page.
+	Next          string `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4105,7 +4166,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_WAITING\x10\x01\x12\x11\n" +
 	"\rSTATE_GRANTED\x10\x02\x12\x14\n" +
-	"\x10STATE_CONVERTING\x10\x03\"\xfa\x01\n" +
+	"\x10STATE_CONVERTING\x10\x03\"\xa3\x03\n" +
 	"\fResourceInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tsemaphore\x18\x02 \x01(\bR\tsemaphore\x12\x1a\n" +
@@ -4115,7 +4176,13 @@ const file_dlm_proto_rawDesc = "" +
 	"\n" +
 	"converting\x18\x06 \x03(\v2\x10.dlm.v1.LockInfoR\n" +
 	"converting\x12*\n" +
-	"\awaiting\x18\a \x03(\v2\x10.dlm.v1.LockInfoR\awaiting\"\xe8\x02\n" +
+	"\awaiting\x18\a \x03(\v2\x10.dlm.v1.LockInfoR\awaiting\x12#\n" +
+	"\rholders_total\x18\b \x01(\rR\fholdersTotal\x12)\n" +
+	"\x10converting_total\x18\t \x01(\rR\x0fconvertingTotal\x12#\n" +
+	"\rwaiting_total\x18\n" +
+	" \x01(\rR\fwaitingTotal\x12\x14\n" +
+	"\x05first\x18\v \x01(\rR\x05first\x12\x1c\n" +
+	"\tcontinues\x18\f \x01(\bR\tcontinues\"\xe8\x02\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x04open\x18\x01 \x01(\v2\x13.dlm.v1.OpenRequestH\x00R\x04open\x122\n" +
 	"\n" +
@@ -4237,11 +4304,13 @@ const file_dlm_proto_rawDesc = "" +
 	"\vSessionSync\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12&\n" +
-	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"Q\n" +
+	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"p\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
-	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"V\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x1d\n" +
+	"\n" +
+	"lock_limit\x18\x04 \x01(\x05R\tlockLimit\"V\n" +
 	"\fListResponse\x122\n" +
 	"\tresources\x18\x01 \x03(\v2\x14.dlm.v1.ResourceInfoR\tresources\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next\"\x0f\n" +
@@ -4380,7 +4449,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\aMODE_CW\x10\x03\x12\v\n" +
 	"\aMODE_PR\x10\x04\x12\v\n" +
 	"\aMODE_PW\x10\x05\x12\v\n" +
-	"\aMODE_EX\x10\x06*\xa4\x05\n" +
+	"\aMODE_EX\x10\x06*\xc1\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_WOULD_BLOCK\x10\x01\x12\x13\n" +
@@ -4407,7 +4476,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x11REASON_NOT_LEADER\x10\x15\x12\x1c\n" +
 	"\x18REASON_PERMISSION_DENIED\x10\x16\x12\x1b\n" +
 	"\x17REASON_BAD_RESUME_TOKEN\x10\x17\x12\x1c\n" +
-	"\x18REASON_REQUEST_ID_REUSED\x10\x18\x12\x10\n" +
+	"\x18REASON_REQUEST_ID_REUSED\x10\x18\x12\x1b\n" +
+	"\x17REASON_TOO_MANY_HOLDERS\x10\x19\x12\x10\n" +
 	"\fREASON_QUOTA\x10\x1a*G\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -9,7 +10,11 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/internal/testenv"
 )
 
@@ -181,5 +186,77 @@ func TestLsQuotesOwners(t *testing.T) {
 	}
 	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 3 {
 		t.Errorf("%d lines, want a header, a holder and a waiter:\n%s", len(lines), out)
+	}
+}
+
+// floodResource puts n PR locks, each with metadata of meta bytes, on
+// resource name of the server at addr through one raw session, and closes
+// the session at the end of the test.
+func floodResource(t *testing.T, addr, name string, n, meta int) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := dlmpb.NewDLMClient(conn).Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(m *dlmpb.SessionRequest) {
+		if err := st.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Ttl: durationpb.New(5 * time.Minute), Label: t.Name()}}})
+	m, err := st.Recv()
+	if err != nil || m.GetOpened() == nil {
+		t.Fatalf("open: %v %v", m, err)
+	}
+	sid := m.GetOpened().GetSession()
+	t.Cleanup(func() { st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}}) })
+	for i := range n {
+		send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: &dlmpb.LockRequest{
+			Id: &dlmpb.RequestID{Session: sid, Seq: uint64(i + 1)}, Owner: uint64(i + 1), Resource: name,
+			Mode: dlmpb.Mode_MODE_PR, Metadata: []byte(strings.Repeat("m", meta))}}})
+	}
+	for granted := 0; granted < n; {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetRefused() != nil {
+			t.Fatalf("refused: %v", m)
+		}
+		if m.GetGranted() != nil {
+			granted++
+		}
+	}
+}
+
+// TestLsHugeResource: a resource whose listing is larger than a gRPC
+// message (4,200 holders with 1 KiB of metadata each, about 5 MB) made
+// `dlm ls` fail; the server pages it by locks and ls joins the pages.
+func TestLsHugeResource(t *testing.T) {
+	addr := sharedServer(t)
+	name := t.Name() + "/big"
+	const n = 4200
+	floodResource(t, addr, name, n, 1024)
+	res := list(t, storeFlag(addr), t.Name()+"/")
+	if len(res) != 1 || res[0].Resource != name || len(res[0].Holders) != n {
+		t.Fatalf("dlm ls: %d resources, the first %q with %d holders; want %s with %d", len(res), res[0].Resource, len(res[0].Holders), name, n)
+	}
+	seen := map[uint64]bool{}
+	for _, h := range res[0].Holders {
+		if seen[h.Token] || h.Mode != "PR" {
+			t.Fatalf("holder %+v listed twice, or not PR", h)
+		}
+		seen[h.Token] = true
+	}
+	code, out, stderr := runDLM(t, nil, "ls", storeFlag(addr), "--prefix", t.Name()+"/")
+	if code != 0 || strings.Count(out, "\n") != n+1 {
+		t.Fatalf("dlm ls: exit %d, %d lines, want %d; stderr:\n%s", code, strings.Count(out, "\n"), n+1, stderr)
 	}
 }

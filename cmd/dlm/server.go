@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server"
 )
 
@@ -36,6 +37,7 @@ type serverFlags struct {
 	sec                                                 securityFlags
 	quotas                                              server.Quotas
 	eventsPerIdentity                                   int
+	limits                                              locktable.Limits
 }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer) int {
@@ -61,6 +63,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", server.DefaultLocksPerIdentity, "the most locks, held or queued, one authenticated identity may have (the same on every node)")
 	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", server.DefaultMaxEventStreamsPerIdentity, "the most /v1/events streams one authenticated identity may have open")
 	f.sec.register(fs)
+	registerLimits(fs, &f.limits)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -77,6 +80,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "dlm server: %s %d: want at least 1\n", name, v)
 			return 2
 		}
+	}
+	if err := checkLimits(&f.limits); err != nil {
+		fmt.Fprintf(stderr, "dlm server: %v\n", err)
+		return 2
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -124,6 +131,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			Peers:     peers,
 			Join:      f.join != "",
 			Quotas:    f.quotas,
+			Limits:    f.limits,
 			Raft: func(rc *raft.Config) {
 				rc.HeartbeatTimeout, rc.ElectionTimeout = f.raftTimeout, f.raftTimeout
 				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
