@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dlmhq/dlm/internal/names"
+	"github.com/dlmhq/dlm/driver"
 )
 
 // Limits on what the client accepts. A value outside them is rejected with
@@ -27,7 +27,7 @@ const (
 
 // validate checks the resource name and the settings of one call.
 func (c *config) validate(resource string) error {
-	nameErr := names.Check(resource)
+	nameErr := driver.CheckName(resource)
 	switch {
 	case resource == "":
 		return fmt.Errorf("%w: resource name is empty", ErrInvalid)

@@ -58,7 +58,6 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/internal/names"
 )
 
 // Defaults.
@@ -149,7 +148,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 	if o.ttl <= 0 {
 		return nil, fmt.Errorf("%w: session TTL %s", driver.ErrInvalid, o.ttl)
 	}
-	if err := names.Check(o.label); err != nil {
+	if err := driver.CheckName(o.label); err != nil {
 		return nil, fmt.Errorf("%w: session label %q: %w", driver.ErrInvalid, o.label, err)
 	}
 	if o.interval <= 0 {

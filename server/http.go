@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -108,16 +106,7 @@ func (s *Server) httpResources(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := s.List(r.Context(), &dlmpb.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after"), Limit: int32(limit), LockLimit: int32(locks)})
 	if err != nil {
-		code := http.StatusInternalServerError
-		switch status.Code(err) {
-		case codes.InvalidArgument:
-			code = http.StatusBadRequest
-		case codes.PermissionDenied:
-			code = http.StatusForbidden
-		case codes.Unauthenticated:
-			code = http.StatusUnauthorized
-		}
-		http.Error(w, status.Convert(err).Message(), code)
+		writeStatusError(w, err)
 		return
 	}
 	writeProto(w, resp)

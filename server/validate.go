@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/internal/names"
+	"github.com/dlmhq/dlm/driver"
 )
 
 // Limits of requests that the server checks at its boundary, beside the
@@ -37,7 +37,7 @@ var (
 	// ErrInvalidRequest means a request broke a rule of the protocol or a
 	// limit of this file (REASON_INVALID, gRPC InvalidArgument): a string
 	// that is not UTF-8 or holds a character names may not have (see
-	// package internal/names), an empty resource name, a bad duration, a
+	// package driver (CheckName)), an empty resource name, a bad duration, a
 	// semaphore's capacity or permits out of range...
 	ErrInvalidRequest = errors.New("dlm server: invalid request")
 	// ErrInvalidMode means a lock or convert request named a mode that is
@@ -113,12 +113,12 @@ func validateMode(what string, m dlmpb.Mode) error {
 }
 
 // validateName checks a resource name: not empty, and allowed by package
-// internal/names. Its length is the table's to check (Limits.MaxNameLen).
+// driver.CheckName. Its length is the table's to check (Limits.MaxNameLen).
 func validateName(what, name string) error {
 	if name == "" {
 		return invalid("%s is empty", what)
 	}
-	if err := names.Check(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return invalid("%s %q: %v", what, name, err)
 	}
 	return nil
@@ -131,7 +131,7 @@ func validateOpen(m *dlmpb.SessionRequest) error {
 	var err error
 	if bad := badUTF8(m); bad != "" {
 		err = invalid("%s", bad)
-	} else if lerr := names.Check(m.GetOpen().GetLabel()); lerr != nil {
+	} else if lerr := driver.CheckName(m.GetOpen().GetLabel()); lerr != nil {
 		err = invalid("session label %q: %v", m.GetOpen().GetLabel(), lerr)
 	}
 	if err != nil {
@@ -142,15 +142,15 @@ func validateOpen(m *dlmpb.SessionRequest) error {
 
 // validateListArgs checks the arguments of a listing (gRPC List, GET
 // /v1/resources, GET /v1/events): a prefix is allowed by package
-// internal/names (it can match no other name); after, a name from an
+// driver.CheckName (it can match no other name); after, a name from an
 // earlier page, need only be UTF-8, as names created before the names
 // rule may hold any character.
 func validateListArgs(prefix, after string) error {
-	if err := names.Check(prefix); err != nil {
+	if err := driver.CheckName(prefix); err != nil {
 		return invalid("prefix %q: %v", prefix, err)
 	}
 	if !utf8.ValidString(after) {
-		return invalid("after %q: %v", after, names.Check(after))
+		return invalid("after %q: %v", after, driver.CheckName(after))
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/internal/names"
+	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/storeurl"
 )
 
@@ -376,7 +376,7 @@ func label(args []string) string {
 	if len(l) > 200 {
 		l = l[:200]
 	}
-	return names.Sanitize(l)
+	return driver.SanitizeName(l)
 }
 
 // defaultMetadata describes the holder for dlm ls.

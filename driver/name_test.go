@@ -1,14 +1,14 @@
-package names
+package driver
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestCheck(t *testing.T) {
+func TestCheckName(t *testing.T) {
 	for _, ok := range []string{"", "orders/42", "ресурс/ü/世界/🔒", "a b-c_d.e:f@g", "\uFFFD written", "zwj\u200D", "nbsp\u00A0"} {
-		if err := Check(ok); err != nil {
-			t.Errorf("Check(%q): %v, want nil", ok, err)
+		if err := CheckName(ok); err != nil {
+			t.Errorf("CheckName(%q): %v, want nil", ok, err)
 		}
 	}
 	for bad, want := range map[string]string{
@@ -29,14 +29,14 @@ func TestCheck(t *testing.T) {
 		"cut\xe2\x82":   "byte 3 (0xe2) is not valid UTF-8",
 		"\xed\xa0\x80s": "byte 0 (0xed) is not valid UTF-8", // a surrogate
 	} {
-		err := Check(bad)
+		err := CheckName(bad)
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Check(%q): %v, want %q", bad, err, want)
+			t.Errorf("CheckName(%q): %v, want %q", bad, err, want)
 		}
 	}
 }
 
-func TestSanitize(t *testing.T) {
+func TestSanitizeName(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                  "",
 		"dlm run /bin/true": "dlm run /bin/true",
@@ -46,12 +46,12 @@ func TestSanitize(t *testing.T) {
 		"cut\xe2\x82":       "cut??",
 		"\uFFFD kept":       "\uFFFD kept",
 	} {
-		got := Sanitize(in)
+		got := SanitizeName(in)
 		if got != want {
-			t.Errorf("Sanitize(%q) = %q, want %q", in, got, want)
+			t.Errorf("SanitizeName(%q) = %q, want %q", in, got, want)
 		}
-		if err := Check(got); err != nil {
-			t.Errorf("Check(Sanitize(%q)): %v", in, err)
+		if err := CheckName(got); err != nil {
+			t.Errorf("CheckName(SanitizeName(%q)): %v", in, err)
 		}
 	}
 }

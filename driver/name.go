@@ -1,6 +1,8 @@
-// Package names holds the rule for the names dlm accepts: resource names
-// and session labels, in the Go client (package dlm) and in the server
-// alike, so that both refuse the same names.
+package driver
+
+// The rule for the names dlm accepts, resource names and session labels,
+// lives here, beside the contract every store shares, so that the Go client
+// (package dlm), package remote and the dlm server refuse the same names.
 //
 // A name is valid UTF-8 with no Unicode control character (general
 // category Cc: U+0000-U+001F and U+007F-U+009F) and no bidirectional
@@ -8,7 +10,6 @@
 // U+202A-U+202E, U+2066-U+2069). Control characters garble terminals and
 // logs; bidirectional ones make a listing show a name other than the one
 // held. Every other character, any script or symbol, is allowed.
-package names
 
 import (
 	"fmt"
@@ -17,11 +18,11 @@ import (
 	"unicode/utf8"
 )
 
-// Check returns nil if s may be a name (the empty string included, which
+// CheckName returns nil if s may be a name (the empty string included, which
 // callers refuse where a name is required), else an error saying which
 // byte or character is not allowed and where, such as "control character
 // U+0000 at byte 3".
-func Check(s string) error {
+func CheckName(s string) error {
 	for i, r := range s {
 		switch {
 		case r == utf8.RuneError && !validAt(s, i):
@@ -42,9 +43,9 @@ func validAt(s string, i int) bool {
 	return n == 3
 }
 
-// Sanitize returns s with every byte that is not valid UTF-8 and every
-// character Check refuses replaced by '?': a name Check accepts.
-func Sanitize(s string) string {
+// SanitizeName returns s with every byte that is not valid UTF-8 and every
+// character CheckName refuses replaced by '?': a name Check accepts.
+func SanitizeName(s string) string {
 	var b strings.Builder
 	for i, r := range s {
 		if (r == utf8.RuneError && !validAt(s, i)) || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
