@@ -8,7 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
@@ -18,6 +20,32 @@ import (
 // gRPC messages through api/dlmpb against an in-process server.
 
 // --- Issue 17, items 4, 6 and 10: per-stream memory, slow readers, stream plumbing ---
+
+// openUnread opens a session on a connection whose flow-control windows
+// are static (64 KiB, no BDP growth), so that what the transport absorbs
+// of a stream the client never reads is known.
+func openUnread(t *testing.T, s *Server) *rawSession {
+	t.Helper()
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	st, err := dlmpb.NewDLMClient(conn).Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawSession{t: t, stream: st, cancel: cancel}
+	r.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Ttl: durationpb.New(time.Minute)}}})
+	r.sid = r.recv().GetOpened().GetSession()
+	if r.sid == 0 || r.recv().GetSync() == nil {
+		t.Fatal("no SessionOpened and SessionSync")
+	}
+	return r
+}
 
 // floodReleases sends n releases of locks that do not exist, without
 // reading a single answer: each is answered (Refused, UNKNOWN_LOCK) into
@@ -31,6 +59,32 @@ func floodReleases(r *rawSession, n int) {
 		if err != nil {
 			return // the server ended the stream: Recv tells why
 		}
+	}
+}
+
+// outboxOf returns the queue of session sid's stream.
+func outboxOf(t *testing.T, s *Server, sid uint64) *outbox {
+	t.Helper()
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	ob := s.hub.boxes[locktable.SessionID(sid)]
+	if ob == nil {
+		t.Fatalf("session %d has no stream", sid)
+	}
+	return ob
+}
+
+// waitEnded waits until the server has ended ob (up to 20 s: "never"
+// rather than "late"), before the client reads: a client that reads while
+// the answers are still coming may keep up.
+func waitEnded(t *testing.T, ob *outbox) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ob.isEnded() {
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d: the stream of a client that does not read was not ended", ob.sid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -54,8 +108,10 @@ func drainToEnd(r *rawSession) (int, error) {
 func TestAttackUnreadRequestFloodEndsStream(t *testing.T) {
 	const limit = 16 << 10
 	s := startServer(t, ServerConfig{MaxStreamQueueBytes: limit})
-	r, _ := open(t, s, 0, time.Minute)
-	floodReleases(r, 10_000) // about 600 KB of answers: far past the window and the queue
+	r := openUnread(t, s)
+	ob := outboxOf(t, s, r.sid)
+	floodReleases(r, 10_000) // about 600 KB of answers: far past the 64 KiB window and the queue
+	waitEnded(t, ob)
 	n, err := drainToEnd(r)
 	wantCode(t, err, codes.ResourceExhausted, "flooded stream")
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, "session survives") || !strings.Contains(msg, "16384 bytes") {
@@ -69,7 +125,17 @@ func TestAttackUnreadRequestFloodEndsStream(t *testing.T) {
 	// The session survives: it is resumed on a new stream.
 	c, _ := open(t, s, r.sid, time.Minute)
 	c.seq = r.seq
-	c.granted(c.lock("after-flood", dlmpb.Mode_MODE_EX))
+	seq := c.lock("after-flood", dlmpb.Mode_MODE_EX)
+	for { // answers to the flood's last requests may come first
+		m := c.recvSkipAcks()
+		if f := m.GetRefused(); f != nil && f.GetId().GetSeq() < seq {
+			continue
+		}
+		if m.GetGranted().GetId().GetSeq() != seq {
+			t.Fatalf("want Granted for request %d, got %v", seq, m)
+		}
+		break
+	}
 }
 
 // waitQueuedBytes waits (up to 10 s: "never" rather than "late") until the
@@ -90,13 +156,19 @@ func waitQueuedBytes(t *testing.T, s *Server, want int64) {
 func TestAttackFloodsPassingTheServerWideBoundEndStreams(t *testing.T) {
 	const limit = 48 << 10
 	s := startServer(t, ServerConfig{MaxQueuedBytes: limit})
-	var rs []*rawSession
+	var (
+		rs  []*rawSession
+		obs []*outbox
+	)
 	for range 4 {
-		r, _ := open(t, s, 0, time.Minute)
-		rs = append(rs, r)
+		r := openUnread(t, s)
+		rs, obs = append(rs, r), append(obs, outboxOf(t, s, r.sid))
 	}
 	for _, r := range rs {
-		floodReleases(r, 5_000)
+		floodReleases(r, 5_000) // each alone is far past the windows and the bound
+	}
+	for _, ob := range obs {
+		waitEnded(t, ob)
 	}
 	for i, r := range rs {
 		_, err := drainToEnd(r)

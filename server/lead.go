@@ -206,6 +206,7 @@ type ackFor struct {
 // acknowledges arrived before.
 func (s *Server) confirmKeepalives() {
 	defer s.wg.Done()
+	defer close(s.confirmed)
 	var (
 		boxes []*outbox
 		batch []ackFor
@@ -215,6 +216,11 @@ func (s *Server) confirmKeepalives() {
 		case <-s.kas.wake:
 		case <-s.stop:
 			return
+		}
+		select {
+		case <-s.stop: // both were ready: stop wins
+			return
+		default:
 		}
 		boxes = s.kas.take(boxes)
 		batch = batch[:0]

@@ -161,6 +161,11 @@ type Server struct {
 	wg       sync.WaitGroup
 	closeErr error
 	once     sync.Once
+
+	// confirmed is closed when confirmKeepalives has stopped: Close waits
+	// for it before closing the node, since Raft never answers a
+	// VerifyLeader that reaches it while it shuts down.
+	confirmed chan struct{}
 }
 
 // keepaliveAck is a keepalive waiting for leadership to be confirmed.
@@ -183,6 +188,8 @@ func Start(cfg ServerConfig) (*Server, error) {
 		queue: queue,
 		kas:   newKeepalives(),
 		stop:  make(chan struct{}),
+
+		confirmed: make(chan struct{}),
 	}
 	s.metrics = newServerMetrics(s)
 	s.auth = &authenticator{
@@ -342,6 +349,7 @@ func (s *Server) Close() error {
 			s.grpc.Stop()
 			<-stopped
 		}
+		<-s.confirmed
 		errs = append(errs, s.node.Close())
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)
