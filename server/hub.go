@@ -11,7 +11,7 @@ import (
 // errSlowClient ends a stream whose client does not read its events fast
 // enough; errReplaced one whose session was resumed on another stream.
 var (
-	errSlowClient = errors.New("dlm server: the client fell too far behind its events; resume the session on a new stream")
+	errSlowClient = errors.New("the client fell too far behind reading its stream; the session survives: resume it on a new stream")
 	errReplaced   = errors.New("dlm server: the session was resumed on another stream")
 )
 
@@ -21,21 +21,23 @@ var (
 // FSM's observer, every stream sees its messages in log order, an answer
 // always before the later events of the same lock.
 type hub struct {
-	limit int // messages queued per stream
+	limit    int   // messages queued per stream
+	maxBytes int64 // bytes queued per stream
+	budget   *queueBudget
 
 	mu    sync.Mutex
 	boxes map[locktable.SessionID]*outbox
 }
 
-func newHub(limit int) *hub {
-	return &hub{limit: limit, boxes: make(map[locktable.SessionID]*outbox)}
+func newHub(limit int, maxBytes int64, budget *queueBudget) *hub {
+	return &hub{limit: limit, maxBytes: maxBytes, budget: budget, boxes: make(map[locktable.SessionID]*outbox)}
 }
 
 // attach gives session sid a new outbox, ending the one it had. Call it
 // under FSM.View together with building the session's sync message, so that
 // no applied event falls between the two.
 func (h *hub) attach(sid locktable.SessionID) *outbox {
-	ob := newOutbox(sid, h.limit)
+	ob := newOutbox(sid, h.limit, h.maxBytes, h.budget)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old := h.boxes[sid]; old != nil {

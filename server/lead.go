@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -152,38 +153,94 @@ func (s *Server) advance(ctx context.Context) {
 	}
 }
 
+// keepalives lists the streams that have a keepalive awaiting its
+// acknowledgement, for confirmKeepalives. Each stream keeps only its newest
+// such keepalive (in outbox.ka) and is listed once, so the list is bounded
+// by the number of streams and adding to it never blocks a reader.
+type keepalives struct {
+	mu    sync.Mutex
+	boxes []*outbox
+	wake  chan struct{} // capacity 1: a stream was listed
+}
+
+func newKeepalives() *keepalives { return &keepalives{wake: make(chan struct{}, 1)} }
+
+// add makes a the keepalive of ob to acknowledge, replacing an older one
+// not yet taken (an acknowledgement of the newest is enough).
+func (k *keepalives) add(ob *outbox, a *keepaliveAck) {
+	if ob.ka.Swap(a) != nil {
+		return // listed already
+	}
+	k.mu.Lock()
+	k.boxes = append(k.boxes, ob)
+	k.mu.Unlock()
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the listed streams and empties the list, which then reuses
+// buf.
+func (k *keepalives) take(buf []*outbox) []*outbox {
+	if cap(buf) > keepBuffer {
+		buf = nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	boxes := k.boxes
+	k.boxes = buf[:0]
+	return boxes
+}
+
+// ackFor is a keepalive taken for acknowledgement and its stream.
+type ackFor struct {
+	ob *outbox
+	a  *keepaliveAck
+}
+
 // confirmKeepalives acknowledges keepalives in batches, each once the
 // node's leadership is confirmed after the keepalive arrived: a client never
-// holds an acknowledgement from a deposed leader.
+// holds an acknowledgement from a deposed leader. It takes each listed
+// stream's keepalive before it asks for the confirmation, so what it
+// acknowledges arrived before.
 func (s *Server) confirmKeepalives() {
 	defer s.wg.Done()
-	var batch []keepaliveAck
+	defer close(s.confirmed)
+	var (
+		boxes []*outbox
+		batch []ackFor
+	)
 	for {
-		batch = batch[:0]
 		select {
-		case a := <-s.acks:
-			batch = append(batch, a)
+		case <-s.kas.wake:
 		case <-s.stop:
 			return
 		}
-	more:
-		for len(batch) < cap(s.acks) {
-			select {
-			case a := <-s.acks:
-				batch = append(batch, a)
-			default:
-				break more
+		select {
+		case <-s.stop: // both were ready: stop wins
+			return
+		default:
+		}
+		boxes = s.kas.take(boxes)
+		batch = batch[:0]
+		for _, ob := range boxes {
+			if a := ob.ka.Swap(nil); a != nil {
+				batch = append(batch, ackFor{ob: ob, a: a})
 			}
 		}
-		if err := s.node.VerifyLeader(); err != nil {
-			continue // unacknowledged: the clients count down to their loss
-		}
-		for _, a := range batch {
-			a.ob.push(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_KeepAliveAck{KeepAliveAck: &dlmpb.KeepAliveAck{
-				Seq: a.ka.GetSeq(), SentUnixNano: a.ka.GetSentUnixNano(), Ttl: pbDuration(a.ttl),
-			}}})
+		clear(boxes)
+		if err := s.node.VerifyLeader(); err == nil { // else unacknowledged: the clients count down to their loss
+			for _, b := range batch {
+				b.ob.push(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_KeepAliveAck{KeepAliveAck: &dlmpb.KeepAliveAck{
+					Seq: b.a.ka.GetSeq(), SentUnixNano: b.a.ka.GetSentUnixNano(), Ttl: pbDuration(b.a.ttl),
+				}}})
+			}
 		}
 		clear(batch)
+		if cap(batch) > keepBuffer {
+			batch = nil
+		}
 	}
 }
 

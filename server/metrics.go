@@ -69,6 +69,15 @@ func newServerMetrics(s *Server) *serverMetrics {
 	for _, reason := range []string{"unauthenticated", "permission_denied"} {
 		m.authRefused.WithLabelValues(reason) // shown from the start, at 0
 	}
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "dlm_server_stream_queued_bytes",
+		Help: "Bytes of messages queued for session streams, not yet sent (estimated: encoded size plus a fixed overhead per message); bounded by MaxQueuedBytes.",
+	}, func() float64 { return float64(s.queue.used()) })
+	slowEnded := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "dlm_server_slow_streams_ended_total",
+		Help: "Session streams ended (ResourceExhausted) because their queue, or the server's, was full: clients too slow to read.",
+	}, func() float64 { return float64(s.queue.slowed.Load()) })
+	m.reg.MustRegister(queued, slowEnded)
 	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

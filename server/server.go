@@ -35,6 +35,19 @@ const (
 	// DefaultMaxStreamInflight is how many requests of one stream may await
 	// their outcome at once; more are not read until earlier ones finish.
 	DefaultMaxStreamInflight = 4096
+	// DefaultMaxStreamQueueBytes is how many bytes of messages (estimated
+	// with StreamMessageOverhead) may wait for a slow client before its
+	// stream is ended (the session survives). A single message always fits
+	// an empty queue, however large (a session's sync can be).
+	DefaultMaxStreamQueueBytes = 4 << 20
+	// DefaultMaxQueuedBytes bounds the bytes of messages waiting for their
+	// clients across all the streams of a server: a message that would
+	// pass it ends its stream as a slow client's.
+	DefaultMaxQueuedBytes = 256 << 20
+	// StreamMessageOverhead is the memory a queued message is estimated to
+	// take beyond its encoded size (proto.Size): the Go structs of the
+	// message, its oneof wrapper and request id, and its queue slot.
+	StreamMessageOverhead = 256
 	// MaxMessageBytes is the largest message a client may send.
 	MaxMessageBytes = 64 << 10
 	// MaxMetadataBytes bounds a lock's holder description.
@@ -59,10 +72,18 @@ type ServerConfig struct {
 	// session is expired for keepalives it sent to a previous leader or
 	// while there was none. Default DefaultSessionMargin.
 	SessionMargin time.Duration
-	// MaxStreamQueue and MaxStreamInflight are per-stream limits; defaults
-	// DefaultMaxStreamQueue and DefaultMaxStreamInflight.
-	MaxStreamQueue    int
-	MaxStreamInflight int
+	// MaxStreamQueue, MaxStreamQueueBytes and MaxStreamInflight are
+	// per-stream limits; defaults DefaultMaxStreamQueue,
+	// DefaultMaxStreamQueueBytes and DefaultMaxStreamInflight. A stream
+	// whose queue would pass MaxStreamQueue messages or MaxStreamQueueBytes
+	// bytes is ended with ResourceExhausted; its session survives.
+	MaxStreamQueue      int
+	MaxStreamQueueBytes int
+	MaxStreamInflight   int
+	// MaxQueuedBytes bounds the bytes queued for all the streams of the
+	// server together; default DefaultMaxQueuedBytes. A message that would
+	// pass it ends its stream with ResourceExhausted.
+	MaxQueuedBytes int64
 	// MaxEventStreamsPerIdentity bounds the /v1/events streams one
 	// authenticated identity may have open at once (more are refused with
 	// 429 Too Many Requests); default DefaultMaxEventStreamsPerIdentity.
@@ -105,6 +126,12 @@ func (c *ServerConfig) setDefaults() {
 	if c.MaxStreamQueue <= 0 {
 		c.MaxStreamQueue = DefaultMaxStreamQueue
 	}
+	if c.MaxStreamQueueBytes <= 0 {
+		c.MaxStreamQueueBytes = DefaultMaxStreamQueueBytes
+	}
+	if c.MaxQueuedBytes <= 0 {
+		c.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
 	if c.MaxStreamInflight <= 0 {
 		c.MaxStreamInflight = DefaultMaxStreamInflight
 	}
@@ -131,7 +158,8 @@ type Server struct {
 	live    *liveness
 	metrics *serverMetrics
 	auth    *authenticator
-	acks    chan keepaliveAck
+	queue   *queueBudget // bytes queued for all streams
+	kas     *keepalives
 
 	grpc     *grpc.Server
 	lis      net.Listener
@@ -141,11 +169,15 @@ type Server struct {
 	wg       sync.WaitGroup
 	closeErr error
 	once     sync.Once
+
+	// confirmed is closed when confirmKeepalives has stopped: Close waits
+	// for it before closing the node, since Raft never answers a
+	// VerifyLeader that reaches it while it shuts down.
+	confirmed chan struct{}
 }
 
 // keepaliveAck is a keepalive waiting for leadership to be confirmed.
 type keepaliveAck struct {
-	ob  *outbox
 	ka  *dlmpb.KeepAlive
 	ttl time.Duration
 }
@@ -155,13 +187,17 @@ type keepaliveAck struct {
 // leader and has applied its log (see Ready).
 func Start(cfg ServerConfig) (*Server, error) {
 	cfg.setDefaults()
+	queue := newQueueBudget(cfg.MaxQueuedBytes)
 	s := &Server{
-		cfg:  cfg,
-		log:  cfg.Logger,
-		hub:  newHub(cfg.MaxStreamQueue),
-		live: newLiveness(),
-		acks: make(chan keepaliveAck, 4096),
-		stop: make(chan struct{}),
+		cfg:   cfg,
+		log:   cfg.Logger,
+		hub:   newHub(cfg.MaxStreamQueue, int64(cfg.MaxStreamQueueBytes), queue),
+		live:  newLiveness(),
+		queue: queue,
+		kas:   newKeepalives(),
+		stop:  make(chan struct{}),
+
+		confirmed: make(chan struct{}),
 	}
 	s.metrics = newServerMetrics(s)
 	s.auth = &authenticator{
@@ -324,6 +360,7 @@ func (s *Server) Close() error {
 			s.grpc.Stop()
 			<-stopped
 		}
+		<-s.confirmed
 		errs = append(errs, s.node.Close())
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)

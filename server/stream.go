@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -98,6 +99,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		return stream.Send(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Expired{Expired: &dlmpb.SessionExpired{Session: uint64(sid)}}})
 	}
 	defer s.hub.detach(ob)
+	defer ob.close()
 	if !s.live.isActive() { // leadership lost since the check above
 		ob.end(false, errNotLeader)
 	}
@@ -113,6 +115,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 }
 
 // write sends the outbox's messages until it ends or the stream breaks.
+// Sent messages stop counting against the queue's bounds.
 func (s *Server) write(ctx context.Context, stream dlmpb.DLM_SessionServer, ob *outbox) error {
 	var buf []*dlmpb.SessionResponse
 	for {
@@ -123,6 +126,7 @@ func (s *Server) write(ctx context.Context, stream dlmpb.DLM_SessionServer, ob *
 				return serr
 			}
 		}
+		ob.sent(msgs)
 		clear(msgs)
 		buf = msgs
 		if ended {
@@ -143,17 +147,71 @@ type submitted struct {
 	id *dlmpb.RequestID
 }
 
+// awaiting holds one stream's requests handed to the node, in order, until
+// their outcome is known. It takes no memory while empty and grows with use
+// up to its limit (MaxStreamInflight); its waiter, reportFailures, runs only
+// while it holds requests.
+type awaiting struct {
+	limit int
+	space chan struct{} // capacity 1: the queue shrank
+
+	mu      sync.Mutex
+	queue   []submitted
+	waiting bool // a waiter runs
+}
+
+func newAwaiting(limit int) *awaiting {
+	return &awaiting{limit: limit, space: make(chan struct{}, 1)}
+}
+
+// add queues sub, waiting while the queue is full, and reports whether the
+// caller must start a waiter. It fails only with ctx's error.
+func (q *awaiting) add(ctx context.Context, sub submitted) (start bool, err error) {
+	q.mu.Lock()
+	for len(q.queue) >= q.limit {
+		q.mu.Unlock()
+		select {
+		case <-q.space:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		q.mu.Lock()
+	}
+	defer q.mu.Unlock()
+	q.queue = append(q.queue, sub)
+	start, q.waiting = !q.waiting, true
+	return start, nil
+}
+
+// next takes the oldest request; once there is none, it reports false and
+// the waiter must stop.
+func (q *awaiting) next() (submitted, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 {
+		q.queue, q.waiting = nil, false
+		return submitted{}, false
+	}
+	sub := q.queue[0]
+	q.queue[0] = submitted{}
+	q.queue = q.queue[1:]
+	select {
+	case q.space <- struct{}{}:
+	default:
+	}
+	return sub, true
+}
+
 // read takes the client's messages until the stream ends. Requests are
 // handed to the node in arrival order; their answers come through the hub.
 // A request p may not make is refused (REASON_PERMISSION_DENIED) and
-// changes nothing; the stream goes on. token, the bearer token the stream
-// was opened with, is kept out of lock metadata.
+// changes nothing; the stream goes on. A request the node does not take
+// is refused (REASON_NOT_LEADER) and ends the stream. token, the bearer
+// token the stream was opened with, is kept out of lock metadata.
+// Keepalives are listed for acknowledgement without waiting.
 func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox, p principal, token string) {
 	defer s.wg.Done()
-	pend := make(chan submitted, s.cfg.MaxStreamInflight)
-	s.wg.Add(1)
-	go s.reportFailures(pend, ob)
-	defer close(pend)
+	pend := newAwaiting(s.cfg.MaxStreamInflight)
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -165,13 +223,12 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 			ob.end(false, err)
 			return
 		}
+		if ob.isEnded() {
+			return // a slow client's, or replaced: its requests are no longer taken
+		}
 		if ka := m.GetKeepAlive(); ka != nil {
 			if ttl, ok := s.live.touch(sid, time.Now()); ok {
-				select {
-				case s.acks <- keepaliveAck{ob: ob, ka: ka, ttl: ttl}:
-				case <-s.stop:
-					return
-				}
+				s.kas.add(ob, &keepaliveAck{ka: ka, ttl: ttl})
 			}
 			continue
 		}
@@ -194,12 +251,16 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		p, err := s.node.Submit(ctx, cmd)
 		if err != nil {
 			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+			ob.end(true, fmt.Errorf("dlm server: session %d: %w", sid, err))
 			return
 		}
-		select {
-		case pend <- submitted{p: p, id: id}:
-		case <-ctx.Done():
-			return
+		start, err := pend.add(ctx, submitted{p: p, id: id})
+		if err != nil {
+			return // the stream is gone
+		}
+		if start {
+			s.wg.Add(1)
+			go s.reportFailures(pend, ob)
 		}
 	}
 }
@@ -207,10 +268,14 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 // reportFailures refuses, with REASON_NOT_LEADER, the requests whose entry
 // failed: they were not applied, or their outcome is unknown; the client
 // retries them with the same request id on the leader, where duplicates are
-// answered from the reply cache.
-func (s *Server) reportFailures(pend <-chan submitted, ob *outbox) {
+// answered from the reply cache. It stops once pend is empty.
+func (s *Server) reportFailures(pend *awaiting, ob *outbox) {
 	defer s.wg.Done()
-	for sub := range pend {
+	for {
+		sub, ok := pend.next()
+		if !ok {
+			return
+		}
 		if _, err := sub.p.Wait(context.Background()); err != nil {
 			ob.push(refused(sub.id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
 		}
