@@ -313,8 +313,9 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalid", tc.name, err)
 		}
 	}
-	// Odd names are fine: they are hashed.
-	for _, name := range []string{"'; DROP TABLE x; --", "\x00", "pgkey:x", strings.Repeat("é", 256)} {
+	// Odd names are fine: they are hashed. (Control characters are refused
+	// by package dlm before any store: see storetest.BadInput.)
+	for _, name := range []string{"'; DROP TABLE x; --", "pgkey:x", "\u00a0nbsp", strings.Repeat("é", 256)} {
 		l, err := c.Acquire(ctx, name, dlm.WithWait(0))
 		if err != nil {
 			t.Fatalf("%q: %v", name, err)

@@ -284,6 +284,9 @@ func BadInput(t *testing.T, c *dlm.Client) {
 	}{
 		{"empty name", "", nil},
 		{"long name", strings.Repeat("x", dlm.MaxResourceBytes+1), nil},
+		{"NUL in name", "a\x00b", nil},
+		{"control character in name", "line\nbreak", nil},
+		{"bidirectional override in name", "invoice\u202Efdp.exe", nil},
 		{"invalid UTF-8", "a\xffb", nil},
 		{"zero TTL", "r", []dlm.Option{dlm.WithTTL(0)}},
 		{"tiny TTL", "r", []dlm.Option{dlm.WithTTL(time.Microsecond)}},
