@@ -146,14 +146,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// usage is the server's memory at one moment, in bytes: its resident set
-// and its Go heap in use (go_memstats_heap_inuse_bytes from /metrics).
-type usage struct{ rss, heap float64 }
+// usage is the server's memory at one moment, in bytes: its resident set,
+// and from /metrics its Go heap and goroutine stacks in use.
+type usage struct{ rss, heap, stack float64 }
 
-func (u usage) sub(v usage) usage     { return usage{u.rss - v.rss, u.heap - v.heap} }
-func (u usage) scale(f float64) usage { return usage{u.rss * f, u.heap * f} }
+func (u usage) sub(v usage) usage     { return usage{u.rss - v.rss, u.heap - v.heap, u.stack - v.stack} }
+func (u usage) scale(f float64) usage { return usage{u.rss * f, u.heap * f, u.stack * f} }
 func (u usage) String() string {
-	return fmt.Sprintf("RSS %6.1f MiB, Go heap in use %6.1f MiB", u.rss/(1<<20), u.heap/(1<<20))
+	return fmt.Sprintf("RSS %6.1f MiB, Go heap in use %6.1f MiB, stacks %5.1f MiB", u.rss/(1<<20), u.heap/(1<<20), u.stack/(1<<20))
 }
 
 // measure reads the server's usage.
@@ -162,28 +162,38 @@ func measure(ctx context.Context, srv *testenv.DLM) (usage, error) {
 	if err != nil {
 		return usage{}, err
 	}
-	heap, err := heapInUse(ctx, srv.HTTPAddr())
-	return usage{rss: float64(kb) * 1024, heap: heap}, err
+	m, err := metrics(ctx, srv.HTTPAddr(), "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
+	return usage{rss: float64(kb) * 1024, heap: m[0], stack: m[1]}, err
 }
 
-// heapInUse reads go_memstats_heap_inuse_bytes from the server's metrics.
-func heapInUse(ctx context.Context, addr string) (float64, error) {
+// metrics reads the values of the named metrics from the server's /metrics.
+func metrics(ctx context.Context, addr string, names ...string) ([]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	out := make([]float64, len(names))
+	found := 0
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				if out[i], err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+					return nil, fmt.Errorf("%s: %w", name, err)
+				}
+				found++
+			}
 		}
 	}
-	return 0, errors.New("no go_memstats_heap_inuse_bytes in /metrics")
+	if found != len(names) {
+		return nil, fmt.Errorf("/metrics lacks one of %q", names)
+	}
+	return out, sc.Err()
 }
 
 // lockMany takes n EX locks on distinct resources over one stream, with
