@@ -1,6 +1,7 @@
 package locktable
 
 import (
+	"container/heap"
 	"slices"
 	"strings"
 )
@@ -37,13 +38,19 @@ type ResourceQuery struct {
 // the names it selects, so it is meant for listings, not hot paths.
 func (t *Table) ResourcePage(q ResourceQuery) (page []ResourceInfo, more bool) {
 	cont := q.Skip > 0
-	var names []string
+	// Every resource has an entry, so a page bounded to MaxResources needs
+	// no more than the first MaxResources+2 names (one more for a cut
+	// resource with nothing left, one to tell whether more follow).
+	sel := newSmallest(q.MaxResources + 2)
+	if q.MaxResources <= 0 {
+		sel = newSmallest(0)
+	}
 	for name := range t.resources {
 		if (name > q.After || cont && name == q.After) && strings.HasPrefix(name, q.Prefix) && (q.Keep == nil || q.Keep(name)) {
-			names = append(names, name)
+			sel.add(name)
 		}
 	}
-	slices.Sort(names)
+	names := sel.sorted()
 	budget := q.MaxLocks
 	for _, name := range names {
 		r := t.resources[name]
@@ -211,3 +218,43 @@ func (t *Table) SessionPage(q SessionQuery) (page []SessionInfo, more bool) {
 	}
 	return page, false
 }
+
+// smallest keeps the k smallest of the names added (all of them if k is
+// not positive), in a max-heap: a name above the largest kept one costs one
+// comparison, so selecting from n names is O(n log k) at worst.
+type smallest struct {
+	k     int
+	names []string // a max-heap once k are kept
+}
+
+func newSmallest(k int) *smallest { return &smallest{k: k} }
+
+// add offers name.
+func (s *smallest) add(name string) {
+	switch {
+	case s.k <= 0 || len(s.names) < s.k:
+		s.names = append(s.names, name)
+		if len(s.names) == s.k {
+			heap.Init(maxHeap(s.names))
+		}
+	case name < s.names[0]:
+		s.names[0] = name
+		heap.Fix(maxHeap(s.names), 0)
+	}
+}
+
+// sorted returns the names kept, in increasing order.
+func (s *smallest) sorted() []string {
+	slices.Sort(s.names)
+	return s.names
+}
+
+// maxHeap is a heap of names with the largest on top; it never grows or
+// shrinks (Push and Pop are not used).
+type maxHeap []string
+
+func (h maxHeap) Len() int           { return len(h) }
+func (h maxHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h maxHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (maxHeap) Push(any)             { panic("locktable: maxHeap does not grow") }
+func (maxHeap) Pop() any             { panic("locktable: maxHeap does not shrink") }

@@ -2,6 +2,7 @@ package locktable
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -188,6 +189,29 @@ func TestSessionPage(t *testing.T) {
 					t.Fatalf("%d,%d: pages joined:\n got  %+v\n want %+v", maxS, maxLocks, got, want)
 				}
 			}
+		}
+	}
+}
+
+// TestResourcePageSelectsFromMany: with many more resources than a page
+// holds (so only the first names are kept while scanning), pages still give
+// every resource once, in name order.
+func TestResourcePageSelectsFromMany(t *testing.T) {
+	tb := New(Limits{})
+	if err := tb.OpenSession(Stamp{}, 1, "s"); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 500 {
+		name := fmt.Sprintf("r/%06d", rng.IntN(1_000_000))
+		if _, err := tb.Lock(Stamp{}, LockRequest{Session: 1, Resource: name, Mode: NL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := tb.Resources("", 0)
+	for _, maxRes := range []int{7, 100} {
+		if got := readAllPages(t, tb, "", maxRes, 1000); !reflect.DeepEqual(got, all) {
+			t.Fatalf("pages of %d: %d resources joined, want %d", maxRes, len(got), len(all))
 		}
 	}
 }
