@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -885,6 +886,33 @@ func drainToEnd(r *rawSession) (int, error) {
 		}
 		n++
 	}
+}
+
+// A client that never reads, not even once its stream was ended, does not
+// keep the stream: the server gives it up at once (its handler returns,
+// which ends the send that waited for the client), so the stream's
+// goroutines and receive buffer go then, not when the client disconnects
+// (before, the handler waited in Send for as long as the client lived).
+// What the client did not read still reaches it, status last, if it ever
+// reads.
+func TestAttackNeverReadingClientLosesItsStream(t *testing.T) {
+	// A queue larger than what gRPC takes before a send blocks (the
+	// client's 64 KiB window plus the server's 64 KiB write quota), so
+	// that it fills only while the send waits for the client.
+	s := startServer(t, ServerConfig{MaxStreamQueueBytes: 1 << 20})
+	r := openUnread(t, s)
+	ob := outboxOf(t, s, r.sid)
+	floodReleases(r, 20_000)
+	waitEnded(t, ob)
+	deadline := time.Now().Add(10 * time.Second)     // before the client's context ends the stream
+	for testutil.ToFloat64(s.metrics.streams) != 0 { // the client has read nothing
+		if time.Now().After(deadline) {
+			t.Fatal("the server still serves the stream of a client that never reads")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, err := drainToEnd(r)
+	wantCode(t, err, codes.ResourceExhausted, "the ended stream's status")
 }
 
 // A client that sends requests and never reads the answers (8 such streams

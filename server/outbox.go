@@ -78,13 +78,17 @@ type outbox struct {
 	msgs  []*dlmpb.SessionResponse
 	bytes int64         // the cost of msgs plus that of the messages being sent
 	wake  chan struct{} // capacity 1: something was pushed or the outbox ended
-	ended bool
-	drain bool  // when ended: send what is queued first
-	err   error // why it ended; nil for a normal end (closed, expired)
+	// aborted is closed when the outbox ends without drain: its stream is
+	// to end at once, even while a send waits for a client that does not
+	// read.
+	aborted chan struct{}
+	ended   bool
+	drain   bool  // when ended: send what is queued first
+	err     error // why it ended; nil for a normal end (closed, expired)
 }
 
 func newOutbox(sid locktable.SessionID, limit int, maxBytes int64, budget *queueBudget) *outbox {
-	return &outbox{sid: sid, limit: limit, maxBytes: maxBytes, budget: budget, wake: make(chan struct{}, 1)}
+	return &outbox{sid: sid, limit: limit, maxBytes: maxBytes, budget: budget, wake: make(chan struct{}, 1), aborted: make(chan struct{})}
 }
 
 // push queues messages; it does nothing once the outbox has ended.
@@ -136,6 +140,7 @@ func (o *outbox) endLocked(drain bool, err error) {
 	o.over.Store(true)
 	if !drain {
 		o.dropLocked()
+		close(o.aborted)
 	}
 	o.signal()
 }
@@ -146,6 +151,14 @@ func (o *outbox) dropLocked() {
 	o.msgs = nil
 	o.budget.free(o.bytes)
 	o.bytes = 0
+}
+
+// reason returns why the outbox ended (nil for a normal end, or while it
+// has not ended).
+func (o *outbox) reason() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
 }
 
 // isEnded reports whether the outbox has ended; it never waits.

@@ -115,28 +115,71 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 }
 
 // write sends the outbox's messages until it ends or the stream breaks.
-// Sent messages stop counting against the queue's bounds.
+// The sends run in a goroutine of their own, started when messages wait and
+// gone once the queue is empty (an idle stream costs no goroutine for it),
+// so that an outbox ended without drain (a client too slow for its queue, a
+// stream replaced, a leadership lost) ends the stream at once, even while a
+// send waits for a client that does not read: returning from the handler
+// closes the stream, which ends that send and frees the stream's buffers.
 func (s *Server) write(ctx context.Context, stream dlmpb.DLM_SessionServer, ob *outbox) error {
 	var buf []*dlmpb.SessionResponse
+	results := make(chan sendResult, 1)
+	running := false
+	for {
+		wake := ob.wake
+		if running {
+			wake = nil // the sender takes what is pushed meanwhile
+		}
+		select {
+		case <-wake:
+			running = true
+			s.wg.Add(1)
+			go func(buf []*dlmpb.SessionResponse) {
+				defer s.wg.Done()
+				results <- sendQueued(stream, ob, buf)
+			}(buf)
+		case r := <-results:
+			running, buf = false, r.buf
+			if r.done {
+				return r.err
+			}
+		case <-ob.aborted:
+			return endStatus(ob.reason())
+		case <-ctx.Done():
+			ob.end(false, ctx.Err())
+			return ctx.Err()
+		}
+	}
+}
+
+// sendResult is how a run of sendQueued ended: the queue was empty (done
+// false; buf is the buffer to reuse), or the stream is over (done, with
+// the handler's status).
+type sendResult struct {
+	buf  []*dlmpb.SessionResponse
+	done bool
+	err  error
+}
+
+// sendQueued sends the outbox's messages until its queue is empty or it
+// has ended. Sent messages stop counting against the queue's bounds.
+func sendQueued(stream dlmpb.DLM_SessionServer, ob *outbox, buf []*dlmpb.SessionResponse) sendResult {
 	for {
 		msgs, ended, err := ob.take(buf)
 		for _, m := range msgs {
 			if serr := stream.Send(m); serr != nil {
 				ob.end(false, serr)
-				return serr
+				return sendResult{done: true, err: serr}
 			}
 		}
 		ob.sent(msgs)
 		clear(msgs)
 		buf = msgs
 		if ended {
-			return endStatus(err)
+			return sendResult{done: true, err: endStatus(err)}
 		}
-		select {
-		case <-ob.wake:
-		case <-ctx.Done():
-			ob.end(false, ctx.Err())
-			return ctx.Err()
+		if len(msgs) == 0 {
+			return sendResult{buf: buf}
 		}
 	}
 }
