@@ -32,6 +32,7 @@ targets=(
 	"./server/ FuzzFSMRestore"       # Raft snapshots
 	"./server/ FuzzRequestCommand"   # client requests, into commands
 	"./server/ FuzzSessionStream 0"  # client requests on a running server's session stream
+	"./server/ FuzzUTF8Codec"        # client messages with invalid UTF-8, repaired and refused per request
 	"./server/ FuzzParsePeers"       # dlm server -peers
 	"./storeurl/ FuzzParse"          # store URLs
 	"./storeurl/ FuzzParseSecret"    # store URLs with a password: never shown
