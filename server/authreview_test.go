@@ -66,7 +66,7 @@ func TestHTTPLoginFeedEndsWithLogin(t *testing.T) {
 	}
 }
 
-// The README promises that certificate common names with spaces are
+// docs/security.md promises that certificate common names with spaces are
 // identities that only "*" rules match: such a client is authenticated,
 // not refused.
 func TestAuthCertCommonNameWithSpaces(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/dlmhq/dlm/remote"
 )
 
-// secureFiles are the files of a secured deployment, made as the README's
+// secureFiles are the files of a secured deployment, made as docs/security.md's
 // walkthrough makes them: dlm certs, a token file, a rules file, and one
 // token file per client.
 type secureFiles struct {
