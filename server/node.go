@@ -17,7 +17,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -288,9 +287,10 @@ func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
 	}
 }
 
-// openStores opens the log, stable and snapshot stores: raft-boltdb (one
-// bbolt file, raft.db, synced on every append) behind a log cache, and a
-// FileSnapshotStore in Dir; or in-memory stores.
+// openStores locks Dir (see lockDataDir) and opens the log, stable and
+// snapshot stores: raft-boltdb (one bbolt file, raft.db, synced on every
+// append) behind a log cache, and a FileSnapshotStore in Dir; or in-memory
+// stores.
 //
 // The log was in raft-wal for a while: faster (one fsync per append
 // instead of bbolt's two), but its v0.4.0 cannot reopen a log whose tail
@@ -308,6 +308,13 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	if err := os.MkdirAll(n.cfg.Dir, 0o750); err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
 	}
+	// Another server on the same directory would block on bbolt's lock
+	// forever: refuse it at once, naming the holder.
+	lock, err := lockDataDir(n.cfg.Dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	n.closers = append(n.closers, lock) // closed last: after the stores
 	// A data directory of an earlier dlm (a raft-wal log) is not read:
 	// refuse it rather than start empty over it.
 	if _, err := os.Stat(filepath.Join(n.cfg.Dir, "wal")); err == nil {
@@ -315,9 +322,9 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 			return nil, nil, nil, fmt.Errorf("dlm server: %s holds a raft-wal log of an earlier dlm, which this one does not read; move it away to start empty", n.cfg.Dir)
 		}
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.Dir, "raft.db")})
+	bolt, err := openBolt(n.cfg.Dir)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dlm server: open raft log: %w", err)
+		return nil, nil, nil, err
 	}
 	n.closers = append(n.closers, bolt)
 	logs, err := raft.NewLogCache(512, bolt)
