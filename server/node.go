@@ -402,6 +402,29 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 	return nil
 }
 
+// WaitForLeader waits until the node knows a leader of its cluster (itself
+// or another), or ctx ends. Until then no node of the cluster serves: a
+// quorum of the voters is not up, or a joining node was not added yet.
+func (n *Node) WaitForLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, addr := n.Leader(); addr != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if _, addr := n.Leader(); addr != "" { // elected since the last look
+				return nil
+			}
+			return fmt.Errorf("dlm server: wait for a leader: %w", ctx.Err())
+		case <-n.stop:
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
 // Barrier waits until every entry committed before it is applied to the
 // FSM. It must run on the leader. It waits at most until ctx's deadline, or
 // Config.ApplyTimeout if ctx has none; a cancelled ctx without deadline is
