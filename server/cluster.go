@@ -251,6 +251,9 @@ func postMembership(ctx context.Context, members, path string, body []byte, logf
 			if last == nil {
 				return nil
 			}
+			if ctx.Err() != nil { // stopped, not refused: the caller says so
+				return fmt.Errorf("dlm server: %s: %w (last error: %v)", path, ctx.Err(), last)
+			}
 			logf("dlm server: membership call failed", "member", addr, "err", last)
 			if permanent(last) {
 				return fmt.Errorf("dlm server: %s: %w", path, last)

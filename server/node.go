@@ -17,7 +17,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -288,9 +287,10 @@ func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
 	}
 }
 
-// openStores opens the log, stable and snapshot stores: raft-boltdb (one
-// bbolt file, raft.db, synced on every append) behind a log cache, and a
-// FileSnapshotStore in Dir; or in-memory stores.
+// openStores locks Dir (see lockDataDir) and opens the log, stable and
+// snapshot stores: raft-boltdb (one bbolt file, raft.db, synced on every
+// append) behind a log cache, and a FileSnapshotStore in Dir; or in-memory
+// stores.
 //
 // The log was in raft-wal for a while: faster (one fsync per append
 // instead of bbolt's two), but its v0.4.0 cannot reopen a log whose tail
@@ -308,6 +308,13 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	if err := os.MkdirAll(n.cfg.Dir, 0o750); err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
 	}
+	// Another server on the same directory would block on bbolt's lock
+	// forever: refuse it at once, naming the holder.
+	lock, err := lockDataDir(n.cfg.Dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	n.closers = append(n.closers, lock) // closed last: after the stores
 	// A data directory of an earlier dlm (a raft-wal log) is not read:
 	// refuse it rather than start empty over it.
 	if _, err := os.Stat(filepath.Join(n.cfg.Dir, "wal")); err == nil {
@@ -315,9 +322,9 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 			return nil, nil, nil, fmt.Errorf("dlm server: %s holds a raft-wal log of an earlier dlm, which this one does not read; move it away to start empty", n.cfg.Dir)
 		}
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.Dir, "raft.db")})
+	bolt, err := openBolt(n.cfg.Dir)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dlm server: open raft log: %w", err)
+		return nil, nil, nil, err
 	}
 	n.closers = append(n.closers, bolt)
 	logs, err := raft.NewLogCache(512, bolt)
@@ -393,6 +400,29 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// WaitForLeader waits until the node knows a leader of its cluster (itself
+// or another), or ctx ends. Until then no node of the cluster serves: a
+// quorum of the voters is not up, or a joining node was not added yet.
+func (n *Node) WaitForLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, addr := n.Leader(); addr != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if _, addr := n.Leader(); addr != "" { // elected since the last look
+				return nil
+			}
+			return fmt.Errorf("dlm server: wait for a leader: %w", ctx.Err())
+		case <-n.stop:
+			return ErrClosed
+		case <-t.C:
+		}
+	}
 }
 
 // Barrier waits until every entry committed before it is applied to the

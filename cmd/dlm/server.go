@@ -151,8 +151,20 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxEventStreamsPerIdentity: f.eventsPerIdentity,
 	})
 	if err != nil {
-		log.Error("dlm server: cannot start", "err", err)
+		// One line, the error alone: "data dir X is in use by another dlm
+		// server (pid N)", "listen: ... address already in use"...
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "dlm server: ") {
+			msg = "dlm server: cannot start: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
+		if errors.Is(err, server.ErrDataDirInUse) {
+			return exitBusy // held by another, like a lock: it may be free later
+		}
 		return 1
+	}
+	if ctx.Err() != nil { // a signal while the node opened
+		return stopStarting(ctx, srv, stderr, "while starting")
 	}
 	mode := "durable"
 	if f.inMemory {
@@ -161,11 +173,17 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	log.Info("dlm server: started", "addr", srv.Addr(), "http", srv.HTTPAddr(), "raft", srv.Node().Addr(), "data", f.dataDir, "log", mode)
 	if f.join != "" {
 		if err := srv.Join(ctx, f.join, sec.join...); err != nil {
+			if ctx.Err() != nil {
+				return stopStarting(ctx, srv, stderr, "while joining the cluster via "+f.join)
+			}
 			log.Error("dlm server: cannot join the cluster", "via", f.join, "err", err)
 			srv.Close()
 			return 1
 		}
 		log.Info("dlm server: joined the cluster", "via", f.join)
+	}
+	if err := srv.Node().WaitForLeader(ctx); err != nil {
+		return stopStarting(ctx, srv, stderr, "while waiting for a leader (a majority of the voters must be up)")
 	}
 	<-ctx.Done()
 	log.Info("dlm server: shutting down")
@@ -175,6 +193,19 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("dlm server: stopped")
 	return 0
+}
+
+// stopStarting closes srv, stopped by the end of ctx (a signal) before it
+// ever served, says so in one line and returns the exit code: 128+N for
+// signal N, else 1.
+func stopStarting(ctx context.Context, srv *server.Server, stderr io.Writer, waiting string) int {
+	_ = srv.Close() // it never served: nothing to hand over, nothing to report
+	if se, ok := stoppedBy(ctx); ok {
+		fmt.Fprintf(stderr, "dlm server: %v %s\n", se, waiting)
+		return exitSignalBase + int(se.sig)
+	}
+	fmt.Fprintf(stderr, "dlm server: stopped %s\n", waiting)
+	return 1
 }
 
 // env returns the environment variable key, or def when it is unset.
