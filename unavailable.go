@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/dlmhq/dlm/internal/errline"
 )
 
 // outage follows one call's view of its store's unavailability: since when
@@ -79,7 +81,7 @@ type unreachableError struct {
 
 func (e *unreachableError) Error() string {
 	// The store's error usually begins with ErrUnavailable's text too.
-	last := strings.TrimPrefix(e.last.Error(), ErrUnavailable.Error()+": ")
+	last := errline.OneLine(strings.TrimPrefix(e.last.Error(), ErrUnavailable.Error()+": "))
 	if e.bound == 0 {
 		return fmt.Sprintf("%v: the %s store did not answer (no retries): %s", ErrUnavailable, e.store, last)
 	}

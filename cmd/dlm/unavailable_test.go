@@ -1,0 +1,79 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm/internal/testenv"
+)
+
+// Against a store that is down, dlm run without --wait retries for
+// --unavailable-timeout, says so once, and exits 69 with one line that
+// names the store and the timeout; the command never runs.
+func TestRunGivesUpOnAnUnreachableStore(t *testing.T) {
+	for _, kind := range []string{"redis", "postgres", "dlm"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			// A port that was free a moment ago: nothing listens there.
+			addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+			url := map[string]string{
+				"redis":    "redis://" + addr,
+				"postgres": "postgres://dlm@" + addr + "/dlm?sslmode=disable",
+				"dlm":      "dlm://" + addr,
+			}[kind]
+			p := startDLM(t, nil, "run", "--store", url, "--lock", "x", "--unavailable-timeout", "2s", "--", "echo", "ran")
+			if code := p.wait(t, 20*time.Second); code != exitUnavailable {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitUnavailable, p.stderr)
+			}
+			if out := p.stdout.String(); out != "" {
+				t.Fatalf("the command ran: %q", out)
+			}
+			var warns, errs []string
+			for line := range strings.Lines(p.stderr.String()) {
+				switch {
+				case strings.Contains(line, "level=WARN"):
+					warns = append(warns, line)
+				case strings.HasPrefix(line, "dlm run: "):
+					errs = append(errs, line)
+				default:
+					t.Errorf("unexpected line: %q", line)
+				}
+			}
+			if len(warns) != 1 || !strings.Contains(warns[0], "unreachable; retrying for up to 2s") || !strings.Contains(warns[0], "store="+kind) {
+				t.Errorf("warnings %q, want one that says the %s store is unreachable and that dlm retries", warns, kind)
+			}
+			want := "the " + kind + " store was unreachable for 2s: "
+			if len(errs) != 1 || !strings.Contains(errs[0], want) || !strings.Contains(errs[0], "connection refused") {
+				t.Errorf("errors %q, want one line with %q and the cause", errs, want)
+			}
+		})
+	}
+}
+
+// A lock someone holds is waited for past --unavailable-timeout: only
+// --wait ends that wait (exit 75, busy).
+func TestRunContentionIsNotUnavailability(t *testing.T) {
+	stores := map[string]func(t *testing.T) string{
+		"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t)) },
+		"redis": func(t *testing.T) string { return "--store=redis://" + testenv.StartRedis(t).Addr() },
+	}
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			flag := store(t)
+			holder := startDLM(t, nil, "run", flag, "--lock", "held-"+name, "--", "sh", "-c", holdScript)
+			holder.stdout.expect(t, "held", 30*time.Second)
+			code, out, stderr := runDLM(t, nil, "run", flag, "--lock", "held-"+name,
+				"--unavailable-timeout", "100ms", "--wait", "1s", "--", "echo", "ran")
+			if code != exitBusy || out != "" {
+				t.Fatalf("exit %d (want %d, busy), stdout %q; stderr:\n%s", code, exitBusy, out, stderr)
+			}
+			if strings.Contains(stderr, "unreachable") {
+				t.Fatalf("contention reported as unavailability:\n%s", stderr)
+			}
+		})
+	}
+}
