@@ -201,15 +201,15 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 			}
 		default:
 			unsure, answered = true, false
+			// An attempt cut short by the bound keeps the failure before
+			// it, which says more than the deadline.
 			switch {
 			case !cut:
 				last = err
 			case last == nil || errors.Is(last, driver.ErrTaken):
 				// The deadline is the bound's, not the caller's: not wrapped.
-				last = fmt.Errorf("no answer within %s (%v)", cfg.unavailable, err)
+				last = fmt.Errorf("%w: no answer within %s (%v)", ErrUnavailable, cfg.unavailable, err)
 			}
-			// An attempt cut short by the bound keeps the failure before
-			// it, which says more than the deadline.
 			if out.failed(start) {
 				c.cleanup(ctx, req, driver.Grant{})
 				return nil, out.err(last)
