@@ -269,8 +269,12 @@ func (r *runner) open(ctx context.Context) (*storeurl.Store, error) {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		timeout := r.f.connect
-		if !since.IsZero() {
-			timeout = min(timeout, max(r.f.unavail-start.Sub(since), time.Millisecond))
+		if r.f.unavail > 0 {
+			left := r.f.unavail
+			if !since.IsZero() {
+				left -= start.Sub(since)
+			}
+			timeout = min(timeout, max(left, time.Millisecond))
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		store, err := storeurl.Open(cctx, r.f.store, storeOptions(label(r.args), storeurl.WithLogger(r.log))...)
