@@ -78,12 +78,16 @@ func (c *Client) config(resource string, base []Option, opts []Option) (config, 
 
 // Acquire takes the lock on resource and returns its lease. While someone
 // else holds the lock it keeps trying for the wait (WithWait), until ctx ends
-// when no wait is given. The caller must Release the lease.
+// when no wait is given. While the store does not answer it retries for at
+// most the unavailable timeout (WithUnavailableTimeout, 30 s by default),
+// and logs one warning when the store becomes unreachable. The caller must
+// Release the lease.
 //
 // Errors: ErrNotAcquired when the lock stayed held (joined with ctx.Err()
 // when the context ended the wait); ErrUnavailable when the store could not
-// be reached, joined likewise; ErrInvalid or ErrUnsupported at once for a
-// call that can never succeed.
+// be reached, joined likewise, or when it stayed unreachable for the
+// unavailable timeout; ErrInvalid or ErrUnsupported at once for a call that
+// can never succeed.
 func (c *Client) Acquire(ctx context.Context, resource string, opts ...Option) (*Lease, error) {
 	return c.acquire(ctx, resource, nil, opts)
 }
@@ -128,8 +132,14 @@ func (c *Client) acquire(ctx context.Context, resource string, base, opts []Opti
 	return l, err
 }
 
-// attempts runs attempts until one is granted, the wait ends, or an attempt
-// fails in a way that retrying cannot mend (invalid, unsupported, deadlock).
+// attempts runs attempts until one is granted, the wait ends, the store
+// stays unreachable for the unavailable timeout, or an attempt fails in a
+// way that retrying cannot mend (invalid, unsupported, deadlock).
+//
+// A store that waits natively is asked to wait only once it has answered in
+// this call: until then each attempt is a single one, bounded by what is
+// left of the unavailable timeout, so that a store that accepts and never
+// answers cannot hold the call longer than that.
 func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) (*Lease, error) {
 	waitCtx := ctx
 	if cfg.wait > 0 {
@@ -138,8 +148,11 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 		defer cancel()
 	}
 	waiter, native := c.drv.(driver.Waiter)
+	native = native && cfg.wait != 0
+	out := outage{c: c, resource: req.Resource, bound: cfg.unavailable}
 	var last error
-	unsure := false // an attempt failed without a clear answer
+	unsure := false   // an attempt failed without a clear answer
+	answered := false // the store answered since it last failed
 	giveUp := func() error {
 		if unsure {
 			// The grant may have happened with its reply lost. Release is
@@ -152,16 +165,28 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 		start := time.Now()
 		var g driver.Grant
 		var err error
-		if native && cfg.wait != 0 {
+		cut := false // the bound ended the attempt
+		if native && answered {
 			g, err = waiter.AcquireWait(waitCtx, req)
 		} else {
-			g, err = c.drv.Acquire(waitCtx, req)
+			actx, cancel := out.bounded(waitCtx)
+			g, err = c.drv.Acquire(actx, req)
+			cut = actx.Err() != nil && waitCtx.Err() == nil
+			cancel()
 		}
 		switch {
 		case err == nil:
+			out.answered()
 			return c.newLease(req, g, cfg, start), nil
 		case errors.Is(err, driver.ErrTaken):
+			out.answered()
 			last = err
+			if native && !answered {
+				// The store answers: queue in it at once.
+				answered = true
+				attempt--
+				continue
+			}
 		case errors.Is(err, driver.ErrInvalid), errors.Is(err, driver.ErrUnsupported),
 			errors.Is(err, driver.ErrDeadlock):
 			return nil, err
@@ -175,8 +200,20 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 				last = fmt.Errorf("%w: no answer before the wait ended: %w", ErrUnavailable, err)
 			}
 		default:
-			unsure = true
-			last = err
+			unsure, answered = true, false
+			// An attempt cut short by the bound keeps the failure before
+			// it, which says more than the deadline.
+			switch {
+			case !cut:
+				last = err
+			case last == nil || errors.Is(last, driver.ErrTaken):
+				// The deadline is the bound's, not the caller's: not wrapped.
+				last = fmt.Errorf("%w: no answer within %s (%v)", ErrUnavailable, cfg.unavailable, err)
+			}
+			if out.failed(start) {
+				c.cleanup(ctx, req, driver.Grant{})
+				return nil, out.err(last)
+			}
 		}
 		if cfg.wait == 0 || waitCtx.Err() != nil {
 			return nil, giveUp()
@@ -185,6 +222,7 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 		if pause < 0 {
 			return nil, giveUp()
 		}
+		out.retrying(last)
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -56,4 +57,29 @@ func ExampleClient_Acquire_tryOnce() {
 		log.Print("lost the lock: ", l.Err())
 	case <-time.After(time.Minute): // the work
 	}
+}
+
+// Waiting for a lock someone holds may take as long as it takes; waiting
+// for a store that does not answer is bounded: here by 5 s for every call
+// of the client, and by 1 s for one call. The client logs one warning when
+// the store becomes unreachable.
+func ExampleWithUnavailableTimeout() {
+	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	locks := dlm.New(redis.New(rdb),
+		dlm.WithLogger(slog.Default()),
+		dlm.WithDefaults(dlm.WithUnavailableTimeout(5*time.Second)))
+	ctx := context.Background()
+
+	l, err := locks.Acquire(ctx, "cron/nightly-report", dlm.WithUnavailableTimeout(time.Second))
+	if errors.Is(err, dlm.ErrUnavailable) {
+		// "dlm: lock store unavailable: the redis store was unreachable
+		// for 1s: redis acquire: dial tcp 127.0.0.1:6379: connect:
+		// connection refused"
+		log.Fatal(err)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(ctx)
 }

@@ -8,6 +8,9 @@ import (
 const (
 	// DefaultTTL is the time to live of a lock when WithTTL is not given.
 	DefaultTTL = 10 * time.Second
+	// DefaultUnavailableTimeout is how long a call keeps retrying a store
+	// that does not answer when WithUnavailableTimeout is not given.
+	DefaultUnavailableTimeout = 30 * time.Second
 )
 
 // waitForever is the unset wait: keep trying until the context ends.
@@ -25,6 +28,8 @@ type config struct {
 	metadata  string
 	capacity  int
 	permits   int
+	// unavailable bounds continuous unavailability; negative: no bound.
+	unavailable time.Duration
 }
 
 func defaultConfig() config {
@@ -33,6 +38,8 @@ func defaultConfig() config {
 		wait:  waitForever,
 		retry: ExponentialBackoff(10*time.Millisecond, time.Second),
 		mode:  EX,
+
+		unavailable: DefaultUnavailableTimeout,
 	}
 }
 
@@ -46,8 +53,24 @@ func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } 
 
 // WithWait sets how long to keep trying while someone else holds the lock.
 // Zero means one attempt (try-lock). Without WithWait the call keeps trying
-// until its context ends.
+// until its context ends. Either way a store that does not answer is given
+// up on after WithUnavailableTimeout.
 func WithWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
+
+// WithUnavailableTimeout bounds how long a call keeps retrying a store that
+// does not answer: after d of continuous unavailability (no answer at all,
+// or only failures) the call gives up with an error that matches
+// ErrUnavailable, says for how long the store was unreachable and wraps
+// the store's last error. Every answer of the store, even "taken", starts
+// the count again: waiting for a lock that someone holds is bounded only by
+// WithWait and the context. The default is DefaultUnavailableTimeout.
+//
+// Zero gives up at the first attempt that fails; a negative d sets no bound,
+// so that only the wait and the context end the retries. Give it to New
+// with WithDefaults to set it for every call of a client.
+func WithUnavailableTimeout(d time.Duration) Option {
+	return func(c *config) { c.unavailable = max(d, -1) }
+}
 
 // WithRetry sets the pause between attempts for stores that are polled, and
 // between attempts on an unreachable store. The default is

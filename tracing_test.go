@@ -57,6 +57,7 @@ type ctxStore struct {
 	*memory.Store
 	tr         *recordingTracer
 	releaseErr error
+	onWait     func() // called as AcquireWait begins
 }
 
 func (s *ctxStore) note(op string, ctx context.Context) {
@@ -71,6 +72,9 @@ func (s *ctxStore) Acquire(ctx context.Context, req driver.Request) (driver.Gran
 
 func (s *ctxStore) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	s.note("acquire-wait", ctx)
+	if s.onWait != nil {
+		s.onWait()
+	}
 	return s.Store.AcquireWait(ctx, req)
 }
 
@@ -140,13 +144,23 @@ func TestTracerSeesCalls(t *testing.T) {
 }
 
 // The span covers the whole call, waiting included, and the waiting runs
-// in the traced context.
+// in the traced context. The lock is held by another client until the
+// wait begins (after a first attempt that finds it taken).
 func TestTracerCoversWaitAndDo(t *testing.T) {
 	tr := &recordingTracer{}
-	store := &ctxStore{Store: memory.New(), tr: tr}
-	c := dlm.New(store, dlm.WithTracer(tr))
+	mem := memory.New()
 	ctx := context.Background()
-	err := c.Do(ctx, "d", func(ctx context.Context, l *dlm.Lease) error {
+	holder, err := dlm.New(mem).Acquire(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &ctxStore{Store: mem, tr: tr, onWait: func() {
+		if err := holder.Release(ctx); err != nil {
+			t.Error(err)
+		}
+	}}
+	c := dlm.New(store, dlm.WithTracer(tr))
+	err = c.Do(ctx, "d", func(ctx context.Context, l *dlm.Lease) error {
 		if ctx.Value(traceKey{}) != nil {
 			t.Error("the function runs in the acquire's traced context")
 		}
@@ -157,11 +171,12 @@ func TestTracerCoversWaitAndDo(t *testing.T) {
 	}
 	want := []string{
 		`start acquire memory "d" EX`,
+		`store acquire in #1`,
 		`store acquire-wait in #1`,
-		`end acquire #1 token=1 acquired err=false`,
-		`start release memory "d" EX token=1`,
-		`store release in #4`,
-		`end release #4 err=false`,
+		`end acquire #1 token=2 acquired err=false`,
+		`start release memory "d" EX token=2`,
+		`store release in #5`,
+		`end release #5 err=false`,
 	}
 	if got := tr.got(); !slices.Equal(got, want) {
 		t.Errorf("calls:\n%s\nwant:\n%s", join(got), join(want))

@@ -112,6 +112,7 @@ func TestMajorityDownIsUnavailable(t *testing.T) {
 	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
 		t.Fatalf("waiting with 3 of 5 nodes down = %v, want ErrUnavailable only", err)
 	}
+	storetest.UnavailableIsNotContention(t, c)
 
 	// The holder can neither extend nor release, and is not told it lost
 	// the lock: that is for its deadline to say.

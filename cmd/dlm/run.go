@@ -17,8 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/errline"
 	"github.com/dlmhq/dlm/storeurl"
 )
 
@@ -38,7 +41,8 @@ Exit codes:
                       signal N before the command started)
   2                   usage error, or a request the store refuses as invalid
                       (such as a name longer than 512 bytes)
-  69                  the store could not be reached, or refused the request
+  69                  the store could not be reached (it stayed unreachable for
+                      --unavailable-timeout), or refused the request
   75                  the lock was busy: not acquired within --wait
   76                  the lock was lost while the command ran
   126, 127            the command could not be started, or was not found
@@ -52,7 +56,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // runFlags are the settings of `dlm run`.
 type runFlags struct {
 	lock, mode, store, metadata, logLevel string
-	ttl, wait, grace, connect             time.Duration
+	ttl, wait, grace, connect, unavail    time.Duration
 	slots                                 int
 }
 
@@ -90,7 +94,9 @@ func runRun(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&f.ttl, "ttl", dlm.DefaultTTL, "the lock's time to live; it is renewed every ttl/3 while the command runs")
 	fs.Var(wait, "wait", "how long to wait for the lock (default: until acquired); 0 gives up at once if it is held")
 	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
-	fs.DurationVar(&f.connect, "connect-timeout", 10*time.Second, "how long to try to reach the store")
+	fs.DurationVar(&f.connect, "connect-timeout", 10*time.Second, "how long one attempt to reach the store may take")
+	fs.DurationVar(&f.unavail, "unavailable-timeout", dlm.DefaultUnavailableTimeout,
+		"give up (exit 69) once the store has not answered for this long; 0 gives up at the first failure. A held lock is waited for regardless (see --wait)")
 	fs.IntVar(&f.slots, "n", 0, "make the lock a semaphore of n slots; the command takes one")
 	fs.StringVar(&f.metadata, "metadata", "", "a description of this holder shown by dlm ls (default: host, pid and command)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
@@ -118,6 +124,8 @@ func runRun(ctx context.Context, args []string, stderr io.Writer) int {
 		return usage("--grace %s is negative", f.grace)
 	case f.connect <= 0:
 		return usage("--connect-timeout %s is not positive", f.connect)
+	case f.unavail < 0:
+		return usage("--unavailable-timeout %s is negative (0 gives up at the first failure)", f.unavail)
 	}
 	mode, err := dlm.ParseMode(f.mode)
 	if err != nil {
@@ -127,10 +135,15 @@ func runRun(ctx context.Context, args []string, stderr io.Writer) int {
 	if err != nil {
 		return usage("--log-level: %v", err)
 	}
+	// The Redis client logs each failed dial on its own (a line every few
+	// hundred milliseconds while Redis is down); dlm's own warning says it
+	// once.
+	goredis.SetLogger(redisLogger{log})
 	if _, err := storeurl.Parse(f.store); err != nil {
 		return usage("--store: %v", err)
 	}
-	opts := []dlm.Option{dlm.WithTTL(f.ttl), dlm.WithAutoRenew(true), dlm.WithMode(mode), dlm.WithMetadata(f.metadata)}
+	opts := []dlm.Option{dlm.WithTTL(f.ttl), dlm.WithAutoRenew(true), dlm.WithMode(mode),
+		dlm.WithUnavailableTimeout(f.unavail), dlm.WithMetadata(f.metadata)}
 	if f.metadata == "" {
 		opts[len(opts)-1] = dlm.WithMetadata(defaultMetadata(cmdArgs))
 	}
@@ -230,9 +243,7 @@ func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int)
 		r.errorf("%v", err)
 		return nil, nil, exitUnavailable
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.f.connect)
-	store, err := storeurl.Open(cctx, r.f.store, storeOptions(label(r.args), storeurl.WithLogger(r.log))...)
-	cancel()
+	store, err := r.open(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -247,6 +258,86 @@ func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int)
 	r.log.Info("acquired", "lock", r.f.lock, "token", lease.Token(), "store", store)
 	return lease, store, 0
 }
+
+// open opens the store. A store that cannot be reached (a dlm server that
+// refuses the connection) is tried again, as Acquire does, until it has
+// been unreachable for --unavailable-timeout; one warning says so.
+func (r *runner) open(ctx context.Context) (*storeurl.Store, error) {
+	var since time.Time
+	var last error // the failure before an attempt that the bound cut short says more
+	backoff := dlm.ExponentialBackoff(10*time.Millisecond, time.Second)
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		timeout := r.f.connect
+		if r.f.unavail > 0 {
+			left := r.f.unavail
+			if !since.IsZero() {
+				left -= start.Sub(since)
+			}
+			timeout = min(timeout, max(left, time.Millisecond))
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		store, err := storeurl.Open(cctx, r.f.store, storeOptions(label(r.args), storeurl.WithLogger(r.log))...)
+		cut := cctx.Err() != nil
+		cancel()
+		if err == nil || !errors.Is(err, dlm.ErrUnavailable) || denied(err) || ctx.Err() != nil {
+			return store, err
+		}
+		if last == nil || !cut {
+			last = err
+		}
+		if since.IsZero() {
+			since = start
+		}
+		if time.Since(since) >= r.f.unavail {
+			return nil, unreachable(r.f.store, r.f.unavail, last)
+		}
+		if attempt == 1 {
+			r.log.Warn("dlm: the store is unreachable; retrying for up to "+r.f.unavail.String(),
+				"store", storeKind(r.f.store), "url", storeurl.Redact(r.f.store), "err", err)
+		}
+		t := time.NewTimer(backoff.Backoff(attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
+// unreachable is the error of a store that stayed unreachable for d, as
+// package dlm words it for Acquire.
+func unreachable(rawURL string, d time.Duration, last error) error {
+	kind := "the " + storeKind(rawURL) + " store"
+	// The store's error begins with ErrUnavailable's text too.
+	msg := errline.OneLine(strings.TrimPrefix(last.Error(), dlm.ErrUnavailable.Error()+": "))
+	if d == 0 {
+		msg = fmt.Sprintf("%v: %s did not answer (no retries): %s", dlm.ErrUnavailable, kind, msg)
+	} else {
+		msg = fmt.Sprintf("%v: %s was unreachable for %s: %s", dlm.ErrUnavailable, kind, d, msg)
+	}
+	return &unreachableError{msg: msg, last: last}
+}
+
+// storeKind is the kind of store a URL names, such as "redis".
+func storeKind(rawURL string) string {
+	spec, err := storeurl.Parse(rawURL)
+	if err != nil {
+		return "unknown"
+	}
+	return string(spec.Kind)
+}
+
+// unreachableError matches dlm.ErrUnavailable and wraps the store's last
+// error.
+type unreachableError struct {
+	msg  string
+	last error
+}
+
+func (e *unreachableError) Error() string   { return e.msg }
+func (e *unreachableError) Unwrap() []error { return []error{dlm.ErrUnavailable, e.last} }
 
 // release releases lease and returns the error, which it reports unless
 // it is the loss of the lease.
@@ -387,6 +478,14 @@ func defaultMetadata(args []string) string {
 		m = m[:200]
 	}
 	return strings.ToValidUTF8(m, "?")
+}
+
+// redisLogger passes the Redis client's log lines to a logger at Debug.
+type redisLogger struct{ log *slog.Logger }
+
+// Printf logs one line of the Redis client.
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
 
 // newLogger logs to w at the named level.

@@ -406,7 +406,9 @@ func RenewalHoldsPastTTL(t *testing.T, c *dlm.Client, ttl, hold time.Duration) {
 
 // UnavailableIsNotContention checks, with the store's server down, that a
 // try-lock and a wait of 200 ms, on fresh resources, both fail with
-// ErrUnavailable only, never ErrNotAcquired.
+// ErrUnavailable only, never ErrNotAcquired; and that a call without a wait
+// gives up after its unavailable timeout (500 ms) with an error that says
+// so, long before its context ends.
 func UnavailableIsNotContention(t *testing.T, c *dlm.Client) {
 	t.Helper()
 	ctx := Context(t)
@@ -415,5 +417,12 @@ func UnavailableIsNotContention(t *testing.T, c *dlm.Client) {
 		if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) {
 			t.Fatalf("wait %s on a dead server = %v, want ErrUnavailable only", wait, err)
 		}
+	}
+	_, err := c.Acquire(ctx, Resource(t), dlm.WithUnavailableTimeout(500*time.Millisecond))
+	if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlm.ErrNotAcquired) || ctx.Err() != nil {
+		t.Fatalf("no wait on a dead server = %v (context: %v), want ErrUnavailable only, before the context ends", err, ctx.Err())
+	}
+	if !strings.Contains(err.Error(), "unreachable for 500ms") {
+		t.Fatalf("no wait on a dead server = %v, want it to say for how long the store was unreachable", err)
 	}
 }

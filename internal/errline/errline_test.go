@@ -1,0 +1,17 @@
+package errline
+
+import "testing"
+
+func TestOneLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"plain", "plain"},
+		{"failed to connect to `user=u`:\n\taddr a: refused\n\taddr b: refused", "failed to connect to `user=u`: addr a: refused; addr b: refused"},
+		{"first\nsecond\n\n", "first; second"},
+		{"  padded  \n", "padded"},
+	} {
+		if got := OneLine(tc.in); got != tc.want {
+			t.Errorf("OneLine(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
