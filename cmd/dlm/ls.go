@@ -39,17 +39,12 @@ type lsFlags struct {
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f lsFlags
 	fs := flag.NewFlagSet("dlm ls", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, lsUsage); fs.PrintDefaults() }
 	fs.StringVar(&f.store, "store", env("DLM_STORE", storeurl.DefaultURL), "store URL (env DLM_STORE)")
 	fs.StringVar(&f.prefix, "prefix", "", "only resources whose name starts with this")
 	fs.IntVar(&f.limit, "limit", 1000, "show at most this many resources")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, lsUsage, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm ls: unexpected arguments %q (use --prefix to filter)\n", fs.Args())
@@ -71,9 +66,10 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	start := time.Now()
 	res, err := lister.List(cctx, f.prefix, f.limit)
 	if err != nil {
-		fmt.Fprintf(stderr, "dlm ls: %v\n", err)
+		fmt.Fprintf(stderr, "dlm ls: %s\n", userMessage(store.Spec().Unreachable(err, time.Since(start))))
 		if denied(err) {
 			return exitDenied
 		}
@@ -99,15 +95,15 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // code.
 func openForListing(ctx context.Context, cmd, url string, stderr io.Writer) (*storeurl.Store, int) {
 	if _, err := storeurl.Parse(url); err != nil {
-		fmt.Fprintf(stderr, "%s: --store: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: --store: %s\n", cmd, userMessage(err))
 		return nil, exitUsage
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	store, err := storeurl.Open(octx, url, storeOptions(cmd)...)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		if errors.Is(err, storeurl.ErrBadURL) {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, userMessage(err))
+		if errors.Is(err, driver.ErrInvalid) { // a bad URL, or a file it names
 			return nil, exitUsage
 		}
 		return nil, storeExit(err)
