@@ -95,7 +95,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	store, err := storeurl.Open(octx, f.store, storeOptions("dlm bench")...)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "dlm bench: %v\n", err)
+		fmt.Fprintf(stderr, "dlm bench: %s\n", userMessage(err))
 		return storeExit(err)
 	}
 	defer func() {
@@ -120,7 +120,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		report.Results = append(report.Results, res)
 		if err != nil {
-			fmt.Fprintf(stderr, "dlm bench: %s: %v\n", n, err)
+			fmt.Fprintf(stderr, "dlm bench: %s: %s\n", n, userMessage(err))
 			code = 1
 			if denied(err) {
 				code = exitDenied

@@ -39,7 +39,7 @@ Exit codes:
   2                   usage error, or a request the store refuses as invalid
                       (such as a name longer than 512 bytes) or does not
                       support (such as --mode pr or -n on redis)
-  69                  the store could not be reached, or refused the request
+  69                  the store could not be reached, or could not decide
   75                  the lock was busy: not acquired within --wait
   76                  the lock was lost while the command ran
   126, 127            the command could not be started, or was not found

@@ -99,7 +99,7 @@ func runSession(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	conns, err := dialAdmin(url)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: --store: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: --store: %s\n", cmd, userMessage(err))
 		return exitUsage
 	}
 	defer func() {
@@ -116,7 +116,7 @@ func runSession(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		code, err = killSessions(cctx, conns, ids, owner, stdout)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, userMessage(err))
 	}
 	return code
 }
