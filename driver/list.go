@@ -39,6 +39,10 @@ type HolderInfo struct {
 	Owner string
 	// Session is the holder's session, where the store has sessions.
 	Session string
+	// SessionLabel is the label the holder's session was opened with
+	// (such as "dlm run backup.sh (host pid 4242)"), where the store
+	// keeps one.
+	SessionLabel string
 	// Mode is the granted mode.
 	Mode Mode
 	// Permits is the number of semaphore permits held.
@@ -61,6 +65,9 @@ type WaiterInfo struct {
 	Owner string
 	// Session is the waiter's session, where the store has sessions.
 	Session string
+	// SessionLabel is the label of the waiter's session, as in
+	// HolderInfo.
+	SessionLabel string
 	// Mode is the requested mode.
 	Mode Mode
 	// Permits is the number of semaphore permits requested.

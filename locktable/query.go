@@ -169,6 +169,16 @@ func (t *Table) Session(id SessionID) (SessionInfo, bool) {
 	return s.info(), true
 }
 
+// SessionLabel returns the label session id was opened with, and false if
+// it is not open.
+func (t *Table) SessionLabel(id SessionID) (string, bool) {
+	s := t.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	return s.label, true
+}
+
 // info describes session s.
 func (s *session) info() SessionInfo {
 	return SessionInfo{ID: s.id, Label: s.label, OpenedAt: s.openedAt, Locks: lockInfos(&s.locks, linkSession), LocksTotal: s.locks.n}

@@ -35,7 +35,8 @@ const maxListPage = 1000
 // Holders are in grant order, with their mode (zero for a semaphore),
 // permits (semaphores), token, metadata and when they were granted. Owners
 // are the server's: Session is the holder's session id and Owner its owner
-// number within that session, both in decimal; the request's own owner id
+// number within that session, both in decimal, and SessionLabel the label
+// the session was opened with (see WithLabel); the request's own owner id
 // does not reach the server. The server keeps a lock while its session
 // lives, so TTL is the time left before the holder's session expires
 // without a keepalive, as the leader sees it (zero from another node); the
@@ -86,13 +87,14 @@ func resourceInfo(r *dlmpb.ResourceInfo) driver.ResourceInfo {
 	}
 	for _, l := range r.GetHolders() {
 		h := driver.HolderInfo{
-			Owner:    strconv.FormatUint(l.GetOwner(), 10),
-			Session:  strconv.FormatUint(l.GetSession(), 10),
-			Mode:     driver.Mode(l.GetMode()),
-			Token:    l.GetToken(),
-			TTL:      time.Duration(l.GetSessionExpiresInMs()) * time.Millisecond,
-			Since:    unixNano(l.GetGrantedAtUnixNano()),
-			Metadata: string(l.GetMetadata()),
+			Owner:        strconv.FormatUint(l.GetOwner(), 10),
+			Session:      strconv.FormatUint(l.GetSession(), 10),
+			SessionLabel: l.GetSessionLabel(),
+			Mode:         driver.Mode(l.GetMode()),
+			Token:        l.GetToken(),
+			TTL:          time.Duration(l.GetSessionExpiresInMs()) * time.Millisecond,
+			Since:        unixNano(l.GetGrantedAtUnixNano()),
+			Metadata:     string(l.GetMetadata()),
 		}
 		if sem {
 			h.Permits = int(l.GetPermits())
@@ -102,12 +104,13 @@ func resourceInfo(r *dlmpb.ResourceInfo) driver.ResourceInfo {
 	for _, q := range [][]*dlmpb.LockInfo{r.GetConverting(), r.GetWaiting()} {
 		for _, l := range q {
 			w := driver.WaiterInfo{
-				Owner:      strconv.FormatUint(l.GetOwner(), 10),
-				Session:    strconv.FormatUint(l.GetSession(), 10),
-				Mode:       driver.Mode(l.GetRequested()),
-				Conversion: l.GetState() == dlmpb.LockInfo_STATE_CONVERTING,
-				Since:      unixNano(l.GetQueuedAtUnixNano()),
-				Metadata:   string(l.GetMetadata()),
+				Owner:        strconv.FormatUint(l.GetOwner(), 10),
+				Session:      strconv.FormatUint(l.GetSession(), 10),
+				SessionLabel: l.GetSessionLabel(),
+				Mode:         driver.Mode(l.GetRequested()),
+				Conversion:   l.GetState() == dlmpb.LockInfo_STATE_CONVERTING,
+				Since:        unixNano(l.GetQueuedAtUnixNano()),
+				Metadata:     string(l.GetMetadata()),
 			}
 			if sem {
 				w.Permits = int(l.GetPermits())

@@ -49,6 +49,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -92,8 +94,8 @@ func WithSessionTTL(d time.Duration) Option { return func(o *options) { o.ttl = 
 // quarter of the session TTL.
 func WithKeepAliveInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
 
-// WithLabel sets the session label shown in the server's listings (default
-// "dlm client"). Like a resource name, it must be valid UTF-8 without
+// WithLabel sets the session label shown in the server's listings (default:
+// the program's name, host and pid, such as "worker (db1 pid 4242)"). Like a resource name, it must be valid UTF-8 without
 // control or bidirectional formatting characters (see package dlm's
 // limits), else Dial fails with dlm.ErrInvalid.
 func WithLabel(label string) Option { return func(o *options) { o.label = label } }
@@ -141,7 +143,7 @@ var (
 // or its server dies, the store moves on by itself and resumes the session
 // on the new leader, which keeps the session's locks while it is valid.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
-	o := options{ttl: DefaultSessionTTL, label: "dlm client", reconnect: 50 * time.Millisecond}
+	o := options{ttl: DefaultSessionTTL, label: defaultLabel(), reconnect: 50 * time.Millisecond}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -180,6 +182,17 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 	go s.run(first)
 	go s.keepalive()
 	return s, nil
+}
+
+// defaultLabel is the session label of a store dialed without WithLabel:
+// the program's name, host and pid, made acceptable as a label.
+func defaultLabel() string {
+	host, _ := os.Hostname()
+	prog := filepath.Base(os.Args[0])
+	if len(prog) > 100 {
+		prog = prog[:100]
+	}
+	return driver.SanitizeName(fmt.Sprintf("%s (%s pid %d)", prog, host, os.Getpid()))
 }
 
 // security returns the dial options of TLS and the token.

@@ -160,6 +160,7 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 			ri.First, ri.Continues = uint32(r.First), r.Continues
 			for _, q := range [][]*dlmpb.LockInfo{ri.Holders, ri.Converting, ri.Waiting} {
 				for _, l := range q {
+					l.SessionLabel, _ = t.SessionLabel(locktable.SessionID(l.Session))
 					if d, ok := s.live.deadline(locktable.SessionID(l.Session)); ok {
 						l.SessionExpiresInMs = max(d.Sub(now).Milliseconds(), 1)
 					}

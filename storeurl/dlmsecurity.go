@@ -66,7 +66,7 @@ func (s *Spec) DLMSecurity() (*tls.Config, string, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.Params["server_name"]}
 	if ca := s.Params["ca"]; ca != "" {
-		data, err := readFile(ca)
+		data, err := readFile("ca", ca)
 		if err != nil {
 			return nil, "", err
 		}
@@ -76,11 +76,11 @@ func (s *Spec) DLMSecurity() (*tls.Config, string, error) {
 		}
 	}
 	if cert := s.Params["cert"]; cert != "" {
-		certPEM, err := readFile(cert)
+		certPEM, err := readFile("cert", cert)
 		if err != nil {
 			return nil, "", err
 		}
-		keyPEM, err := readFile(s.Params["key"])
+		keyPEM, err := readFile("key", s.Params["key"])
 		if err != nil {
 			return nil, "", err
 		}
@@ -93,19 +93,20 @@ func (s *Spec) DLMSecurity() (*tls.Config, string, error) {
 	return cfg, s.Params["token_file"], nil
 }
 
-// readFile reads a file named by a URL, of at most maxPEMBytes.
-func readFile(path string) ([]byte, error) {
+// readFile reads the file that the URL's parameter param names, of at
+// most maxPEMBytes.
+func readFile(param, path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", driver.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %s: %v", driver.ErrInvalid, param, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxPEMBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", driver.ErrInvalid, path, err)
+		return nil, fmt.Errorf("%w: %s: %s: %v", driver.ErrInvalid, param, path, err)
 	}
 	if len(data) > maxPEMBytes {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", driver.ErrInvalid, path, maxPEMBytes)
+		return nil, fmt.Errorf("%w: %s: %s is larger than %d bytes", driver.ErrInvalid, param, path, maxPEMBytes)
 	}
 	return data, nil
 }

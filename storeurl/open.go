@@ -32,6 +32,9 @@ type Store struct {
 // Driver returns the store, for dlm.New.
 func (s *Store) Driver() driver.Driver { return s.d }
 
+// Spec returns the store's parsed URL.
+func (s *Store) Spec() *Spec { return s.spec }
+
 // Kind returns the kind of store.
 func (s *Store) Kind() Kind { return s.spec.Kind }
 
@@ -74,7 +77,8 @@ func WithTokenFile(path string) Option { return func(o *openOptions) { o.tokenFi
 // Open parses rawURL (DefaultURL when empty) and opens the store. It
 // connects where a store needs a connection to exist (a dlm server
 // session); other stores connect lazily and report an unreachable server at
-// their first call. ctx bounds the connection.
+// their first call. ctx bounds the connection. A store that cannot be
+// reached fails with an *UnreachableError (see Spec.Unreachable).
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	spec, err := Parse(rawURL)
 	if err != nil {
@@ -85,6 +89,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		opt(&o)
 	}
 	s := &Store{spec: spec}
+	start := time.Now()
 	switch spec.Kind {
 	case KindDLM:
 		err = s.openDLM(ctx, o)
@@ -98,7 +103,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		err = s.openEtcd()
 	}
 	if err != nil {
-		return nil, errors.Join(err, s.Close(context.Background()))
+		if cerr := s.Close(context.Background()); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, spec.Unreachable(err, time.Since(start))
 	}
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -100,5 +101,35 @@ func TestOpenUnreachableDLM(t *testing.T) {
 	_, err := storeurl.Open(ctx, "dlm://"+dead)
 	if !errors.Is(err, dlm.ErrUnavailable) {
 		t.Fatalf("Open of a dead server: %v, want ErrUnavailable", err)
+	}
+}
+
+// A dlm server that is down (a closed port) or does not answer (a listener
+// that never reads) fails Open with one line naming the server, which
+// matches dlm.ErrUnavailable.
+func TestOpenUnreachableIsOneLine(t *testing.T) {
+	closed := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close() // never accepted: the kernel completes the handshakes, nobody reads
+	silent := ln.Addr().String()
+	for addr, want := range map[string]string{
+		closed: "dlm server " + closed + " refused the connection",
+		silent: "dlm server " + silent + " did not answer within ",
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		s, err := storeurl.Open(ctx, "dlm://"+addr)
+		cancel()
+		if err == nil {
+			s.Close(context.Background())
+			t.Fatalf("Open %s: no error", addr)
+		}
+		var ue *storeurl.UnreachableError
+		if !errors.Is(err, dlm.ErrUnavailable) || !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), want) ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("Open %s: %q, want one line starting %q, matching ErrUnavailable", addr, err, want)
+		}
 	}
 }

@@ -396,8 +396,10 @@ type LockInfo struct {
 	// Time left until the session expires without a keepalive (its locks
 	// with it), as the leader sees it; 0 on other nodes. Set in listings only.
 	SessionExpiresInMs int64 `protobuf:"varint,15,opt,name=session_expires_in_ms,json=sessionExpiresInMs,proto3" json:"session_expires_in_ms,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The label the session was opened with. Set in listings only.
+	SessionLabel  string `protobuf:"bytes,16,opt,name=session_label,json=sessionLabel,proto3" json:"session_label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LockInfo) Reset() {
@@ -533,6 +535,13 @@ func (x *LockInfo) GetSessionExpiresInMs() int64 {
 		return x.SessionExpiresInMs
 	}
 	return 0
+}
+
+func (x *LockInfo) GetSessionLabel() string {
+	if x != nil {
+		return x.SessionLabel
+	}
+	return ""
 }
 
 // ResourceInfo describes a resource: holders in grant order, queues head first.
@@ -4144,7 +4153,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\tdlm.proto\x12\x06dlm.v1\x1a\x1egoogle/protobuf/duration.proto\"7\n" +
 	"\tRequestID\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xf2\x04\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x97\x05\n" +
 	"\bLockInfo\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x14\n" +
@@ -4161,7 +4170,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x13queued_at_unix_nano\x18\f \x01(\x03R\x10queuedAtUnixNano\x12,\n" +
 	"\x12deadline_unix_nano\x18\r \x01(\x03R\x10deadlineUnixNano\x12\x1a\n" +
 	"\bmetadata\x18\x0e \x01(\fR\bmetadata\x121\n" +
-	"\x15session_expires_in_ms\x18\x0f \x01(\x03R\x12sessionExpiresInMs\"Z\n" +
+	"\x15session_expires_in_ms\x18\x0f \x01(\x03R\x12sessionExpiresInMs\x12#\n" +
+	"\rsession_label\x18\x10 \x01(\tR\fsessionLabel\"Z\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_WAITING\x10\x01\x12\x11\n" +

@@ -54,8 +54,6 @@ type benchReport struct {
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f benchFlags
 	fs := flag.NewFlagSet("dlm bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
 	fs.StringVar(&f.store, "store", env("DLM_STORE", storeurl.DefaultURL), "store URL (env DLM_STORE)")
 	fs.StringVar(&f.prefix, "prefix", "dlm-bench/", "prefix of the lock names")
 	fs.StringVar(&f.workloads, "workloads", "uncontended,distinct-keys,contended", "the workloads to run, comma-separated")
@@ -65,11 +63,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&f.waiters, "waiters", workload.Waiters, "waiters of contended")
 	fs.DurationVar(&f.hold, "hold", workload.Hold, "how long each contended acquisition holds the lock")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, benchUsage, stderr); !ok {
+		return code
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "dlm bench: "+format+"\n", a...)
@@ -100,7 +95,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	store, err := storeurl.Open(octx, f.store, storeOptions("dlm bench")...)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "dlm bench: %v\n", err)
+		fmt.Fprintf(stderr, "dlm bench: %s\n", userMessage(err))
 		return storeExit(err)
 	}
 	defer func() {
@@ -125,7 +120,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		report.Results = append(report.Results, res)
 		if err != nil {
-			fmt.Fprintf(stderr, "dlm bench: %s: %v\n", n, err)
+			fmt.Fprintf(stderr, "dlm bench: %s: %s\n", n, userMessage(err))
 			code = 1
 			if denied(err) {
 				code = exitDenied

@@ -104,7 +104,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	opts, err := af.options()
 	if err != nil {
-		fmt.Fprintf(stderr, "dlm cluster %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "dlm cluster %s: %s\n", args[0], userMessage(err))
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -122,7 +122,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 		if err := server.RemoveMember(ctx, *httpAddr, fs.Arg(0), opts...); err != nil {
-			fmt.Fprintf(stderr, "dlm cluster remove: %v\n", err)
+			fmt.Fprintf(stderr, "dlm cluster remove: %s\n", userMessage(err))
 			return storeExit(err)
 		}
 		fmt.Fprintf(stdout, "removed %s\n", fs.Arg(0))
@@ -135,7 +135,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func clusterMembers(ctx context.Context, addrs string, opts []server.AdminOption, stdout, stderr io.Writer) int {
 	list, err := server.ClusterMembers(ctx, addrs, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "dlm cluster members: %v\n", err)
+		fmt.Fprintf(stderr, "dlm cluster members: %s\n", userMessage(err))
 		return storeExit(err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)

@@ -39,17 +39,12 @@ type lsFlags struct {
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f lsFlags
 	fs := flag.NewFlagSet("dlm ls", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, lsUsage); fs.PrintDefaults() }
 	fs.StringVar(&f.store, "store", env("DLM_STORE", storeurl.DefaultURL), "store URL (env DLM_STORE)")
 	fs.StringVar(&f.prefix, "prefix", "", "only resources whose name starts with this")
 	fs.IntVar(&f.limit, "limit", 1000, "show at most this many resources")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, lsUsage, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm ls: unexpected arguments %q (use --prefix to filter)\n", fs.Args())
@@ -71,9 +66,10 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	start := time.Now()
 	res, err := lister.List(cctx, f.prefix, f.limit)
 	if err != nil {
-		fmt.Fprintf(stderr, "dlm ls: %v\n", err)
+		fmt.Fprintf(stderr, "dlm ls: %s\n", userMessage(store.Spec().Unreachable(err, time.Since(start))))
 		if denied(err) {
 			return exitDenied
 		}
@@ -99,15 +95,15 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // code.
 func openForListing(ctx context.Context, cmd, url string, stderr io.Writer) (*storeurl.Store, int) {
 	if _, err := storeurl.Parse(url); err != nil {
-		fmt.Fprintf(stderr, "%s: --store: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: --store: %s\n", cmd, userMessage(err))
 		return nil, exitUsage
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	store, err := storeurl.Open(octx, url, storeOptions(cmd)...)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		if errors.Is(err, storeurl.ErrBadURL) {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, userMessage(err))
+		if errors.Is(err, driver.ErrInvalid) { // a bad URL, or a file it names
 			return nil, exitUsage
 		}
 		return nil, storeExit(err)
@@ -135,7 +131,7 @@ func printList(w io.Writer, res []driver.ResourceInfo, now time.Time) {
 		name := r.Resource
 		for _, h := range r.Holders {
 			fmt.Fprintf(tw, "%s\theld\t%s\t%s\t%s\t%s\t%s\t%s\n", quote(name), modeOf(r, h.Mode, h.Permits),
-				dash(h.Token), dur(h.TTL), since(now, h.Since), owner(h.Owner, h.Session), quote(h.Metadata))
+				dash(h.Token), dur(h.TTL), since(now, h.Since), owner(h.Owner, h.Session, h.SessionLabel), quote(h.Metadata))
 			name = ""
 		}
 		for i, q := range r.Waiters {
@@ -144,7 +140,7 @@ func printList(w io.Writer, res []driver.ResourceInfo, now time.Time) {
 				state = "converting #" + strconv.Itoa(i+1)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%s\t%s\t%s\n", quote(name), state, modeOf(r, q.Mode, q.Permits),
-				since(now, q.Since), owner(q.Owner, q.Session), quote(q.Metadata))
+				since(now, q.Since), owner(q.Owner, q.Session, q.SessionLabel), quote(q.Metadata))
 			name = ""
 		}
 	}
@@ -159,9 +155,12 @@ func modeOf(r driver.ResourceInfo, m driver.Mode, permits int) string {
 	return m.String()
 }
 
-// owner shows a session, else an owner id, shortened. Both come from the
-// store, as names do, and are quoted as they are.
-func owner(id, session string) string {
+// owner shows a session by its label and id, else an owner id, shortened.
+// They come from the store, as names do, and are quoted as they are.
+func owner(id, session, label string) string {
+	if session != "" && label != "" {
+		return quote(label) + ", session " + quote(session)
+	}
 	if session != "" {
 		return "session " + quote(session)
 	}
@@ -226,24 +225,28 @@ type resourceJSON struct {
 }
 
 type holderJSON struct {
-	Owner    string     `json:"owner,omitempty"`
-	Session  string     `json:"session,omitempty"`
-	Mode     string     `json:"mode"`
-	Permits  int        `json:"permits,omitempty"`
-	Token    uint64     `json:"token,omitempty"`
-	TTLMs    int64      `json:"ttl_ms,omitempty"`
-	Since    *time.Time `json:"since,omitempty"`
-	Metadata string     `json:"metadata,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	Session string `json:"session,omitempty"`
+	// SessionLabel is the label of the holder's session (dlm server).
+	SessionLabel string     `json:"session_label,omitempty"`
+	Mode         string     `json:"mode"`
+	Permits      int        `json:"permits,omitempty"`
+	Token        uint64     `json:"token,omitempty"`
+	TTLMs        int64      `json:"ttl_ms,omitempty"`
+	Since        *time.Time `json:"since,omitempty"`
+	Metadata     string     `json:"metadata,omitempty"`
 }
 
 type waiterJSON struct {
-	Owner      string     `json:"owner,omitempty"`
-	Session    string     `json:"session,omitempty"`
-	Mode       string     `json:"mode"`
-	Permits    int        `json:"permits,omitempty"`
-	Conversion bool       `json:"conversion,omitempty"`
-	Since      *time.Time `json:"since,omitempty"`
-	Metadata   string     `json:"metadata,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	Session string `json:"session,omitempty"`
+	// SessionLabel is the label of the waiter's session (dlm server).
+	SessionLabel string     `json:"session_label,omitempty"`
+	Mode         string     `json:"mode"`
+	Permits      int        `json:"permits,omitempty"`
+	Conversion   bool       `json:"conversion,omitempty"`
+	Since        *time.Time `json:"since,omitempty"`
+	Metadata     string     `json:"metadata,omitempty"`
 }
 
 func listJSON(res []driver.ResourceInfo) []resourceJSON {
@@ -251,11 +254,11 @@ func listJSON(res []driver.ResourceInfo) []resourceJSON {
 	for _, r := range res {
 		j := resourceJSON{Resource: r.Resource, Capacity: r.Capacity, Holders: []holderJSON{}, Waiters: []waiterJSON{}}
 		for _, h := range r.Holders {
-			j.Holders = append(j.Holders, holderJSON{Owner: h.Owner, Session: h.Session, Mode: h.Mode.String(), Permits: h.Permits,
+			j.Holders = append(j.Holders, holderJSON{Owner: h.Owner, Session: h.Session, SessionLabel: h.SessionLabel, Mode: h.Mode.String(), Permits: h.Permits,
 				Token: h.Token, TTLMs: h.TTL.Milliseconds(), Since: timePtr(h.Since), Metadata: h.Metadata})
 		}
 		for _, q := range r.Waiters {
-			j.Waiters = append(j.Waiters, waiterJSON{Owner: q.Owner, Session: q.Session, Mode: q.Mode.String(), Permits: q.Permits,
+			j.Waiters = append(j.Waiters, waiterJSON{Owner: q.Owner, Session: q.Session, SessionLabel: q.SessionLabel, Mode: q.Mode.String(), Permits: q.Permits,
 				Conversion: q.Conversion, Since: timePtr(q.Since), Metadata: q.Metadata})
 		}
 		out = append(out, j)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -258,5 +259,33 @@ func TestLsHugeResource(t *testing.T) {
 	code, out, stderr := runDLM(t, nil, "ls", storeFlag(addr), "--prefix", t.Name()+"/")
 	if code != 0 || strings.Count(out, "\n") != n+1 {
 		t.Fatalf("dlm ls: exit %d, %d lines, want %d; stderr:\n%s", code, strings.Count(out, "\n"), n+1, stderr)
+	}
+}
+
+// TestLsShowsSessionLabels checks that dlm ls names a dlm server lock's
+// holder by its session's label (dlm run's names the command, host and
+// pid), in the table and in --json.
+func TestLsShowsSessionLabels(t *testing.T) {
+	store := storeFlag(sharedServer(t))
+	name := "ls-label/" + t.Name()
+	holder := startDLM(t, nil, "run", store, "--lock", name, "--", "sh", "-c", holdScript)
+	holder.stdout.expect(t, "held", 30*time.Second)
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("dlm run sh (%s pid %d)", host, holder.cmd.Process.Pid)
+
+	res := list(t, store, name)
+	if len(res) != 1 || len(res[0].Holders) != 1 {
+		t.Fatalf("ls: %+v", res)
+	}
+	if h := res[0].Holders[0]; h.SessionLabel != want || h.Session == "" {
+		t.Errorf("ls --json holder: session %q label %q, want label %q", h.Session, h.SessionLabel, want)
+	}
+	code, out, stderr := runDLM(t, nil, "ls", store, "--prefix", name)
+	if code != 0 {
+		t.Fatalf("dlm ls: exit %d\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], want) {
+		t.Errorf("dlm ls: want the holder's line to show %q:\n%s", want, out)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"syscall"
 )
@@ -27,6 +28,7 @@ var version = "dev"
 
 func main() {
 	ctx, stop := notifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	quietRedis(slog.Default())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

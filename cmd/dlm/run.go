@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/errline"
@@ -40,7 +38,8 @@ Exit codes:
   128+N               the command died of signal N (or dlm run was stopped by
                       signal N before the command started)
   2                   usage error, or a request the store refuses as invalid
-                      (such as a name longer than 512 bytes)
+                      (such as a name longer than 512 bytes) or does not
+                      support (such as --mode pr or -n on redis)
   69                  the store could not be reached (it stayed unreachable for
                       --unavailable-timeout), or refused the request
   75                  the lock was busy: not acquired within --wait
@@ -85,8 +84,6 @@ func (w *waitFlag) Set(s string) error {
 func runRun(ctx context.Context, args []string, stderr io.Writer) int {
 	var f runFlags
 	fs := flag.NewFlagSet("dlm run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
 	wait := &waitFlag{d: &f.wait}
 	fs.StringVar(&f.lock, "lock", "", "the lock's name (required)")
 	fs.StringVar(&f.mode, "mode", "ex", "lock mode: nl, cr, cw, pr, pw or ex (stores other than the dlm server have ex only; postgres also pr)")
@@ -100,11 +97,8 @@ func runRun(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&f.slots, "n", 0, "make the lock a semaphore of n slots; the command takes one")
 	fs.StringVar(&f.metadata, "metadata", "", "a description of this holder shown by dlm ls (default: host, pid and command)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, runUsage, stderr); !ok {
+		return code
 	}
 	cmdArgs := fs.Args()
 	usage := func(format string, a ...any) int {
@@ -129,18 +123,18 @@ func runRun(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	mode, err := dlm.ParseMode(f.mode)
 	if err != nil {
-		return usage("--mode: %v", err)
+		return usage("--mode %q: want nl, cr, cw, pr, pw or ex", f.mode)
 	}
 	log, err := newLogger(stderr, f.logLevel)
 	if err != nil {
-		return usage("--log-level: %v", err)
+		return usage("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	// The Redis client logs each failed dial on its own (a line every few
 	// hundred milliseconds while Redis is down); dlm's own warning says it
 	// once.
-	goredis.SetLogger(redisLogger{log})
+	quietRedis(log)
 	if _, err := storeurl.Parse(f.store); err != nil {
-		return usage("--store: %v", err)
+		return usage("--store: %s", userMessage(err))
 	}
 	opts := []dlm.Option{dlm.WithTTL(f.ttl), dlm.WithAutoRenew(true), dlm.WithMode(mode),
 		dlm.WithUnavailableTimeout(f.unavail), dlm.WithMetadata(f.metadata)}
@@ -229,18 +223,18 @@ func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int)
 			return nil, nil, exitSignalBase + int(se.sig)
 		}
 		if denied(err) {
-			r.errorf("%v", err)
+			r.errorf("%s", userMessage(err))
 			return nil, nil, exitDenied
 		}
-		if errors.Is(err, dlm.ErrInvalid) {
-			r.errorf("%v", err)
+		if errors.Is(err, dlm.ErrInvalid) || errors.Is(err, dlm.ErrUnsupported) {
+			r.errorf("%s", userMessage(err))
 			return nil, nil, exitUsage
 		}
 		if errors.Is(err, dlm.ErrNotAcquired) {
-			r.errorf("%q is busy: %v", r.f.lock, err)
+			r.errorf("%q is busy: %s", r.f.lock, userMessage(err))
 			return nil, nil, exitBusy
 		}
-		r.errorf("%v", err)
+		r.errorf("%s", userMessage(err))
 		return nil, nil, exitUnavailable
 	}
 	store, err := r.open(ctx)
@@ -346,7 +340,7 @@ func (r *runner) release(lease *dlm.Lease) error {
 	defer cancel()
 	err := lease.Release(ctx)
 	if err != nil && !errors.Is(err, dlm.ErrLost) {
-		r.errorf("release %q: %v", r.f.lock, err)
+		r.errorf("release %q: %s", r.f.lock, userMessage(err))
 	}
 	return err
 }
@@ -358,7 +352,7 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
 		// A loss first seen at the release (the store no longer held the
 		// lock) happened while the command ran.
 		if err := r.release(lease); ran && code != exitLost && errors.Is(err, dlm.ErrLost) {
-			r.errorf("lost %q while the command ran: %v", r.f.lock, err)
+			r.errorf("lost %q while the command ran: %s", r.f.lock, userMessage(err))
 			code = exitLost
 		}
 	}()
@@ -401,7 +395,7 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
 			signalGroup(s.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			r.errorf("lost %q: %v; stopping the command (SIGTERM, SIGKILL after %s)", r.f.lock, lease.Err(), r.f.grace)
+			r.errorf("lost %q: %s; stopping the command (SIGTERM, SIGKILL after %s)", r.f.lock, userMessage(lease.Err()), r.f.grace)
 			signalGroup(syscall.SIGTERM)
 			t := time.NewTimer(r.f.grace)
 			defer t.Stop()
@@ -420,7 +414,7 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
 			case err == nil:
 				return exitCode(cmd.ProcessState)
 			case lost != nil:
-				r.errorf("lost %q as the command ended: %v", r.f.lock, err)
+				r.errorf("lost %q as the command ended: %s", r.f.lock, userMessage(err))
 				return exitLost
 			case kill != nil && groupLives():
 				// The command ended on SIGTERM, but processes it left in
@@ -478,14 +472,6 @@ func defaultMetadata(args []string) string {
 		m = m[:200]
 	}
 	return strings.ToValidUTF8(m, "?")
-}
-
-// redisLogger passes the Redis client's log lines to a logger at Debug.
-type redisLogger struct{ log *slog.Logger }
-
-// Printf logs one line of the Redis client.
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
 
 // newLogger logs to w at the named level.

@@ -63,19 +63,14 @@ func runSession(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var limit int
 	var asJSON bool
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, sessionUsage); fs.PrintDefaults() }
 	fs.StringVar(&url, "store", env("DLM_STORE", storeurl.DefaultURL), "dlm server URL (env DLM_STORE)")
 	fs.StringVar(&owner, "owner", "", "only the sessions this identity opened")
 	if args[0] == "ls" {
 		fs.IntVar(&limit, "limit", 1000, "show at most this many sessions")
 		fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args[1:], sessionUsage, stderr); !ok {
+		return code
 	}
 	var ids []uint64
 	switch args[0] {
@@ -104,7 +99,7 @@ func runSession(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	conns, err := dialAdmin(url)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: --store: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: --store: %s\n", cmd, userMessage(err))
 		return exitUsage
 	}
 	defer func() {
@@ -121,7 +116,7 @@ func runSession(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		code, err = killSessions(cctx, conns, ids, owner, stdout)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, userMessage(err))
 	}
 	return code
 }

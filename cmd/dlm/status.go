@@ -24,8 +24,9 @@ const statusUsage = `Usage: dlm status [flags]
 Describes a store: whether it answers and how fast, how many resources are
 locked and how many requests wait; for a dlm server also its node, whether it
 is the leader, the applied Raft index, the last fencing token and the open
-sessions. It exits 0 when the store answers, 69 when it does not, and 77
-when a dlm server refuses the credentials or the identity's rights.
+sessions. It exits 0 when the store answers, 69 when it does not, 77
+when a dlm server refuses the credentials or the identity's rights, and 2
+for a bad flag or store URL (or a file it names that cannot be read).
 
 Flags:
 `
@@ -45,17 +46,18 @@ type statusReport struct {
 	// Server is the dlm server's own status (dlm stores only).
 	Server *serverStatus `json:"server,omitempty"`
 	// code is the exit code of a failure other than an unreachable store:
-	// refused credentials or rights, or a URL that cannot be opened.
+	// refused credentials or rights, or a URL (or a file it names) that
+	// cannot be used.
 	code int
 }
 
 // fail records the error that ended the probe.
 func (r *statusReport) fail(err error) {
-	r.Error = err.Error()
+	r.Error = userMessage(err)
 	switch {
 	case denied(err):
 		r.code = exitDenied
-	case errors.Is(err, storeurl.ErrBadURL):
+	case errors.Is(err, driver.ErrInvalid): // a bad URL, or a file it names
 		r.code = exitUsage
 	}
 }
@@ -80,15 +82,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var url string
 	var asJSON bool
 	fs := flag.NewFlagSet("dlm status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, statusUsage); fs.PrintDefaults() }
 	fs.StringVar(&url, "store", env("DLM_STORE", storeurl.DefaultURL), "store URL (env DLM_STORE)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, statusUsage, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm status: unexpected arguments %q\n", fs.Args())
@@ -96,7 +93,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	spec, err := storeurl.Parse(url)
 	if err != nil {
-		fmt.Fprintf(stderr, "dlm status: --store: %v\n", err)
+		fmt.Fprintf(stderr, "dlm status: --store: %s\n", userMessage(err))
 		return exitUsage
 	}
 	rep := statusReport{Store: storeurl.Redact(url), Kind: string(spec.Kind)}
@@ -131,7 +128,7 @@ func (r *statusReport) probe(ctx context.Context, url string) {
 		start := time.Now()
 		st, err := s.Status(ctx)
 		if err != nil {
-			r.fail(err)
+			r.fail(store.Spec().Unreachable(err, time.Since(start)))
 			return
 		}
 		r.LatencyUs = time.Since(start).Microseconds()
@@ -146,7 +143,7 @@ func (r *statusReport) probe(ctx context.Context, url string) {
 	start := time.Now()
 	res, err := lister.List(ctx, "", statusCount+1)
 	if err != nil {
-		r.fail(err)
+		r.fail(store.Spec().Unreachable(err, time.Since(start)))
 		return
 	}
 	if r.LatencyUs == 0 {

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlmhq/dlm/storeurl"
 )
@@ -12,3 +17,16 @@ import (
 func storeOptions(label string, more ...storeurl.Option) []storeurl.Option {
 	return append([]storeurl.Option{storeurl.WithLabel(label), storeurl.WithTokenFile(os.Getenv("DLM_TOKEN_FILE"))}, more...)
 }
+
+// redisLog passes the Redis client library's own log lines (such as a
+// failed dial, which dlm also reports as an error) to log at debug level.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// quietRedis sends the Redis client library's log, which it writes to
+// stderr by default, to log at debug level: a store that is down is
+// reported once, as the command's error.
+func quietRedis(log *slog.Logger) { goredis.SetLogger(redisLog{log}) }
