@@ -29,8 +29,10 @@ type memOrder struct {
 
 func newMemShop() *memShop { return &memShop{products: make(map[string]*memProduct)} }
 
-func (s *memShop) kind() string  { return "memory" }
-func (s *memShop) where() string { return "(in this process; each read and write is atomic, as a statement)" }
+func (s *memShop) kind() string { return "memory" }
+func (s *memShop) where() string {
+	return "(in this process; each read and write is atomic, as a statement)"
+}
 
 // connect returns a connection; the tables are shared, as in a database.
 func (s *memShop) connect() (conn, error) { return memConn{s}, nil }
