@@ -1,12 +1,19 @@
 // Package dlm is a distributed lock manager for Go services.
 //
-// A Client wraps a lock store (a single Redis, Redlock across several Redis
-// masters, and later PostgreSQL, etcd and the dlm server) and gives every
-// store the same policy: validation, waiting with backoff and jitter,
-// auto-renewal, lost-lock notification and metrics.
+// A Client wraps a lock store and gives every store the same policy:
+// validation, waiting with backoff and jitter, auto-renewal, lost-lock
+// notification and metrics. The stores are the dlm server (package remote;
+// `dlm server` runs it), a single Redis (redis), Redlock across several
+// Redis masters (redlock), PostgreSQL (postgres), etcd (etcd), and one
+// process's memory (memory). Package storeurl opens any of them but the
+// last from a URL and returns a ready client:
 //
-//	c := dlm.New(redis.New(rdb))
-//	err := c.Do(ctx, "orders/42", func(ctx context.Context, l *dlm.Lease) error {
+//	locks, store, err := storeurl.NewClient(ctx, "dlm://127.0.0.1:7420")
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close(ctx)
+//	err = locks.Do(ctx, "orders/42", func(ctx context.Context, l *dlm.Lease) error {
 //		// ctx is cancelled the moment the lock is lost.
 //		return charge(ctx, l.Token()) // pass the fencing token to the resource
 //	}, dlm.WithTTL(10*time.Second), dlm.WithWait(5*time.Second))

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/etcd"
 	"github.com/dlmhq/dlm/postgres"
@@ -29,7 +30,7 @@ type Store struct {
 	closers []func(context.Context) error
 }
 
-// Driver returns the store, for dlm.New.
+// Driver returns the store, for dlm.New. NewClient does both steps.
 func (s *Store) Driver() driver.Driver { return s.d }
 
 // Spec returns the store's parsed URL.
@@ -58,14 +59,22 @@ type openOptions struct {
 	label     string
 	log       *slog.Logger
 	tokenFile string
+	client    []dlm.ClientOption
 }
 
 // WithLabel names this client to the stores that show one (a dlm server
 // session's label); a URL's label parameter takes precedence.
 func WithLabel(label string) Option { return func(o *openOptions) { o.label = label } }
 
-// WithLogger sets the logger of the stores that log (dlm server sessions).
+// WithLogger sets the logger of the stores that log (dlm server sessions),
+// and of the client NewClient returns.
 func WithLogger(l *slog.Logger) Option { return func(o *openOptions) { o.log = l } }
+
+// WithClientOptions configures the client NewClient returns; Open ignores
+// them.
+func WithClientOptions(opts ...dlm.ClientOption) Option {
+	return func(o *openOptions) { o.client = append(o.client, opts...) }
+}
 
 // WithTokenFile names the file holding the bearer token for a dlm server
 // (see remote.WithTokenFile) when the URL has no token_file parameter; ""
@@ -74,11 +83,41 @@ func WithLogger(l *slog.Logger) Option { return func(o *openOptions) { o.log = l
 // $DLM_TOKEN_FILE.
 func WithTokenFile(path string) Option { return func(o *openOptions) { o.tokenFile = path } }
 
+// NewClient opens the store at rawURL as Open does and returns a client
+// over it, with the store to close when the program is done with its locks
+// (closing a dlm server's store ends its session, which releases its locks
+// at once):
+//
+//	locks, store, err := storeurl.NewClient(ctx, "dlm://127.0.0.1:7420")
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close(ctx)
+//
+// WithClientOptions configures the client, whose logger is WithLogger's
+// unless a client option sets another. On error, nothing is left open.
+func NewClient(ctx context.Context, rawURL string, opts ...Option) (*dlm.Client, *Store, error) {
+	s, err := Open(ctx, rawURL, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var copts []dlm.ClientOption
+	if o.log != nil {
+		copts = append(copts, dlm.WithLogger(o.log))
+	}
+	return dlm.New(s.d, append(copts, o.client...)...), s, nil
+}
+
 // Open parses rawURL (DefaultURL when empty) and opens the store. It
 // connects where a store needs a connection to exist (a dlm server
 // session); other stores connect lazily and report an unreachable server at
 // their first call. ctx bounds the connection. A store that cannot be
 // reached fails with an *UnreachableError (see Spec.Unreachable).
+// NewClient also returns a client over the store.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	spec, err := Parse(rawURL)
 	if err != nil {

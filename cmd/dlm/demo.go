@@ -30,7 +30,7 @@ Plays the story dlm was written for, with no setup: service instances sell the
 last items of a product, first without a lock (they oversell), then with dlm
 (they do not), then a lock holder paused past its TTL writes with a stale
 fencing token, which the database rejects. A dlm server runs in this process;
-the database is an embedded SQLite file unless -db names a PostgreSQL one.
+the database is the demo's own, in memory, unless -db names a PostgreSQL one.
 
 Flags:
 `)
@@ -38,7 +38,7 @@ Flags:
 	}
 	fs.IntVar(&cfg.Instances, "instances", demo.DefaultInstances, fmt.Sprintf("service instances selling concurrently (2 to %d)", demo.MaxInstances))
 	fs.IntVar(&cfg.Stock, "stock", demo.DefaultStock, fmt.Sprintf("items left in stock (1 to %d)", demo.MaxStock))
-	fs.StringVar(&cfg.DatabaseURL, "db", "", "PostgreSQL URL (postgres://...); default an embedded SQLite database in a temporary file")
+	fs.StringVar(&cfg.DatabaseURL, "db", "", "PostgreSQL URL (postgres://...); default the demo's own database, in memory")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds)")
 	fs.BoolVar(&verbose, "v", false, "log what the server and the clients do, on stderr")
 	fs.DurationVar(&timeout, "timeout", time.Minute, "give up after this long")

@@ -2,8 +2,8 @@
 // with no setup.
 //
 // It starts a dlm server in process (one node, in-memory log, free loopback
-// ports) and a real database (an embedded SQLite file, or PostgreSQL), and
-// lets several service instances, each with its own dlm session, sell the
+// ports) and a database (its own in-memory tables, or PostgreSQL), and lets
+// several service instances, each with its own dlm session, sell the
 // last items of a product. A purchase reads the stock, works a little (which
 // widens the race window), writes the stock it computed and records an
 // order. It plays three acts:
@@ -19,13 +19,11 @@ package demo
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,8 +58,9 @@ type Config struct {
 	// Stock is how many items are left when acts 1 and 2 begin: 1 to
 	// MaxStock, default DefaultStock. Act 3 sells the last one item.
 	Stock int
-	// DatabaseURL is a PostgreSQL URL (postgres://...). Empty means an
-	// embedded SQLite database in a temporary file.
+	// DatabaseURL is a PostgreSQL URL (postgres://...). Empty means the
+	// demo's own database: two tables in memory, each read and each write
+	// one atomic statement, as in a database.
 	DatabaseURL string
 	// Work is the pause between reading the stock and writing it back;
 	// default DefaultWork.
@@ -106,14 +105,14 @@ func (c Config) Validate() error {
 	case c.TTL < dlm.MinTTL || c.TTL > 10*time.Second:
 		return fmt.Errorf("%w: TTL %s: want %s to 10s", ErrInvalidConfig, c.TTL, dlm.MinTTL)
 	case c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://"):
-		return fmt.Errorf("%w: database %q: want a postgres:// URL, or nothing for embedded SQLite", ErrInvalidConfig, redact(c.DatabaseURL))
+		return fmt.Errorf("%w: database %q: want a postgres:// URL, or nothing for the in-memory database", ErrInvalidConfig, redact(c.DatabaseURL))
 	}
 	return nil
 }
 
 // Report is the outcome of a run. Durations are in nanoseconds in JSON.
 type Report struct {
-	Database string        `json:"database"` // "SQLite" or "PostgreSQL"
+	Database string        `json:"database"` // "memory" or "PostgreSQL"
 	Server   string        `json:"server"`   // the embedded dlm server's gRPC address
 	Unlocked Act           `json:"unlocked"` // act 1
 	Locked   Act           `json:"locked"`   // act 2
@@ -190,7 +189,7 @@ func (r *Report) Problems() []string {
 // instance is one service instance: its own database pool and dlm session.
 type instance struct {
 	id    int
-	db    *sql.DB
+	db    conn
 	store *remote.Store
 	locks *dlm.Client
 }
@@ -201,7 +200,7 @@ type run struct {
 	log       *slog.Logger
 	w         io.Writer
 	srv       *server.Server
-	shop      *shop
+	shop      shop
 	instances []*instance
 }
 
@@ -219,17 +218,12 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (rep Report, err error) {
 		w = io.Discard
 	}
 	start := time.Now()
-	dir, err := os.MkdirTemp("", "dlm-demo-")
-	if err != nil {
-		return rep, err
-	}
-	defer os.RemoveAll(dir)
 	r := &run{cfg: cfg, log: cfg.Logger, w: w}
 	defer func() { err = errors.Join(err, r.close(ctx)) }()
-	if err := r.setup(ctx, dir); err != nil {
+	if err := r.setup(ctx); err != nil {
 		return rep, err
 	}
-	rep.Database, rep.Server = r.shop.kind, r.srv.Addr()
+	rep.Database, rep.Server = r.shop.kind(), r.srv.Addr()
 	r.intro()
 
 	if rep.Unlocked, err = r.rush(ctx, "1", false); err != nil {
@@ -250,7 +244,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (rep Report, err error) {
 }
 
 // setup starts the server, opens the database and connects the instances.
-func (r *run) setup(ctx context.Context, dir string) error {
+func (r *run) setup(ctx context.Context) error {
 	fast := 50 * time.Millisecond
 	srv, err := server.Start(server.ServerConfig{
 		Node: server.Config{InMemory: true, Raft: func(c *raft.Config) {
@@ -271,13 +265,13 @@ func (r *run) setup(ctx context.Context, dir string) error {
 
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	if r.shop, err = openShop(wctx, r.cfg.DatabaseURL, dir, hex.EncodeToString(b[:])); err != nil {
+	if r.shop, err = openShop(wctx, r.cfg.DatabaseURL, hex.EncodeToString(b[:])); err != nil {
 		return err
 	}
 	for i := range r.cfg.Instances {
 		in := &instance{id: i + 1}
 		r.instances = append(r.instances, in)
-		if in.db, err = r.shop.open(); err != nil {
+		if in.db, err = r.shop.connect(); err != nil {
 			return err
 		}
 		in.store, err = remote.Dial(wctx, srv.Addr(), remote.WithLabel("demo instance "+strconv.Itoa(in.id)), remote.WithLogger(r.log))
@@ -374,14 +368,14 @@ func (r *run) shopper(ctx context.Context, in *instance, product string, locked 
 // buy is one purchase, the naive way: read, work, write what was computed.
 // It reports false when the product is sold out.
 func (r *run) buy(ctx context.Context, in *instance, product string, token uint64) (bool, error) {
-	stock, err := r.shop.readStock(ctx, in.db, product)
+	stock, err := in.db.readStock(ctx, product)
 	if err != nil || stock <= 0 {
 		return false, err
 	}
 	if err := sleep(ctx, r.cfg.Work); err != nil {
 		return false, err
 	}
-	return true, r.shop.sell(ctx, in.db, product, stock-1, in.id, token)
+	return true, in.db.sell(ctx, product, stock-1, in.id, token)
 }
 
 // fencing is act 3. Instance 1 takes the lock with a short TTL and no
@@ -404,7 +398,7 @@ func (r *run) fencing(ctx context.Context, product string) (Fencing, error) {
 	// By the end the lease is lost, by design, and Release returns the loss.
 	defer func() { _ = lease.Release(context.WithoutCancel(ctx)) }()
 	f.StaleToken = lease.Token()
-	stock, err := r.shop.readStock(ctx, first.db, product)
+	stock, err := first.db.readStock(ctx, product)
 	if err != nil {
 		return f, err
 	}
@@ -439,7 +433,7 @@ func (r *run) fencing(ctx context.Context, product string) (Fencing, error) {
 	default:
 	}
 	// Instance 1 carries on as if it still held the lock.
-	if f.StaleAccepted, err = r.shop.sellFenced(ctx, first.db, product, stock-1, first.id, f.StaleToken); err != nil {
+	if f.StaleAccepted, err = first.db.sellFenced(ctx, product, stock-1, first.id, f.StaleToken); err != nil {
 		return f, fmt.Errorf("instance %d: %w", first.id, err)
 	}
 	f.Elapsed = time.Since(start)
@@ -464,7 +458,7 @@ func (r *run) takeOver(ctx context.Context, in *instance, product, resource stri
 			err = errors.Join(err, rerr)
 		}
 	}()
-	stock, err := r.shop.readStock(ctx, in.db, product)
+	stock, err := in.db.readStock(ctx, product)
 	if err != nil {
 		return l.Token(), false, err
 	}
@@ -474,7 +468,7 @@ func (r *run) takeOver(ctx context.Context, in *instance, product, resource stri
 	if err := sleep(ctx, r.cfg.Work); err != nil {
 		return l.Token(), false, err
 	}
-	accepted, err = r.shop.sellFenced(ctx, in.db, product, stock-1, in.id, l.Token())
+	accepted, err = in.db.sellFenced(ctx, product, stock-1, in.id, l.Token())
 	return l.Token(), accepted, err
 }
 

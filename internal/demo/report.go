@@ -12,7 +12,7 @@ import (
 func (r *run) intro() {
 	fmt.Fprintf(r.w, "dlm demo: %d service instances sell the last %s of a product\n", len(r.instances), items(r.cfg.Stock))
 	fmt.Fprintf(r.w, "  dlm server   %s, in this process (one node, in-memory log); one session per instance\n", r.srv.Addr())
-	fmt.Fprintf(r.w, "  database     %s %s\n", r.shop.kind, r.shop.where)
+	fmt.Fprintf(r.w, "  database     %s %s\n", r.shop.kind(), r.shop.where())
 	fmt.Fprintf(r.w, "  a purchase   read the stock, work %s, write stock-1, record an order\n", r.cfg.Work)
 }
 
@@ -48,7 +48,7 @@ func (r *run) printFencing(f Fencing) {
 	fmt.Fprintf(r.w, "  instance 1   wakes after %s, %s, and writes with token %d: %s\n",
 		round(f.Pause), lost, f.StaleToken, verdict(f.StaleAccepted))
 	if !f.StaleAccepted {
-		fmt.Fprintf(r.w, "               (UPDATE ... WHERE fence < %d found fence = %d)\n", f.StaleToken, f.Fence)
+		fmt.Fprintf(r.w, "               (written only where fence < %d; found fence = %d)\n", f.StaleToken, f.Fence)
 	}
 	fmt.Fprintf(r.w, "  orders       %d for 1 item, %d left, oversold %d\n", f.Orders, f.StockLeft, max(0, f.Orders-1))
 	fmt.Fprintf(r.w, "  took         %s\n", round(f.Elapsed))
