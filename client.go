@@ -149,7 +149,7 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 	}
 	waiter, native := c.drv.(driver.Waiter)
 	native = native && cfg.wait != 0
-	out := outage{c: c, resource: req.Resource, bound: cfg.unavailable}
+	out := outage{log: c.log, store: c.store, resource: req.Resource, bound: cfg.unavailable}
 	var last error
 	unsure := false   // an attempt failed without a clear answer
 	answered := false // the store answered since it last failed

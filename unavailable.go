@@ -3,16 +3,16 @@ package dlm
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/dlmhq/dlm/internal/errline"
 )
 
 // outage follows one call's view of its store's unavailability: since when
 // the store has failed every attempt, and whether that was logged.
 type outage struct {
-	c        *Client
+	log      *slog.Logger
+	store    string // the store's kind, for the log and the error
 	resource string
 	bound    time.Duration // negative: no bound
 	since    time.Time     // zero while the store answers
@@ -22,7 +22,7 @@ type outage struct {
 // answered notes an answer of the store, which ends an outage.
 func (o *outage) answered() {
 	if !o.since.IsZero() && o.logged {
-		o.c.log.Info("dlm: the store answers again", "store", o.c.store, "resource", o.resource,
+		o.log.Info("dlm: the store answers again", "store", o.store, "resource", o.resource,
 			"after", time.Since(o.since).Round(time.Millisecond))
 	}
 	o.since, o.logged = time.Time{}, false
@@ -48,7 +48,7 @@ func (o *outage) retrying(err error) {
 	if o.bound >= 0 {
 		until = "for up to " + o.bound.String()
 	}
-	o.c.log.Warn("dlm: the store is unreachable; retrying "+until, "store", o.c.store, "resource", o.resource, "err", err)
+	o.log.Warn("dlm: the store is unreachable; retrying "+until, "store", o.store, "resource", o.resource, "err", err)
 }
 
 // bounded returns the context of a single attempt: ctx, ending when what
@@ -67,25 +67,53 @@ func (o *outage) bounded(ctx context.Context) (context.Context, context.CancelFu
 // err is the error of a call that gave up on an unreachable store after
 // last.
 func (o *outage) err(last error) error {
-	return &unreachableError{store: o.c.store, bound: o.bound, last: last}
+	return &UnreachableError{Store: o.store, For: o.bound, Last: last}
 }
 
-// unreachableError is the error of a call that gave up on a store that
-// stayed unreachable for the unavailable timeout. It matches
-// ErrUnavailable and wraps the store's last error.
-type unreachableError struct {
-	store string
-	bound time.Duration
-	last  error
+// UnreachableError is the error of a call that gave up on a store that
+// stayed unreachable for its unavailable timeout (see
+// WithUnavailableTimeout). It matches ErrUnavailable and wraps the store's
+// last error; its message is one line.
+type UnreachableError struct {
+	Store string        // the kind of store ("redis", "postgres", "dlm"...)
+	For   time.Duration // how long it stayed unreachable: the bound (0: no retries)
+	Last  error         // the store's last error
 }
 
-func (e *unreachableError) Error() string {
+// Error says which store was unreachable, for how long, and why, on one
+// line.
+func (e *UnreachableError) Error() string {
 	// The store's error usually begins with ErrUnavailable's text too.
-	last := errline.OneLine(strings.TrimPrefix(e.last.Error(), ErrUnavailable.Error()+": "))
-	if e.bound == 0 {
-		return fmt.Sprintf("%v: the %s store did not answer (no retries): %s", ErrUnavailable, e.store, last)
+	last := oneLine(strings.TrimPrefix(e.Last.Error(), ErrUnavailable.Error()+": "))
+	if e.For == 0 {
+		return fmt.Sprintf("%v: the %s store did not answer (no retries): %s", ErrUnavailable, e.Store, last)
 	}
-	return fmt.Sprintf("%v: the %s store was unreachable for %s: %s", ErrUnavailable, e.store, e.bound, last)
+	return fmt.Sprintf("%v: the %s store was unreachable for %s: %s", ErrUnavailable, e.Store, e.For, last)
 }
 
-func (e *unreachableError) Unwrap() []error { return []error{ErrUnavailable, e.last} }
+// Unwrap returns ErrUnavailable and the store's last error.
+func (e *UnreachableError) Unwrap() []error { return []error{ErrUnavailable, e.Last} }
+
+// oneLine joins the lines of an error message (such as a driver's that
+// lists each address it tried, one per line) into one line: "a:\n\tb\n\tc"
+// becomes "a: b; c".
+func oneLine(msg string) string {
+	var b strings.Builder
+	prev := ""
+	for line := range strings.Lines(msg) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		switch {
+		case prev == "":
+		case strings.HasSuffix(prev, ":"):
+			b.WriteString(" ")
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(line)
+		prev = line
+	}
+	return b.String()
+}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/internal/errline"
 	"github.com/dlmhq/dlm/storeurl"
 )
 
@@ -303,15 +302,7 @@ func (r *runner) open(ctx context.Context) (*storeurl.Store, error) {
 // unreachable is the error of a store that stayed unreachable for d, as
 // package dlm words it for Acquire.
 func unreachable(rawURL string, d time.Duration, last error) error {
-	kind := "the " + storeKind(rawURL) + " store"
-	// The store's error begins with ErrUnavailable's text too.
-	msg := errline.OneLine(strings.TrimPrefix(last.Error(), dlm.ErrUnavailable.Error()+": "))
-	if d == 0 {
-		msg = fmt.Sprintf("%v: %s did not answer (no retries): %s", dlm.ErrUnavailable, kind, msg)
-	} else {
-		msg = fmt.Sprintf("%v: %s was unreachable for %s: %s", dlm.ErrUnavailable, kind, d, msg)
-	}
-	return &unreachableError{msg: msg, last: last}
+	return &dlm.UnreachableError{Store: storeKind(rawURL), For: d, Last: last}
 }
 
 // storeKind is the kind of store a URL names, such as "redis".
@@ -322,16 +313,6 @@ func storeKind(rawURL string) string {
 	}
 	return string(spec.Kind)
 }
-
-// unreachableError matches dlm.ErrUnavailable and wraps the store's last
-// error.
-type unreachableError struct {
-	msg  string
-	last error
-}
-
-func (e *unreachableError) Error() string   { return e.msg }
-func (e *unreachableError) Unwrap() []error { return []error{dlm.ErrUnavailable, e.last} }
 
 // release releases lease and returns the error, which it reports unless
 // it is the loss of the lease.

@@ -1,8 +1,8 @@
-package errline
+package dlm
 
 import "testing"
 
-func TestOneLine(t *testing.T) {
+func TestOneLineJoinsLines(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", ""},
 		{"plain", "plain"},
@@ -10,8 +10,8 @@ func TestOneLine(t *testing.T) {
 		{"first\nsecond\n\n", "first; second"},
 		{"  padded  \n", "padded"},
 	} {
-		if got := OneLine(tc.in); got != tc.want {
-			t.Errorf("OneLine(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := oneLine(tc.in); got != tc.want {
+			t.Errorf("oneLine(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
