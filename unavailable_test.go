@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/memory"
 	"github.com/dlmhq/dlm/postgres"
 	"github.com/dlmhq/dlm/redis"
@@ -39,40 +40,8 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// silentAddr returns a loopback address that accepts connections and never
-// reads or answers.
-func silentAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
+// silentAddr returns the address of a server that is up but never answers.
+func silentAddr(t *testing.T) string { return testenv.SilentAddr(t) }
 
 // downRedis returns a Redis store whose server is down.
 func downRedis(t *testing.T) driver.Driver {

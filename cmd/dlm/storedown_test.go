@@ -1,10 +1,8 @@
 package main
 
 import (
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dlmhq/dlm/internal/testenv"
@@ -16,44 +14,8 @@ func closedAddr(t *testing.T) string {
 	return "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 }
 
-// silentAddr returns the address of a listener that accepts connections
-// and never reads or writes: a store that does not answer. It stops at the
-// end of the test.
-func silentAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
+// silentAddr returns the address of a server that is up but never answers.
+func silentAddr(t *testing.T) string { return testenv.SilentAddr(t) }
 
 // storeURL is a URL of kind for addr (two nodes for redlock).
 func storeURL(kind, addr, addr2 string) string {
