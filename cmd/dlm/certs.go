@@ -29,10 +29,6 @@ Flags:
 func runCerts(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dlm certs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, certsUsage)
-		fs.PrintDefaults()
-	}
 	dir := fs.String("dir", "dlm-certs", "directory to write the files to (created with mode 0700)")
 	hosts := fs.String("hosts", "127.0.0.1,::1,localhost", "host names and IP addresses the server and node certificates are valid for")
 	nodes := fs.String("nodes", "", "node ids to make node certificates for, comma-separated")
@@ -40,11 +36,8 @@ func runCerts(args []string, stdout, stderr io.Writer) int {
 	withServer := fs.Bool("server", true, "make the server certificate")
 	days := fs.Int("days", int(devcert.DefaultValidity/(24*time.Hour)), "validity in days (at most 3650)")
 	force := fs.Bool("force", false, "overwrite existing files, and make a new CA")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, certsUsage, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm certs: unexpected arguments %q\n", fs.Args())

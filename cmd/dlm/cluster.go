@@ -92,15 +92,11 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fs := flag.NewFlagSet("dlm cluster "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, clusterUsage) }
 	httpAddr := fs.String("http", env("DLM_HTTP_ADDR", defaultHTTPAddr), "HTTP address of a member")
 	var af adminFlags
 	af.register(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args[1:], clusterUsage, stderr); !ok {
+		return code
 	}
 	opts, err := af.options()
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,14 +16,7 @@ import (
 // runDemo runs `dlm demo`: exit 0 when the story came out as it should, 1
 // when it showed a bug (an oversell with the lock, a stale write accepted)
 // or could not be played, 2 on a usage error.
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cfg demo.Config
-	var asJSON, verbose bool
-	var timeout time.Duration
-	fs := flag.NewFlagSet("dlm demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: dlm demo [flags]
+const demoUsage = `Usage: dlm demo [flags]
 
 Plays the story dlm was written for, with no setup: service instances sell the
 last items of a product, first without a lock (they oversell), then with dlm
@@ -33,20 +25,22 @@ fencing token, which the database rejects. A dlm server runs in this process;
 the database is the demo's own, in memory, unless -db names a PostgreSQL one.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
+`
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg demo.Config
+	var asJSON, verbose bool
+	var timeout time.Duration
+	fs := flag.NewFlagSet("dlm demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.IntVar(&cfg.Instances, "instances", demo.DefaultInstances, fmt.Sprintf("service instances selling concurrently (2 to %d)", demo.MaxInstances))
 	fs.IntVar(&cfg.Stock, "stock", demo.DefaultStock, fmt.Sprintf("items left in stock (1 to %d)", demo.MaxStock))
 	fs.StringVar(&cfg.DatabaseURL, "db", "", "PostgreSQL URL (postgres://...); default the demo's own database, in memory")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds)")
 	fs.BoolVar(&verbose, "v", false, "log what the server and the clients do, on stderr")
 	fs.DurationVar(&timeout, "timeout", time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args, demoUsage, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm demo: unexpected arguments %q\n", fs.Args())

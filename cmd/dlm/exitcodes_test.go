@@ -17,7 +17,8 @@ var packagePrefix = regexp.MustCompile(`\b(locktable|driver|storeurl|remote|dlmp
 // prefix, containing each of want and naming none of dlm's packages.
 func oneErrorLine(t *testing.T, stderr, prefix string, want ...string) {
 	t.Helper()
-	if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, prefix) || packagePrefix.MatchString(stderr) {
+	rest, ok := strings.CutPrefix(stderr, prefix) // "dlm server: " names the command
+	if strings.Count(stderr, "\n") != 1 || !ok || packagePrefix.MatchString(rest) {
 		t.Errorf("want one line starting %q without package names; got:\n%s", prefix, stderr)
 		return
 	}
@@ -47,6 +48,11 @@ func TestUsageErrorsOneLineExit2(t *testing.T) {
 		{"bad mode", []string{"run", dead, "--lock", "a", "--mode", "XX", "--", "true"}, "dlm run: ", []string{`--mode "XX"`, "nl, cr, cw, pr, pw or ex"}},
 		{"mode redis lacks", []string{"run", redis, "--lock", "a", "--mode", "pr", "--", "true"}, "dlm run: ", []string{"not supported"}},
 		{"missing CA file", []string{"ls", "--store=dlms://" + closedAddr(t) + "?ca=/nonexistent/ca.pem"}, "dlm ls: ", []string{"ca: ", "/nonexistent/ca.pem"}},
+		{"unknown server flag", []string{"server", "--nope"}, "dlm server: ", []string{"-nope", "see dlm server -h"}},
+		{"bad server duration", []string{"server", "--raft-timeout", "soon"}, "dlm server: ", []string{"-raft-timeout", "see dlm server -h"}},
+		{"unknown demo flag", []string{"demo", "--nope"}, "dlm demo: ", []string{"-nope", "see dlm demo -h"}},
+		{"unknown certs flag", []string{"certs", "--nope"}, "dlm certs: ", []string{"-nope", "see dlm certs -h"}},
+		{"unknown cluster flag", []string{"cluster", "members", "--nope"}, "dlm cluster members: ", []string{"-nope", "see dlm cluster members -h"}},
 		{"semaphore on redis", []string{"run", redis, "--lock", "a", "-n", "2", "--", "true"}, "dlm run: ", []string{"not supported"}},
 	}
 	for _, c := range cases {

@@ -40,6 +40,15 @@ type serverFlags struct {
 	limits                                              locktable.Limits
 }
 
+const serverUsage = `Usage: dlm server [flags]
+
+Runs a dlm server node. With no flags: one durable node, gRPC on
+127.0.0.1:7420, HTTP (dashboard, metrics, /v1/...) on 127.0.0.1:7421, data
+in ./dlm-data. -peers or -join make it a member of a cluster.
+
+Flags:
+`
+
 func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	var f serverFlags
 	fs := flag.NewFlagSet("dlm server", flag.ContinueOnError)
@@ -64,11 +73,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", server.DefaultMaxEventStreamsPerIdentity, "the most /v1/events streams one authenticated identity may have open")
 	f.sec.register(fs)
 	registerLimits(fs, &f.limits)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args, serverUsage, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "dlm server: unexpected arguments %q\n", fs.Args())
