@@ -28,8 +28,8 @@ targets=(
 	"./locktable/ FuzzRestore"       # lock table snapshots
 	"./locktable/ FuzzParseMode"     # mode names
 	"./driver/ FuzzParseMode"        # mode names, the stores' view
-	"./server/ FuzzFSMApply"         # Raft log entries
-	"./server/ FuzzFSMRestore"       # Raft snapshots
+	"./server/fsm/ FuzzFSMApply"       # Raft log entries
+	"./server/fsm/ FuzzFSMRestore"     # Raft snapshots
 	"./server/ FuzzRequestCommand"   # client requests, into commands
 	"./server/ FuzzSessionStream 0"  # client requests on a running server's session stream
 	"./server/ FuzzUTF8Codec"        # client messages with invalid UTF-8, repaired and refused per request

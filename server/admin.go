@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -52,14 +54,14 @@ func (s *Server) ListSessions(ctx context.Context, req *dlmpb.ListSessionsReques
 	owner, after := req.GetOwner(), locktable.SessionID(req.GetAfter())
 	resp := &dlmpb.ListSessionsResponse{}
 	f := s.node.FSM()
-	f.View(func(t *locktable.Table) {
+	f.Read(func(v fsm.View) {
+		t := v.Table()
 		var ids []locktable.SessionID
-		for id, rec := range f.sessions {
-			if id > after && (owner == "" || rec.owner == owner) {
-				ids = append(ids, id)
+		for _, rec := range v.Sessions() {
+			if rec.ID > after && (owner == "" || rec.Owner == owner) {
+				ids = append(ids, rec.ID)
 			}
 		}
-		slices.Sort(ids)
 		if len(ids) > limit {
 			ids = ids[:limit]
 			resp.Next = uint64(ids[limit-1])
@@ -67,10 +69,10 @@ func (s *Server) ListSessions(ctx context.Context, req *dlmpb.ListSessionsReques
 		now := time.Now()
 		for _, id := range ids {
 			si, _ := t.Session(id)
-			rec := f.sessions[id]
+			rec, _ := v.Session(id)
 			ss := &dlmpb.SessionSummary{
-				Id: uint64(id), Label: si.Label, Owner: rec.owner, OpenedAtUnixNano: si.OpenedAt,
-				Locks: int64(len(si.Locks)), Ttl: pbDuration(rec.ttl),
+				Id: uint64(id), Label: si.Label, Owner: rec.Owner, OpenedAtUnixNano: si.OpenedAt,
+				Locks: int64(len(si.Locks)), Ttl: pbDuration(rec.TTL),
 			}
 			if d, ok := s.live.deadline(id); ok {
 				ss.ExpiresInMs = max(d.Sub(now).Milliseconds(), 1)
@@ -78,9 +80,10 @@ func (s *Server) ListSessions(ctx context.Context, req *dlmpb.ListSessionsReques
 			resp.Sessions = append(resp.Sessions, ss)
 		}
 		if owner != "" {
-			u := f.usage.of(owner)
-			resp.OwnerSessions, resp.OwnerLocks = int64(u.sessions), int64(u.locks)
-			resp.SessionQuota, resp.LockQuota = int64(f.quotas.SessionsPerIdentity), int64(f.quotas.LocksPerIdentity)
+			sessions, locks := v.Usage(owner)
+			resp.OwnerSessions, resp.OwnerLocks = int64(sessions), int64(locks)
+			q := f.Quotas()
+			resp.SessionQuota, resp.LockQuota = int64(q.SessionsPerIdentity), int64(q.LocksPerIdentity)
 		}
 	})
 	return resp, nil
@@ -105,14 +108,11 @@ func (s *Server) KillSessions(ctx context.Context, req *dlmpb.KillSessionsReques
 	}
 	ids := slices.Clone(req.GetSessions())
 	if owner := req.GetOwner(); owner != "" {
-		f := s.node.FSM()
-		f.View(func(*locktable.Table) {
-			for id, rec := range f.sessions {
-				if rec.owner == owner {
-					ids = append(ids, uint64(id))
-				}
+		for _, rec := range s.node.FSM().Sessions() {
+			if rec.Owner == owner {
+				ids = append(ids, uint64(rec.ID))
 			}
-		})
+		}
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)

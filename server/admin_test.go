@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"google.golang.org/grpc/codes"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -79,7 +81,7 @@ func TestAdminSessionsHTTP(t *testing.T) {
 // Without authentication anyone may list and end sessions (as anyone may
 // do anything), no quota applies, and the owner of every session is "".
 func TestAdminSessionsOpenMode(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Quotas: Quotas{SessionsPerIdentity: 1, LocksPerIdentity: 1}}})
+	s := startServer(t, ServerConfig{Node: Config{Quotas: fsm.Quotas{SessionsPerIdentity: 1, LocksPerIdentity: 1}}})
 	r, _ := open(t, s, 0, time.Minute)
 	open(t, s, 0, time.Minute)
 	r.granted(r.lock("x", dlmpb.Mode_MODE_EX))

@@ -27,6 +27,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -160,7 +163,7 @@ func TestAttackSessionTakeoverByGuessedID(t *testing.T) {
 		noToken(t, "/v1/events", feed, tok)
 		noToken(t, "List", list.String(), tok)
 		noToken(t, "the server's log", logs.String(), tok)
-		noToken(t, "the snapshot", string(snapshotBytes(t, s.Node().FSM())), tok)
+		noToken(t, "the snapshot", string(cmdtest.SnapshotBytes(t, s.Node().FSM())), tok)
 	}
 	if !strings.Contains(logs.String(), "resume") {
 		t.Fatal("the refused resumes were not logged")
@@ -496,7 +499,8 @@ func bigResource(t *testing.T, s *Server) []*rawSession {
 	}
 	// Session 1's lock 7th lock converts to EX: queued behind the others.
 	var conv uint64
-	s.Node().FSM().View(func(tb *locktable.Table) {
+	s.Node().FSM().Read(func(v fsm.View) {
+		tb := v.Table()
 		ri, _ := tb.Resource("big")
 		conv = uint64(ri.Holders[7].ID)
 	})
@@ -525,7 +529,8 @@ func entryIDs(r *dlmpb.ResourceInfo) []uint64 {
 // of every resource, in order, from the table itself.
 func wantEntries(s *Server) map[string][]uint64 {
 	want := map[string][]uint64{}
-	s.Node().FSM().View(func(tb *locktable.Table) {
+	s.Node().FSM().Read(func(v fsm.View) {
+		tb := v.Table()
 		for _, ri := range tb.Resources("", 0) {
 			for _, q := range [][]locktable.LockInfo{ri.Holders, ri.Converting, ri.Waiting} {
 				for _, l := range q {
@@ -708,7 +713,8 @@ func TestAttackHTTPListingsBounded(t *testing.T) {
 		}
 	}
 	want := map[uint64][]uint64{}
-	s.Node().FSM().View(func(tb *locktable.Table) {
+	s.Node().FSM().Read(func(v fsm.View) {
+		tb := v.Table()
 		for _, si := range tb.Sessions(0, 0) {
 			for _, l := range si.Locks {
 				want[uint64(si.ID)] = append(want[uint64(si.ID)], uint64(l.ID))
@@ -1194,7 +1200,7 @@ func TestAttackSessionFloodStopsAtTheQuota(t *testing.T) {
 	const quota, limit = 4, 12
 	as := startAuthServer(t, ServerConfig{Node: Config{
 		Limits: locktable.Limits{MaxSessions: limit},
-		Quotas: Quotas{SessionsPerIdentity: quota},
+		Quotas: fsm.Quotas{SessionsPerIdentity: quota},
 	}})
 	open, err := as.flood(t, "alice", limit)
 	if len(open) != quota {
@@ -1221,7 +1227,7 @@ func TestAttackSessionFloodStopsAtTheQuota(t *testing.T) {
 // it) the flooder is still at its quota, and others still have room.
 func TestAttackSessionQuotaSurvivesRestart(t *testing.T) {
 	const quota = 3
-	as := startAuthServer(t, ServerConfig{Node: Config{Dir: t.TempDir(), Quotas: Quotas{SessionsPerIdentity: quota}}})
+	as := startAuthServer(t, ServerConfig{Node: Config{Dir: t.TempDir(), Quotas: fsm.Quotas{SessionsPerIdentity: quota}}})
 	if open, err := as.flood(t, "alice", quota-1); len(open) != quota-1 {
 		t.Fatalf("alice opened %d sessions, then %v", len(open), err)
 	}
@@ -1255,7 +1261,7 @@ func TestAttackSessionQuotaSurvivesRestart(t *testing.T) {
 // identities are not affected.
 func TestAttackLockFloodStopsAtTheQuota(t *testing.T) {
 	const quota = 5
-	as := startAuthServer(t, ServerConfig{Node: Config{Quotas: Quotas{LocksPerIdentity: quota}}})
+	as := startAuthServer(t, ServerConfig{Node: Config{Quotas: fsm.Quotas{LocksPerIdentity: quota}}})
 	a1 := as.openAs(t, "alice", "a1")
 	a2 := as.openAs(t, "alice", "a2")
 	var held []uint64
@@ -1307,7 +1313,7 @@ func TestAttackAdminEndsASessionFlood(t *testing.T) {
 	const limit = 8
 	as := startAuthServer(t, ServerConfig{Node: Config{
 		Limits: locktable.Limits{MaxSessions: limit},
-		Quotas: Quotas{SessionsPerIdentity: limit},
+		Quotas: fsm.Quotas{SessionsPerIdentity: limit},
 	}})
 	b := as.openAs(t, "bob", "bob")
 	flood, err := as.flood(t, "alice", limit)

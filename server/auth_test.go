@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -107,7 +109,8 @@ func (as *authServer) openAs(t *testing.T, id, label string) *rawSession {
 // resources returns the names of the table's resources, read from the FSM.
 func (as *authServer) resources() []string {
 	var names []string
-	as.Node().FSM().View(func(t *locktable.Table) {
+	as.Node().FSM().Read(func(v fsm.View) {
+		t := v.Table()
 		for _, r := range t.Resources("", 0) {
 			names = append(names, r.Name)
 		}
@@ -118,7 +121,8 @@ func (as *authServer) resources() []string {
 // holder returns the session holding lock id, 0 if none does.
 func (as *authServer) holder(id uint64) uint64 {
 	var sid uint64
-	as.Node().FSM().View(func(t *locktable.Table) {
+	as.Node().FSM().Read(func(v fsm.View) {
+		t := v.Table()
 		if li, ok := t.Describe(locktable.LockID(id)); ok && li.State != locktable.LockWaiting {
 			sid = uint64(li.Session)
 		}
@@ -144,7 +148,7 @@ func TestAuthRequiresCredentials(t *testing.T) {
 	wantCode(t, err, codes.Unauthenticated, "Basic scheme")
 
 	var sessions int
-	as.Node().FSM().View(func(t *locktable.Table) { sessions = t.Stats().Sessions })
+	as.Node().FSM().Read(func(v fsm.View) { t := v.Table(); sessions = t.Stats().Sessions })
 	if sessions != 0 || len(as.resources()) != 0 {
 		t.Fatalf("refused calls changed the table: %d sessions, resources %v", sessions, as.resources())
 	}

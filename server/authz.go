@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -37,7 +39,7 @@ func (s *Server) authorize(p principal, sid locktable.SessionID, cmd *dlmpb.Comm
 	if byID { // lock id 0 included: no lock has it, the table refuses it
 		var li locktable.LockInfo
 		ok := false
-		s.node.FSM().View(func(t *locktable.Table) { li, ok = t.Describe(locktable.LockID(lockID)) })
+		s.node.FSM().Read(func(v fsm.View) { li, ok = v.Table().Describe(locktable.LockID(lockID)) })
 		if !ok || li.Session != sid {
 			return "", true // the table answers: unknown lock, or not the owner
 		}

@@ -3,9 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
@@ -22,7 +23,7 @@ func BenchmarkPropose(b *testing.B) {
 	ctx := context.Background()
 	opens := make([]*dlmpb.Command, proposers)
 	for i := range opens {
-		opens[i] = openCmd(fmt.Sprint("p", i))
+		opens[i] = cmdtest.Open(fmt.Sprint("p", i))
 	}
 	sessions, err := n.Propose(ctx, opens...)
 	if err != nil {
@@ -36,12 +37,12 @@ func BenchmarkPropose(b *testing.B) {
 		sid := sessions[w].Session
 		res := fmt.Sprint("bench-", w)
 		for pb.Next() {
-			rs, err := n.Propose(ctx, lockCmd(sid, 0, res, dlmpb.Mode_MODE_EX))
+			rs, err := n.Propose(ctx, cmdtest.Lock(sid, 0, res, dlmpb.Mode_MODE_EX))
 			if err != nil || rs[0].Status != locktable.StatusGranted {
 				b.Errorf("lock: %v %+v", err, rs)
 				return
 			}
-			if _, err := n.Propose(ctx, releaseCmd(sid, rs[0].Lock)); err != nil {
+			if _, err := n.Propose(ctx, cmdtest.Release(sid, rs[0].Lock)); err != nil {
 				b.Error(err)
 				return
 			}
@@ -59,7 +60,7 @@ func BenchmarkProposeSequential(b *testing.B) {
 			n := openNode(b, cfg)
 			defer n.Close()
 			ctx := context.Background()
-			rs, err := n.Propose(ctx, openCmd("seq"))
+			rs, err := n.Propose(ctx, cmdtest.Open("seq"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -72,37 +73,4 @@ func BenchmarkProposeSequential(b *testing.B) {
 			_ = sid
 		})
 	}
-}
-
-// BenchmarkFSMMemoryPerLock measures the replicated state's live heap per
-// lock: 10 sessions take 10,000 EX locks each on distinct resources (names
-// of 16 to 20 bytes, no metadata, every request numbered so that the reply
-// cache is full), and the heap after a collection is compared with the
-// heap before. It reports B/lock; the time per iteration means nothing.
-func BenchmarkFSMMemoryPerLock(b *testing.B) {
-	const sessions, perSession = 10, 10_000
-	var total float64
-	for b.Loop() {
-		f := NewFSM(locktable.Limits{})
-		idx := uint64(1)
-		sids := make([]locktable.SessionID, sessions)
-		for i := range sids {
-			sids[i] = applyEntry(b, f, idx, 1, openCmd("s"))[0].Session
-			idx++
-		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for _, sid := range sids {
-			for i := range perSession {
-				applyEntry(b, f, idx, 1, lockCmd(sid, uint64(i+1), fmt.Sprintf("memory/%d/%d", sid, i), dlmpb.Mode_MODE_EX))
-				idx++
-			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		total += float64(after.HeapAlloc-before.HeapAlloc) / (sessions * perSession)
-		runtime.KeepAlive(f)
-	}
-	b.ReportMetric(total/float64(b.N), "B/lock")
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -329,11 +331,12 @@ func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *eventSna
 	} else if m, err := s.node.Members(); err == nil {
 		snap.Members = m
 	}
-	fsm := s.node.FSM()
-	fsm.View(func(t *locktable.Table) {
+	f := s.node.FSM()
+	f.Read(func(v fsm.View) {
+		t := v.Table()
 		now := time.Now()
 		snap.Time = now.UTC()
-		snap.AppliedIndex = fsm.applied
+		snap.AppliedIndex = v.Applied()
 		st := t.Stats()
 		snap.Stats = eventStats{Sessions: st.Sessions, Resources: st.Resources, Locks: st.Locks, Waiters: st.Pending, LastToken: st.LastToken}
 
@@ -348,7 +351,7 @@ func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *eventSna
 			budget -= n
 			out := make([]eventLock, n)
 			for i, l := range ls[:n] {
-				out[i] = eventLockOf(l, fsm.metadataOf, nowNanos)
+				out[i] = eventLockOf(l, v.Metadata, nowNanos)
 			}
 			return out
 		}
@@ -386,8 +389,8 @@ func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *eventSna
 		}
 		for _, si := range sessions {
 			es := eventSession{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC()}
-			if rec := fsm.sessions[si.ID]; rec != nil {
-				es.TTLMilli = rec.ttl.Milliseconds()
+			if rec, ok := v.Session(si.ID); ok {
+				es.TTLMilli = rec.TTL.Milliseconds()
 			}
 			if d, ok := s.live.deadline(si.ID); ok {
 				es.ExpiresInMillis = millis(d.Sub(now).Nanoseconds())

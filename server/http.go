@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -199,7 +201,8 @@ func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
 	sc := scopeOf(s.caller(r.Context()))
 	out := []sessionJSON{}
 	next := ""
-	s.node.FSM().View(func(t *locktable.Table) {
+	s.node.FSM().Read(func(v fsm.View) {
+		t := v.Table()
 		page, more := s.visibleSessions(t, sc, locktable.SessionQuery{After: after, Skip: skip, MaxSessions: limit, MaxLocks: locks})
 		if more {
 			next = sessionCursor(page[len(page)-1])
@@ -208,10 +211,10 @@ func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
 			sj := sessionJSON{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []lockJSON{},
 				LocksTotal: si.LocksTotal, First: si.First, Continues: si.Continues}
 			for _, l := range si.Locks {
-				sj.Locks = append(sj.Locks, lockJSONOf(l, s.node.fsm.metadataOf))
+				sj.Locks = append(sj.Locks, lockJSONOf(l, v.Metadata))
 			}
-			if rec := s.node.fsm.sessions[si.ID]; rec != nil {
-				sj.TTL = rec.ttl.String()
+			if rec, ok := v.Session(si.ID); ok {
+				sj.TTL = rec.TTL.String()
 			}
 			if d, ok := s.live.deadline(si.ID); ok {
 				sj.ExpiresIn = time.Until(d).Round(time.Millisecond).String()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -67,7 +69,7 @@ func (h *hub) endAll(err error) {
 }
 
 // observe is the FSM observer's part that feeds the streams.
-func (h *hub) observe(c *dlmpb.Command, r *Result) {
+func (h *hub) observe(c *dlmpb.Command, r *fsm.Result) {
 	sid, reply, skip := answer(c, r)
 	if reply == nil && len(r.Events) == 0 {
 		return
@@ -103,7 +105,7 @@ func (h *hub) observe(c *dlmpb.Command, r *Result) {
 // answer returns the requesting session of command c, the answer to send it
 // (nil for commands that have none), and which of the result's events the
 // answer already reports.
-func answer(c *dlmpb.Command, r *Result) (locktable.SessionID, *dlmpb.SessionResponse, func(*locktable.Event) bool) {
+func answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.SessionResponse, func(*locktable.Event) bool) {
 	none := func(*locktable.Event) bool { return false }
 	var sid locktable.SessionID
 	var conversion bool

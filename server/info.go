@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -147,7 +149,8 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 	}
 	limit, locks := pageBounds(int(req.GetLimit()), int(req.GetLockLimit()))
 	q := locktable.ResourceQuery{Prefix: req.GetPrefix(), Keep: keep, After: after, Skip: skip, MaxResources: limit, MaxLocks: locks}
-	s.node.FSM().View(func(t *locktable.Table) {
+	s.node.FSM().Read(func(v fsm.View) {
+		t := v.Table()
 		infos, more := t.ResourcePage(q)
 		if more {
 			resp.Next = resourceCursor(infos[len(infos)-1])
@@ -155,7 +158,7 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 		resp.Resources = make([]*dlmpb.ResourceInfo, len(infos))
 		now := time.Now()
 		for i, r := range infos {
-			ri := resourceInfoPB(r, s.node.fsm.metadataOf)
+			ri := resourceInfoPB(r, v.Metadata)
 			ri.HoldersTotal, ri.ConvertingTotal, ri.WaitingTotal = uint32(r.HoldersTotal), uint32(r.ConvertingTotal), uint32(r.WaitingTotal)
 			ri.First, ri.Continues = uint32(r.First), r.Continues
 			for _, q := range [][]*dlmpb.LockInfo{ri.Holders, ri.Converting, ri.Waiting} {
@@ -184,7 +187,7 @@ func (s *Server) Status(ctx context.Context, _ *dlmpb.StatusRequest) (*dlmpb.Sta
 		return nil, permissionDenied("identity " + p.identity + " has no list permission")
 	}
 	var st locktable.Stats
-	s.node.FSM().View(func(t *locktable.Table) { st = t.Stats() })
+	s.node.FSM().Read(func(v fsm.View) { st = v.Table().Stats() })
 	leaderAddr, _ := s.node.raft.LeaderWithID()
 	return &dlmpb.StatusResponse{
 		NodeId:        s.node.cfg.ID,

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -54,8 +56,7 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 	}
 	// Read the sessions and start tracking them atomically with respect to
 	// applies: a session opened or ended in between is not missed.
-	fsm := s.node.FSM()
-	fsm.View(func(*locktable.Table) { s.live.activate(fsm.sessionsLocked(), time.Now(), s.cfg.SessionMargin) })
+	s.node.FSM().Read(func(v fsm.View) { s.live.activate(v.Sessions(), time.Now(), s.cfg.SessionMargin) })
 	s.metrics.leaderChanges.Inc()
 	defer func() {
 		s.live.deactivate()
@@ -122,7 +123,7 @@ func (s *Server) announce(ctx context.Context) {
 func (s *Server) tableDeadline() (int64, bool) {
 	var d int64
 	var ok bool
-	s.node.FSM().View(func(t *locktable.Table) { d, ok = t.NextDeadline() })
+	s.node.FSM().Read(func(v fsm.View) { d, ok = v.Table().NextDeadline() })
 	return d, ok
 }
 
@@ -246,7 +247,7 @@ func (s *Server) confirmKeepalives() {
 
 // observe is the FSM observer: it feeds the streams, the liveness record
 // and the metrics.
-func (s *Server) observe(c *dlmpb.Command, r *Result) {
+func (s *Server) observe(c *dlmpb.Command, r *fsm.Result) {
 	s.hub.observe(c, r)
 	s.live.observe(c, r)
 	s.metrics.observe(r)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -39,7 +41,7 @@ func newLiveness() *liveness {
 // activate starts tracking: every open session gets the deadline now + its
 // TTL + margin, so that no session dies for keepalives a previous leader
 // received, or that arrived while no leader could take them.
-func (l *liveness) activate(open []SessionMeta, now time.Time, margin time.Duration) {
+func (l *liveness) activate(open []fsm.SessionMeta, now time.Time, margin time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.active = true
@@ -95,7 +97,7 @@ func (l *liveness) deadline(sid locktable.SessionID) (time.Time, bool) {
 
 // observe is the FSM observer's part that follows sessions opening and
 // ending. Sessions opened by this leader count from the moment they apply.
-func (l *liveness) observe(c *dlmpb.Command, r *Result) {
+func (l *liveness) observe(c *dlmpb.Command, r *fsm.Result) {
 	var ended []uint64 // sessions the command ends, known or not
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_ExpireSessions:

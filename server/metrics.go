@@ -3,6 +3,8 @@ package server
 import (
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -90,7 +92,7 @@ func (m *serverMetrics) instrument(n *Node) {
 }
 
 // observe counts the events and refusals of an applied command.
-func (m *serverMetrics) observe(r *Result) {
+func (m *serverMetrics) observe(r *fsm.Result) {
 	if r.Err != nil && !r.Duplicate {
 		m.refused.WithLabelValues(ReasonOf(r.Err).String()).Inc()
 	}
@@ -135,7 +137,7 @@ func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	var st locktable.Stats
-	c.s.node.FSM().View(func(t *locktable.Table) { st = t.Stats() })
+	c.s.node.FSM().Read(func(v fsm.View) { st = v.Table().Stats() })
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}

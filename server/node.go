@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -42,7 +44,7 @@ type Config struct {
 	// Quotas bound the sessions and locks of one authenticated identity;
 	// every replica must use the same. Zero fields take the defaults
 	// (DefaultSessionsPerIdentity, DefaultLocksPerIdentity).
-	Quotas Quotas
+	Quotas fsm.Quotas
 	// Logger receives the node's and Raft's logs; nil discards them.
 	Logger *slog.Logger
 	// MaxBatch is about how many commands one Raft entry carries (a single
@@ -111,7 +113,7 @@ func ParsePeers(s string) ([]Peer, error) {
 type Node struct {
 	cfg       Config
 	log       *slog.Logger
-	fsm       *FSM
+	fsm       *fsm.FSM
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
 	retrying  *retryTransport // transport, as Raft uses it (see retryTransport)
@@ -145,7 +147,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:       cfg,
 		log:       cfg.Logger,
-		fsm:       NewFSMWithQuotas(cfg.Limits, cfg.Quotas),
+		fsm:       fsm.NewFSMWithQuotas(cfg.Limits, cfg.Quotas),
 		proposals: make(chan *proposal),
 		inflight:  make(chan inflight, cfg.MaxInflight),
 		slots:     make(chan struct{}, cfg.MaxInflight),
@@ -339,7 +341,7 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 }
 
 // FSM returns the node's state machine, for reads.
-func (n *Node) FSM() *FSM { return n.fsm }
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
 
 // Addr returns the Raft transport's address.
 func (n *Node) Addr() string { return string(n.transport.LocalAddr()) }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
@@ -21,7 +24,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func propose(t *testing.T, n *Node, cmds ...*dlmpb.Command) []Result {
+func propose(t *testing.T, n *Node, cmds ...*dlmpb.Command) []fsm.Result {
 	t.Helper()
 	rs, err := n.Propose(testCtx(t), cmds...)
 	if err != nil {
@@ -38,24 +41,25 @@ func TestNodeRestartDurable(t *testing.T) {
 	dir := t.TempDir()
 	n := openNode(t, Config{Dir: dir})
 	addr := n.Addr()
-	rs := propose(t, n, openCmd("a"))
+	rs := propose(t, n, cmdtest.Open("a"))
 	sid := rs[0].Session
-	first := propose(t, n, lockCmd(sid, 1, "r1", dlmpb.Mode_MODE_EX))[0]
+	first := propose(t, n, cmdtest.Lock(sid, 1, "r1", dlmpb.Mode_MODE_EX))[0]
 	if first.Status != locktable.StatusGranted || first.Token < first.Index {
 		t.Fatalf("lock: %+v", first)
 	}
 	if err := n.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	second := propose(t, n, lockCmd(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0] // only in the log
+	second := propose(t, n, cmdtest.Lock(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0] // only in the log
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	n = openNode(t, Config{Dir: dir, BindAddr: addr})
 	defer n.Close()
-	n.FSM().View(func(tab *locktable.Table) {
-		for _, want := range []Result{first, second} {
+	n.FSM().Read(func(v fsm.View) {
+		tab := v.Table()
+		for _, want := range []fsm.Result{first, second} {
 			info, ok := tab.Describe(want.Lock)
 			if !ok || info.Token != want.Token || info.State != locktable.LockGranted {
 				t.Errorf("lock %d after restart: %+v, %v", want.Lock, info, ok)
@@ -66,10 +70,10 @@ func TestNodeRestartDurable(t *testing.T) {
 		t.Fatalf("sessions after restart: %v", ss)
 	}
 	// A retry of a request sent before the restart is still deduplicated.
-	if r := propose(t, n, lockCmd(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0]; !r.Duplicate || r.Lock != second.Lock {
+	if r := propose(t, n, cmdtest.Lock(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0]; !r.Duplicate || r.Lock != second.Lock {
 		t.Fatalf("retry after restart: %+v", r)
 	}
-	third := propose(t, n, lockCmd(sid, 3, "r3", dlmpb.Mode_MODE_EX))[0]
+	third := propose(t, n, cmdtest.Lock(sid, 3, "r3", dlmpb.Mode_MODE_EX))[0]
 	if third.Token <= second.Token || third.Token < third.Index {
 		t.Fatalf("token after restart %d, before %d", third.Token, second.Token)
 	}
@@ -80,7 +84,7 @@ func TestNodeRestartDurable(t *testing.T) {
 func TestNodeInMemoryForgets(t *testing.T) {
 	defer checkNoLeaks(t)
 	n := openNode(t, Config{InMemory: true})
-	propose(t, n, openCmd("a"))
+	propose(t, n, cmdtest.Open("a"))
 	if len(n.FSM().Sessions()) != 1 {
 		t.Fatal("session not applied")
 	}
@@ -101,18 +105,18 @@ func TestProposeBatching(t *testing.T) {
 	const workers, each = 64, 20
 	opens := make([]*dlmpb.Command, workers)
 	for w := range opens {
-		opens[w] = openCmd(fmt.Sprint("w", w))
+		opens[w] = cmdtest.Open(fmt.Sprint("w", w))
 	}
 	sessions := propose(t, n, opens...)
 
 	start := n.raft.LastIndex()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
-	results := make([][]Result, workers)
+	results := make([][]fsm.Result, workers)
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				rs, err := n.Propose(testCtx(t), lockCmd(sessions[w].Session, uint64(i+1), fmt.Sprintf("w%d-%d", w, i), dlmpb.Mode_MODE_EX))
+				rs, err := n.Propose(testCtx(t), cmdtest.Lock(sessions[w].Session, uint64(i+1), fmt.Sprintf("w%d-%d", w, i), dlmpb.Mode_MODE_EX))
 				if err != nil {
 					errs <- err
 					return
@@ -153,10 +157,10 @@ func TestProposeErrors(t *testing.T) {
 	n := openNode(t, Config{InMemory: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := n.Propose(ctx, openCmd("a")); !errors.Is(err, context.Canceled) {
+	if _, err := n.Propose(ctx, cmdtest.Open("a")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
-	bad := lockCmd(1, 0, "\xff\xfe", dlmpb.Mode_MODE_EX) // not UTF-8
+	bad := cmdtest.Lock(1, 0, "\xff\xfe", dlmpb.Mode_MODE_EX) // not UTF-8
 	if _, err := n.Propose(testCtx(t), bad); err == nil {
 		t.Fatal("invalid UTF-8 resource encoded")
 	}
@@ -166,7 +170,7 @@ func TestProposeErrors(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Propose(testCtx(t), openCmd("a")); !errors.Is(err, ErrClosed) {
+	if _, err := n.Propose(testCtx(t), cmdtest.Open("a")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
 	if err := n.Close(); err != nil {
@@ -186,7 +190,7 @@ func TestCloseWithProposalsInFlight(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for {
-				_, err := n.Propose(context.Background(), openCmd("x"))
+				_, err := n.Propose(context.Background(), cmdtest.Open("x"))
 				if errors.Is(err, ErrClosed) {
 					return
 				}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -34,7 +36,7 @@ func (n *Node) observeApplyLatency(fn func(time.Duration)) { n.applyObserver.Sto
 
 // proposed is the answer to a proposal.
 type proposed struct {
-	results []Result
+	results []fsm.Result
 	err     error
 }
 
@@ -51,7 +53,7 @@ type inflight struct {
 // appended), ErrLeadershipLost (outcome unknown), ErrClosed, an encoding
 // error, or ctx's error wrapped; once the proposal is sent, a ctx error also
 // means the outcome is unknown (retry with the same request ids).
-func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]Result, error) {
+func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]fsm.Result, error) {
 	if len(cmds) == 0 {
 		return nil, nil
 	}
@@ -96,7 +98,7 @@ func (n *Node) Submit(ctx context.Context, cmds ...*dlmpb.Command) (*Pending, er
 // Wait returns the proposal's results (as Propose does) once it is applied,
 // or ctx's error wrapped, in which case the outcome is unknown and Wait may
 // be called again. Once it has returned the results, it must not be.
-func (p *Pending) Wait(ctx context.Context) ([]Result, error) {
+func (p *Pending) Wait(ctx context.Context) ([]fsm.Result, error) {
 	select {
 	case r := <-p.done:
 		return r.results, r.err
@@ -214,16 +216,16 @@ func (n *Node) await() {
 }
 
 // entryResults waits for an entry and returns its results.
-func entryResults(f raft.ApplyFuture) ([]Result, error) {
+func entryResults(f raft.ApplyFuture) ([]fsm.Result, error) {
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("dlm server: propose: %w", raftErr(err))
 	}
 	switch r := f.Response().(type) {
-	case []Result:
+	case []fsm.Result:
 		return r, nil
 	case error:
 		return nil, r
 	default:
-		return nil, fmt.Errorf("dlm server: propose: unexpected FSM response %T", r)
+		return nil, fmt.Errorf("dlm server: propose: unexpected fsm.FSM response %T", r)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -58,13 +60,13 @@ func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
 	for nodes[f] == leader {
 		f++
 	}
-	sid := propose(t, leader, openCmd("a"))[0].Session
+	sid := propose(t, leader, cmdtest.Open("a"))[0].Session
 	awaitApplied(t, nodes[f], leader.FSM().AppliedIndex(), 5*time.Second)
 
 	closeNode(f)
 	failed := leader.retrying.failed.Load()
 	for seq, down := uint64(1), time.Now(); time.Since(down) < 1500*time.Millisecond; seq++ {
-		propose(t, leader, lockCmd(sid, seq, fmt.Sprintf("r%d", seq), dlmpb.Mode_MODE_EX))
+		propose(t, leader, cmdtest.Lock(sid, seq, fmt.Sprintf("r%d", seq), dlmpb.Mode_MODE_EX))
 		time.Sleep(20 * time.Millisecond)
 	}
 	target := leader.FSM().AppliedIndex()
@@ -86,7 +88,7 @@ func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
 	// closes.
 	closeNode(f)
 	retries := logs.count("retrying until it answers", "peer="+peers[f].ID)
-	propose(t, leader, lockCmd(sid, 1000, "last", dlmpb.Mode_MODE_EX))
+	propose(t, leader, cmdtest.Lock(sid, 1000, "last", dlmpb.Mode_MODE_EX))
 	for deadline := time.Now().Add(5 * time.Second); logs.count("retrying until it answers", "peer="+peers[f].ID) == retries; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the leader does not retry its replication to %s", peers[f].ID)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/fsm"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -45,7 +47,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		tok, hash, err := newResumeToken()
+		tok, hash, err := fsm.NewResumeToken()
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
@@ -64,27 +66,28 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 
 	var ob *outbox
 	foreign, badToken := false, false
-	s.node.FSM().View(func(t *locktable.Table) {
+	s.node.FSM().Read(func(v fsm.View) {
+		t := v.Table()
 		info, ok := t.Session(sid)
-		rec := s.node.fsm.sessions[sid]
-		if !ok || rec == nil {
+		rec, recorded := v.Session(sid)
+		if !ok || !recorded {
 			return
 		}
-		if !p.open && rec.owner != p.identity {
+		if !p.open && rec.Owner != p.identity {
 			foreign = true // sessions are resumed only by the identity that opened them
 			return
 		}
-		if open.GetSession() != 0 && !rec.resumableWith(open.GetResumeToken()) {
+		if open.GetSession() != 0 && !v.Resumable(sid, open.GetResumeToken()) {
 			badToken = true // ... and only with the token it was given
 			return
 		}
 		ob = s.hub.attach(sid)
 		ob.push(
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Opened{Opened: &dlmpb.SessionOpened{
-				Session: uint64(sid), Ttl: pbDuration(rec.ttl), Resumed: open.GetSession() != 0, ResumeToken: resumeToken,
+				Session: uint64(sid), Ttl: pbDuration(rec.TTL), Resumed: open.GetSession() != 0, ResumeToken: resumeToken,
 			}}},
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Sync{Sync: &dlmpb.SessionSync{
-				Session: uint64(sid), Index: s.node.fsm.applied, Locks: lockInfosPB(info.Locks, noMetadata),
+				Session: uint64(sid), Index: v.Applied(), Locks: lockInfosPB(info.Locks, noMetadata),
 			}}},
 		)
 	})
@@ -426,7 +429,7 @@ func proposeStatus(err error) error {
 // refusalStatus maps a table refusal of an open to a gRPC status.
 func refusalStatus(err error) error {
 	switch {
-	case errors.Is(err, locktable.ErrTooManySessions), errors.Is(err, ErrQuota):
+	case errors.Is(err, locktable.ErrTooManySessions), errors.Is(err, fsm.ErrQuota):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, locktable.ErrLimit), errors.Is(err, locktable.ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server"
+	"github.com/dlmhq/dlm/server/fsm"
 )
 
 // Default addresses of `dlm server`.
@@ -35,7 +36,7 @@ type serverFlags struct {
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
 	sec                                                 securityFlags
-	quotas                                              server.Quotas
+	quotas                                              fsm.Quotas
 	eventsPerIdentity                                   int
 	limits                                              locktable.Limits
 }
@@ -68,8 +69,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.raftSource, "raft-source", env("DLM_RAFT_SOURCE", ""), "the local IP to bind outgoing Raft connections to (env DLM_RAFT_SOURCE)")
 	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
-	fs.IntVar(&f.quotas.SessionsPerIdentity, "max-sessions-per-identity", server.DefaultSessionsPerIdentity, "the most sessions one authenticated identity may have open (the same on every node)")
-	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", server.DefaultLocksPerIdentity, "the most locks, held or queued, one authenticated identity may have (the same on every node)")
+	fs.IntVar(&f.quotas.SessionsPerIdentity, "max-sessions-per-identity", fsm.DefaultSessionsPerIdentity, "the most sessions one authenticated identity may have open (the same on every node)")
+	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", fsm.DefaultLocksPerIdentity, "the most locks, held or queued, one authenticated identity may have (the same on every node)")
 	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", server.DefaultMaxEventStreamsPerIdentity, "the most /v1/events streams one authenticated identity may have open")
 	f.sec.register(fs)
 	registerLimits(fs, &f.limits)

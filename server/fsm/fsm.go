@@ -1,9 +1,8 @@
-package server
+package fsm
 
 import (
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,8 +17,8 @@ import (
 // session records. It implements raft.FSM. Apply returns []Result (one per
 // command of the entry) or an error wrapping ErrMalformedCommand.
 //
-// Raft calls Apply, Snapshot and Restore from one goroutine; the read
-// methods (View, Sessions, AppliedIndex) may be called concurrently with them.
+// Raft calls Apply, Snapshot and Restore from one goroutine; Read and the
+// other read methods may be called concurrently with them.
 type FSM struct {
 	limits locktable.Limits
 	quotas Quotas
@@ -121,35 +120,6 @@ func (f *FSM) trackMetadata(c *dlmpb.Command, r *Result) {
 			}
 		}
 	}
-}
-
-// metadataOf returns the holder description of lock id. The caller holds the
-// FSM's read lock (inside View).
-func (f *FSM) metadataOf(id locktable.LockID) []byte { return f.metadata[id] }
-
-// View calls fn with the lock table for reading, under the FSM's read lock.
-// fn must only call the table's read-only methods and must not keep it.
-func (f *FSM) View(fn func(t *locktable.Table)) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	fn(f.table)
-}
-
-// Sessions returns the open sessions and their TTLs, in id order.
-func (f *FSM) Sessions() []SessionMeta {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.sessionsLocked()
-}
-
-// sessionsLocked is Sessions for a caller holding f.mu (inside View).
-func (f *FSM) sessionsLocked() []SessionMeta {
-	out := make([]SessionMeta, 0, len(f.sessions))
-	for id, s := range f.sessions {
-		out = append(out, SessionMeta{ID: id, TTL: s.ttl})
-	}
-	slices.SortFunc(out, func(a, b SessionMeta) int { return cmpID(a.ID, b.ID) })
-	return out
 }
 
 // AppliedIndex returns the index of the last entry applied (0 after Restore

@@ -1,4 +1,4 @@
-package server
+package fsm
 
 import (
 	"bytes"
@@ -11,10 +11,6 @@ import (
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
-
-func memberCmd(id, client, http string) *dlmpb.Command {
-	return &dlmpb.Command{Op: &dlmpb.Command_SetMember{SetMember: &dlmpb.SetMemberCmd{Id: id, ClientAddr: client, HttpAddr: http}}}
-}
 
 // Member addresses are replicated, updated, kept through a snapshot, and
 // malformed ones are refused.

@@ -1,4 +1,4 @@
-package server
+package fsm
 
 import (
 	"bytes"
@@ -106,7 +106,8 @@ func TestQuotaCountsAreARecount(t *testing.T) {
 			for step := range 400 {
 				var sessions []locktable.SessionID
 				var locks []locktable.LockInfo
-				f.View(func(tab *locktable.Table) {
+				f.Read(func(v View) {
+					tab := v.Table()
 					for _, s := range tab.Sessions(0, 0) {
 						sessions = append(sessions, s.ID)
 						locks = append(locks, s.Locks...)

@@ -1,4 +1,4 @@
-package server
+package fsm
 
 import (
 	"slices"
@@ -22,6 +22,9 @@ const ReplyCacheSize = 32
 type SessionMeta struct {
 	ID  locktable.SessionID
 	TTL time.Duration
+	// Owner is the identity that opened the session ("" without
+	// authentication).
+	Owner string
 }
 
 // sessionRecord is the FSM's data about one open session.

@@ -1,0 +1,130 @@
+// Package cmdtest builds the state machine's commands for the server's
+// tests: one helper per command, so that the tests of the state machine, the
+// Raft node and the service say what they apply in one line.
+package cmdtest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+)
+
+// Open is an OpenSession command with label and a 10 s TTL.
+func Open(label string) *dlmpb.Command {
+	return &dlmpb.Command{Op: &dlmpb.Command_OpenSession{OpenSession: &dlmpb.OpenSessionCmd{
+		Label: label, TtlNanos: int64(10 * time.Second)}}}
+}
+
+// Lock is session sid's request seq for resource res in mode m.
+func Lock(sid locktable.SessionID, seq uint64, res string, m dlmpb.Mode) *dlmpb.Command {
+	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
+		Session: uint64(sid), Owner: uint64(sid), Resource: res, Mode: m}}}
+}
+
+// Convert is session sid's conversion of lock id to mode m.
+func Convert(sid locktable.SessionID, id locktable.LockID, m dlmpb.Mode) *dlmpb.Command {
+	return &dlmpb.Command{Op: &dlmpb.Command_Convert{Convert: &dlmpb.ConvertCmd{
+		Session: uint64(sid), LockId: uint64(id), Mode: m}}}
+}
+
+// Release is session sid's release of lock id.
+func Release(sid locktable.SessionID, id locktable.LockID) *dlmpb.Command {
+	return &dlmpb.Command{Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{
+		Session: uint64(sid), LockId: uint64(id)}}}
+}
+
+// Expire ends the sessions ids.
+func Expire(ids ...locktable.SessionID) *dlmpb.Command {
+	e := &dlmpb.ExpireSessionsCmd{}
+	for _, id := range ids {
+		e.Sessions = append(e.Sessions, uint64(id))
+	}
+	return &dlmpb.Command{Op: &dlmpb.Command_ExpireSessions{ExpireSessions: e}}
+}
+
+// WithWait sets the lock request c's wait, in nanoseconds.
+func WithWait(c *dlmpb.Command, wait int64) *dlmpb.Command {
+	c.GetLock().WaitNanos = &wait
+	return c
+}
+
+// WithMetadata sets the lock request c's holder description.
+func WithMetadata(c *dlmpb.Command, m string) *dlmpb.Command {
+	c.GetLock().Metadata = []byte(m)
+	return c
+}
+
+// Semaphore is session sid's request seq for permits of semaphore res.
+func Semaphore(sid locktable.SessionID, seq uint64, res string, capacity, permits uint32) *dlmpb.Command {
+	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
+		Session: uint64(sid), Owner: uint64(sid), Resource: res, Capacity: capacity, Permits: permits}}}
+}
+
+// Cancel is session sid's cancellation of what lock id awaits.
+func Cancel(sid locktable.SessionID, seq uint64, id locktable.LockID) *dlmpb.Command {
+	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{Session: uint64(sid), LockId: uint64(id)}}}
+}
+
+// SnapshotBytes returns what a snapshot of f persists.
+func SnapshotBytes(t testing.TB, f raft.FSM) []byte {
+	t.Helper()
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	var sink memSink
+	if err := s.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.Bytes()
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (*memSink) ID() string      { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (*memSink) Close() error    { return nil }
+
+var _ raft.SnapshotSink = (*memSink)(nil)
+
+// Member records the client and HTTP addresses of Raft member id.
+func Member(id, client, http string) *dlmpb.Command {
+	return &dlmpb.Command{Op: &dlmpb.Command_SetMember{SetMember: &dlmpb.SetMemberCmd{Id: id, ClientAddr: client, HttpAddr: http}}}
+}
+
+// Populate returns the three entries, for Raft indexes 1 to 3, that give an
+// empty state machine one of everything the log can create: sessions 1 (a),
+// 2 (b) and 3 (c); lock 1 (a, PR on r1, with a queued conversion to EX),
+// lock 2 (b, PR on r1), lock 3 (c, EX on r1, queued with a deadline), lock 4
+// (a, EX on r2, with metadata), lock 5 (b, 3 permits of semaphore pool,
+// with metadata), lock 6 (c, 2 permits of pool, queued); and a member
+// record. Entry i is stamped i+1 seconds.
+func Populate() []*dlmpb.Batch {
+	const sec = int64(time.Second)
+	conv := Convert(1, 1, dlmpb.Mode_MODE_EX)
+	conv.Seq = 3
+	wait := 5 * sec
+	conv.GetConvert().WaitNanos = &wait
+	return []*dlmpb.Batch{
+		{StampUnixNano: sec, Commands: []*dlmpb.Command{Open("a"), Open("b"), Open("c")}},
+		{StampUnixNano: 2 * sec, Commands: []*dlmpb.Command{
+			Lock(1, 1, "r1", dlmpb.Mode_MODE_PR),
+			Lock(2, 1, "r1", dlmpb.Mode_MODE_PR),
+			WithWait(Lock(3, 1, "r1", dlmpb.Mode_MODE_EX), 10*sec),
+			WithMetadata(Lock(1, 2, "r2", dlmpb.Mode_MODE_EX), "a's"),
+			WithMetadata(Semaphore(2, 2, "pool", 4, 3), "b's"),
+			Semaphore(3, 2, "pool", 4, 2),
+		}},
+		{StampUnixNano: 3 * sec, Commands: []*dlmpb.Command{conv, Member("node-1", "127.0.0.1:7420", "127.0.0.1:7421")}},
+	}
+}
