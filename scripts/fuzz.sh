@@ -33,7 +33,7 @@ targets=(
 	"./server/ FuzzRequestCommand"   # client requests, into commands
 	"./server/ FuzzSessionStream 0"  # client requests on a running server's session stream
 	"./server/ FuzzUTF8Codec"        # client messages with invalid UTF-8, repaired and refused per request
-	"./server/ FuzzParsePeers"       # dlm server -peers
+	"./server/raftnode/ FuzzParsePeers" # dlm server -peers
 	"./storeurl/ FuzzParse"          # store URLs
 	"./storeurl/ FuzzParseSecret"    # store URLs with a password: never shown
 	"./remote/ FuzzParseAddrs"       # the dlm store's server addresses

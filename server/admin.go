@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"google.golang.org/grpc"
@@ -123,7 +125,7 @@ func (s *Server) KillSessions(ctx context.Context, req *dlmpb.KillSessionsReques
 	resp := &dlmpb.KillSessionsResponse{Sessions: []uint64{}}
 	if len(cmds) > 0 {
 		rs, err := s.node.Propose(ctx, cmds...)
-		if errors.Is(err, ErrNotLeader) {
+		if errors.Is(err, raftnode.ErrNotLeader) {
 			return nil, s.notLeaderUnary(ctx)
 		}
 		if err != nil {

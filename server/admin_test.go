@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/server/fsm"
+	"github.com/dlmhq/dlm/server/raftnode"
 
 	"google.golang.org/grpc/codes"
 
@@ -17,7 +18,7 @@ import (
 // The admin's session calls over HTTP: the listing pages and filters by
 // owner, the kill ends sessions through the log; both need admin.
 func TestAdminSessionsHTTP(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	a1, a2 := as.openAs(t, "alice", "a1"), as.openAs(t, "alice", "a2")
 	b := as.openAs(t, "bob", "b")
 	base := "http://" + as.HTTPAddr()
@@ -81,7 +82,7 @@ func TestAdminSessionsHTTP(t *testing.T) {
 // Without authentication anyone may list and end sessions (as anyone may
 // do anything), no quota applies, and the owner of every session is "".
 func TestAdminSessionsOpenMode(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Quotas: fsm.Quotas{SessionsPerIdentity: 1, LocksPerIdentity: 1}}})
+	s := startServer(t, Config{Node: raftnode.Config{Quotas: fsm.Quotas{SessionsPerIdentity: 1, LocksPerIdentity: 1}}})
 	r, _ := open(t, s, 0, time.Minute)
 	open(t, s, 0, time.Minute)
 	r.granted(r.lock("x", dlmpb.Mode_MODE_EX))

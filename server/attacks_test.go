@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/internal/cmdtest"
 
@@ -101,8 +103,8 @@ func noToken(t *testing.T, where, text string, tok []byte) {
 // token; a wrong or missing one is refused with PermissionDenied, nothing
 // is attached, and the owner's stream stays open and is warned.
 func TestAttackSessionTakeoverByGuessedID(t *testing.T) {
-	logs := &logBuffer{}
-	s := startServer(t, ServerConfig{Logger: logs.logger()})
+	logs := &cmdtest.LogBuffer{}
+	s := startServer(t, Config{Logger: logs.Logger()})
 	owner, _ := open(t, s, 0, time.Minute)
 	if len(owner.token) != 16 {
 		t.Fatalf("resume token of %d bytes, want 16 (128 bits)", len(owner.token))
@@ -174,7 +176,7 @@ func TestAttackSessionTakeoverByGuessedID(t *testing.T) {
 // session of that identity. The identity check stays, and the resume token
 // is needed on top of it.
 func TestAttackSessionTakeoverSameIdentity(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	alice := as.openAs(t, "alice", "first")
 	lockID := alice.granted(alice.lock("a/held", dlmpb.Mode_MODE_EX)).GetLockId()
 
@@ -220,7 +222,7 @@ func (r *rawSession) convert(lock uint64, mode dlmpb.Mode) uint64 {
 // first resource's grant. A used id with different content is refused with
 // REASON_REQUEST_ID_REUSED and changes nothing.
 func TestAttackRequestIDReusedForAnotherRequest(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, time.Minute)
 	seq := a.lock("first", dlmpb.Mode_MODE_EX)
 	g := a.granted(seq)
@@ -255,7 +257,7 @@ func TestAttackRequestIDReusedForAnotherRequest(t *testing.T) {
 // session was granted the resource, answered "granted" with the old lock id
 // and token. A replay is answered with the current truth.
 func TestAttackReplayAfterRelease(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, time.Minute)
 	b, _ := open(t, s, 0, time.Minute)
 	seq := a.lock("r", dlmpb.Mode_MODE_EX)
@@ -294,7 +296,7 @@ func TestAttackReplayAfterRelease(t *testing.T) {
 // Item 2: sequence numbers need not grow (2^64-1, then 12, were both
 // accepted). A new seq at or below the session's highest is stale.
 func TestAttackSequenceNumbersMustIncrease(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, time.Minute)
 	a.granted(a.lock("first", dlmpb.Mode_MODE_EX))
 	a.lockAgain(math.MaxUint64, "top", dlmpb.Mode_MODE_EX)
@@ -318,7 +320,7 @@ var idNumbers = regexp.MustCompile(`[0-9]+`)
 // missing lock answers UNKNOWN_LOCK, so lock ids outside one's prefix could
 // be probed. Across identities both answers are the same.
 func TestAttackForeignLockLooksMissing(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	alice := as.openAs(t, "alice", "alice")
 	held := alice.granted(alice.lock("a/held", dlmpb.Mode_MODE_EX)).GetLockId()
 	bob := as.openAs(t, "bob", "bob")
@@ -397,7 +399,7 @@ func (r *rawSession) answers(n int) (granted map[uint64]*dlmpb.Granted, refused 
 // bound; a conversion at the cap is still granted (it adds no lock), and
 // other resources are not affected.
 func TestAttackHolderFloodRefusedAtCap(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Limits: locktable.Limits{MaxLocksPerResource: 40, MaxLocksPerSession: 20}}})
+	s := startServer(t, Config{Node: raftnode.Config{Limits: locktable.Limits{MaxLocksPerResource: 40, MaxLocksPerSession: 20}}})
 	var sessions []*rawSession
 	var aLock uint64
 	total := 0
@@ -441,7 +443,7 @@ func TestAttackHolderFloodRefusedAtCap(t *testing.T) {
 // sessions stop at the server-wide bound, with REASON_TOO_MANY_LOCKS
 // saying so; a release makes room again.
 func TestAttackServerWideLockCap(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Limits: locktable.Limits{MaxLocks: 30}}})
+	s := startServer(t, Config{Node: raftnode.Config{Limits: locktable.Limits{MaxLocks: 30}}})
 	var first *rawSession
 	var firstLock uint64
 	total := 0
@@ -579,7 +581,7 @@ func joinPages(t *testing.T, s *Server, pages []*dlmpb.ListResponse, maxEntries 
 // cut the resource and go on from the cursor; joined, they give every
 // entry exactly once.
 func TestAttackListPagesBoundedByLocks(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Limits: locktable.Limits{MaxLocksPerSession: 1000}}})
+	s := startServer(t, Config{Node: raftnode.Config{Limits: locktable.Limits{MaxLocksPerSession: 1000}}})
 	bigResource(t, s)
 	c := dialPB(t, s.Addr())
 	read := func(req *dlmpb.ListRequest) []*dlmpb.ListResponse {
@@ -643,7 +645,7 @@ func httpJSON(t *testing.T, s *Server, path string, v any) (int, int) {
 // Both are paged now, by locks too, with a next cursor; joined, the pages
 // give every lock exactly once.
 func TestAttackHTTPListingsBounded(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Limits: locktable.Limits{MaxLocksPerSession: 1000}}})
+	s := startServer(t, Config{Node: raftnode.Config{Limits: locktable.Limits{MaxLocksPerSession: 1000}}})
 	rs := bigResource(t, s)
 
 	readResources := func(query string) []*dlmpb.ListResponse {
@@ -749,9 +751,9 @@ func TestAttackListPageSizeWorstCase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a resource with 10,000 locks")
 	}
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	meta := func(l *dlmpb.LockRequest) { l.Metadata = []byte(strings.Repeat("m", MaxMetadataBytes)) }
-	big := strings.Repeat("b", DefaultMaxNameLen)
+	big := strings.Repeat("b", raftnode.DefaultMaxNameLen)
 	n := locktable.DefaultMaxLocksPerResource
 	for range n / locktable.DefaultMaxLocksPerSession {
 		r, _ := open(t, s, 0, time.Minute)
@@ -765,7 +767,7 @@ func TestAttackListPageSizeWorstCase(t *testing.T) {
 	r, _ := open(t, s, 0, time.Minute)
 	r.refusal(r.lock(big, dlmpb.Mode_MODE_NL), dlmpb.Reason_REASON_TOO_MANY_HOLDERS)
 	for i := range MaxListLimit {
-		r.lock(fmt.Sprintf("%s%06d", strings.Repeat("s", DefaultMaxNameLen-6), i), dlmpb.Mode_MODE_EX, meta)
+		r.lock(fmt.Sprintf("%s%06d", strings.Repeat("s", raftnode.DefaultMaxNameLen-6), i), dlmpb.Mode_MODE_EX, meta)
 	}
 	if granted, _ := r.answers(MaxListLimit); len(granted) != MaxListLimit {
 		t.Fatalf("%d granted", len(granted))
@@ -803,7 +805,7 @@ func TestAttackListPageSizeWorstCase(t *testing.T) {
 		}
 	}
 	t.Logf("%d locks on one resource and %d one-lock resources, names of %d bytes, metadata of %d: %d pages, the largest %d bytes in gRPC, %d in JSON; the largest page of /v1/sessions %d bytes",
-		n, MaxListLimit, DefaultMaxNameLen, MaxMetadataBytes, pages+1, largest, largestJSON, largestSessions)
+		n, MaxListLimit, raftnode.DefaultMaxNameLen, MaxMetadataBytes, pages+1, largest, largestJSON, largestSessions)
 	if largest > grpcMax/3 || largestJSON > grpcMax/2 || largestSessions > grpcMax/2 {
 		t.Fatalf("largest page %d bytes (gRPC), %d (JSON of /v1/resources), %d (/v1/sessions): over a third (half) of gRPC's 4 MB", largest, largestJSON, largestSessions)
 	}
@@ -905,7 +907,7 @@ func TestAttackNeverReadingClientLosesItsStream(t *testing.T) {
 	// A queue larger than what gRPC takes before a send blocks (the
 	// client's 64 KiB window plus the server's 64 KiB write quota), so
 	// that it fills only while the send waits for the client.
-	s := startServer(t, ServerConfig{MaxStreamQueueBytes: 1 << 20})
+	s := startServer(t, Config{MaxStreamQueueBytes: 1 << 20})
 	r := openUnread(t, s)
 	ob := outboxOf(t, s, r.sid)
 	floodReleases(r, 20_000)
@@ -928,7 +930,7 @@ func TestAttackNeverReadingClientLosesItsStream(t *testing.T) {
 // bound (plus the one message that found it full) and go back to zero.
 func TestAttackUnreadRequestFloodEndsStream(t *testing.T) {
 	const limit = 16 << 10
-	s := startServer(t, ServerConfig{MaxStreamQueueBytes: limit})
+	s := startServer(t, Config{MaxStreamQueueBytes: limit})
 	r := openUnread(t, s)
 	ob := outboxOf(t, s, r.sid)
 	floodReleases(r, 10_000) // about 600 KB of answers: far past the 64 KiB window and the queue
@@ -975,7 +977,7 @@ func waitQueuedBytes(t *testing.T, s *Server, want int64) {
 // the one whose message would pass it is ended with ResourceExhausted.
 func TestAttackFloodsPassingTheServerWideBoundEndStreams(t *testing.T) {
 	const limit = 48 << 10
-	s := startServer(t, ServerConfig{MaxQueuedBytes: limit})
+	s := startServer(t, Config{MaxQueuedBytes: limit})
 	var (
 		rs  []*rawSession
 		obs []*outbox
@@ -1029,7 +1031,7 @@ func (f *scriptedStream) Recv() (*dlmpb.SessionRequest, error) {
 // stream then ends: before, the reader stopped while the stream stayed
 // open, taking no more requests (issue 17, item 10).
 func TestAttackSubmitFailureEndsStream(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, time.Minute)
 	sid := locktable.SessionID(r.sid)
 	ob := newOutbox(sid, 100, 1<<20, s.queue)
@@ -1075,7 +1077,7 @@ func TestAttackSubmitFailureEndsStream(t *testing.T) {
 // keepalives to one shared channel of 4,096, and once it was full every
 // reader blocked.
 func TestAttackStalledKeepalivesDoNotBlockOtherStreams(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, time.Minute)
 	b, _ := open(t, s, 0, time.Minute)
 	s.hub.mu.Lock()
@@ -1198,7 +1200,7 @@ func (as *authServer) admin(t *testing.T, id string) (dlmpb.DLMClient, context.C
 // naming the identity and its quota, and others still open sessions.
 func TestAttackSessionFloodStopsAtTheQuota(t *testing.T) {
 	const quota, limit = 4, 12
-	as := startAuthServer(t, ServerConfig{Node: Config{
+	as := startAuthServer(t, Config{Node: raftnode.Config{
 		Limits: locktable.Limits{MaxSessions: limit},
 		Quotas: fsm.Quotas{SessionsPerIdentity: quota},
 	}})
@@ -1227,11 +1229,11 @@ func TestAttackSessionFloodStopsAtTheQuota(t *testing.T) {
 // it) the flooder is still at its quota, and others still have room.
 func TestAttackSessionQuotaSurvivesRestart(t *testing.T) {
 	const quota = 3
-	as := startAuthServer(t, ServerConfig{Node: Config{Dir: t.TempDir(), Quotas: fsm.Quotas{SessionsPerIdentity: quota}}})
+	as := startAuthServer(t, Config{Node: raftnode.Config{Dir: t.TempDir(), Quotas: fsm.Quotas{SessionsPerIdentity: quota}}})
 	if open, err := as.flood(t, "alice", quota-1); len(open) != quota-1 {
 		t.Fatalf("alice opened %d sessions, then %v", len(open), err)
 	}
-	if err := as.Node().raft.Snapshot().Error(); err != nil {
+	if err := as.Node().Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := as.tryOpen(t, "alice"); err != nil {
@@ -1261,7 +1263,7 @@ func TestAttackSessionQuotaSurvivesRestart(t *testing.T) {
 // identities are not affected.
 func TestAttackLockFloodStopsAtTheQuota(t *testing.T) {
 	const quota = 5
-	as := startAuthServer(t, ServerConfig{Node: Config{Quotas: fsm.Quotas{LocksPerIdentity: quota}}})
+	as := startAuthServer(t, Config{Node: raftnode.Config{Quotas: fsm.Quotas{LocksPerIdentity: quota}}})
 	a1 := as.openAs(t, "alice", "a1")
 	a2 := as.openAs(t, "alice", "a2")
 	var held []uint64
@@ -1311,7 +1313,7 @@ func TestAttackLockFloodStopsAtTheQuota(t *testing.T) {
 // own. Nobody else may list or end sessions.
 func TestAttackAdminEndsASessionFlood(t *testing.T) {
 	const limit = 8
-	as := startAuthServer(t, ServerConfig{Node: Config{
+	as := startAuthServer(t, Config{Node: raftnode.Config{
 		Limits: locktable.Limits{MaxSessions: limit},
 		Quotas: fsm.Quotas{SessionsPerIdentity: limit},
 	}})
@@ -1440,7 +1442,7 @@ func (as *authServer) eventFeedAs(t *testing.T, id string) (int, string) {
 // non-admins together leave AdminEventStreams to the admins.
 func TestAttackEventFeedSlotsPerIdentity(t *testing.T) {
 	const perIdentity = 8 // above the default, so that two identities reach the shared bound
-	as := startAuthServer(t, ServerConfig{MaxEventStreamsPerIdentity: perIdentity})
+	as := startAuthServer(t, Config{MaxEventStreamsPerIdentity: perIdentity})
 	for i := range perIdentity {
 		if code, body := as.eventFeedAs(t, "alice"); code != http.StatusOK {
 			t.Fatalf("alice's stream %d: %d %s", i+1, code, body)
@@ -1599,7 +1601,7 @@ func wantRefusal(t *testing.T, m *dlmpb.SessionResponse, seq uint64, reason dlmp
 // MaxCapacity], permits in [1, capacity], a mode or a capacity), naming the
 // value sent.
 func TestAttackSemaphoreLimits(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, 10*time.Second)
 	sem := func(capacity, permits uint32) func(*dlmpb.LockRequest) {
 		return func(l *dlmpb.LockRequest) { l.Capacity, l.Permits = capacity, permits }
@@ -1639,7 +1641,7 @@ func TestAttackSemaphoreLimits(t *testing.T) {
 // wait, are checked as the Go client checks them; bad durations are refused
 // for that request only.
 func TestAttackOtherClientLimits(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, 10*time.Second)
 	ttl := func(d *durationpb.Duration) func(*dlmpb.LockRequest) {
 		return func(l *dlmpb.LockRequest) { l.Ttl = d }
@@ -1670,7 +1672,7 @@ func TestAttackOtherClientLimits(t *testing.T) {
 // mode: 0"; the refusal now names the value sent, in lock and convert
 // requests.
 func TestAttackModesNamed(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, 10*time.Second)
 	g := r.granted(r.lock("modes/held", dlmpb.Mode_MODE_NL))
 	for _, mode := range []dlmpb.Mode{7, -1, 99999} {
@@ -1695,7 +1697,7 @@ func TestAttackModesNamed(t *testing.T) {
 // Internal and ended the whole session stream; now that request alone is
 // refused (REASON_INVALID, naming the field) and the next one is granted.
 func TestAttackInvalidUTF8Name(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	r := newRawStream(t, s, encode(t, &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Label: t.Name()}}}))
 	for _, want := range []string{"opened", "sync"} {
 		if m, err := r.recv(); err != nil || (m.GetOpened() == nil && m.GetSync() == nil) {
@@ -1731,7 +1733,7 @@ func TestAttackInvalidUTF8Name(t *testing.T) {
 // listings; resource names and session labels with them are now refused,
 // naming the position and the code point.
 func TestAttackControlCharactersInNames(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, 10*time.Second)
 	cases := []struct{ name, want string }{
 		{"a\x00b", "U+0000 at byte 1"},
@@ -1769,7 +1771,7 @@ func TestAttackControlCharactersInNames(t *testing.T) {
 // a prefix and a negative limit (which the Go client refuses). The HTTP
 // listings answer 400 to the same.
 func TestAttackListArguments(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	conn := dialRaw(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"google.golang.org/grpc/codes"
@@ -24,7 +26,7 @@ import (
 type authServer struct {
 	*Server
 	tok  map[string]string // identity -> token
-	logs *logBuffer
+	logs *cmdtest.LogBuffer
 }
 
 // The rules of the auth tests: alice locks and lists a/; bob locks and
@@ -42,9 +44,9 @@ ops   list  *
 
 // startAuthServer starts an in-memory server with tokens for alice, bob,
 // carol and ops and testRules, cfg's TLS if any, logging at debug level.
-func startAuthServer(t *testing.T, cfg ServerConfig) *authServer {
+func startAuthServer(t *testing.T, cfg Config) *authServer {
 	t.Helper()
-	as := &authServer{tok: map[string]string{}, logs: &logBuffer{}}
+	as := &authServer{tok: map[string]string{}, logs: &cmdtest.LogBuffer{}}
 	var file strings.Builder
 	for _, id := range []string{"alice", "bob", "carol", "ops"} {
 		as.tok[id] = newToken(t)
@@ -57,7 +59,7 @@ func startAuthServer(t *testing.T, cfg ServerConfig) *authServer {
 	if cfg.Rules, err = LoadRules(writeFile(t, "rules", testRules)); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger = as.logs.logger()
+	cfg.Logger = as.logs.Logger()
 	as.Server = startServer(t, cfg)
 	t.Cleanup(func() {
 		// Credentials never reach the logs, whatever the test did.
@@ -132,7 +134,7 @@ func (as *authServer) holder(id uint64) uint64 {
 
 // Without a valid token, every call is Unauthenticated and changes nothing.
 func TestAuthRequiresCredentials(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	client := dialGRPC(t, as.Addr(), nil)
 	ctx := context.Background()
 	for name, tok := range map[string]string{"no token": "", "unknown token": newToken(t), "short token": "abc"} {
@@ -161,7 +163,7 @@ func TestAuthRequiresCredentials(t *testing.T) {
 // PERMISSION_DENIED, on that request only: nothing changes, and the stream
 // goes on serving permitted names.
 func TestAuthLockNeedsLockRight(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	alice := as.openAs(t, "alice", "alice")
 	denied := alice.lock("b/secret", dlmpb.Mode_MODE_EX)
 	if m := alice.refusal(denied, dlmpb.Reason_REASON_PERMISSION_DENIED); !strings.Contains(m.GetMessage(), "b/secret") {
@@ -194,7 +196,7 @@ func TestAuthLockNeedsLockRight(t *testing.T) {
 // List shows only the resources under the caller's list prefixes, and
 // pages through them correctly.
 func TestAuthListIsFiltered(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	bob := as.openAs(t, "bob", "bob")
 	for _, name := range []string{"a/1", "a/2", "a/3", "ab", "b/1", "z"} {
 		bob.granted(bob.lock(name, dlmpb.Mode_MODE_PR))
@@ -234,7 +236,7 @@ func TestAuthListIsFiltered(t *testing.T) {
 // session with lock rights on the name cannot release or convert the
 // holder's lock, nor resume the holder's session; the lock stays held.
 func TestAuthReleaseAndConvertAreOwnerChecked(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	alice := as.openAs(t, "alice", "alice")
 	lockID := alice.granted(alice.lock("a/owned", dlmpb.Mode_MODE_EX)).GetLockId()
 
@@ -277,7 +279,7 @@ func TestAuthReleaseAndConvertAreOwnerChecked(t *testing.T) {
 // A token never reaches what the server stores and shows: a label or lock
 // metadata that contains the caller's token is stored without it.
 func TestAuthTokenNeverStoredOrShown(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	tok := as.tok["alice"]
 	alice := as.openAs(t, "alice", "job --token "+tok)
 	alice.granted(alice.lock("a/meta", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Metadata = []byte("Bearer " + tok) }))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 func TestParseTokens(t *testing.T) {
@@ -124,7 +126,7 @@ bob   lock  *
 		t.Errorf("missing file: %v", err)
 	}
 	// Rules without authentication are a configuration error.
-	if s, err := Start(ServerConfig{Node: Config{InMemory: true}, Rules: AllowAll()}); err == nil {
+	if s, err := Start(Config{Node: raftnode.Config{InMemory: true}, Rules: AllowAll()}); err == nil {
 		s.Close()
 		t.Fatal("Start took rules without tokens or client CAs")
 	} else if !errors.Is(err, ErrAuthConfig) {

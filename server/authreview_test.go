@@ -15,7 +15,7 @@ import (
 // here; expiry likewise): a cookie is good for 8 hours at most, not for as
 // long as one of its streams stays open.
 func TestHTTPLoginFeedEndsWithLogin(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	client := &http.Client{}
 	base := "http://" + as.HTTPAddr()
 
@@ -86,7 +86,7 @@ func TestAuthCertCommonNameWithSpaces(t *testing.T) {
 // (0 included) is answered by the table, whatever the caller's rights: the
 // permission check applies to the session's own locks only.
 func TestAuthUnknownLockIsNotPermissionDenied(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	alice := as.openAs(t, "alice", "alice")
 	for _, id := range []uint64{0, 987654} {
 		alice.release(id)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // MaxRules bounds the rules of a rules file.
@@ -15,7 +17,7 @@ const MaxRules = 10000
 
 // MaxRulePrefixBytes bounds a rule's name prefix (DefaultMaxNameLen: no
 // longer prefix could match a name).
-const MaxRulePrefixBytes = DefaultMaxNameLen
+const MaxRulePrefixBytes = raftnode.DefaultMaxNameLen
 
 // Permission is a right that a rule grants an identity.
 type Permission uint8

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -48,7 +50,7 @@ type clusterReply struct {
 // takes for the leader, if it is another node whose addresses are known.
 func (s *Server) leaderAddrs() (client, http string, ok bool) {
 	id, _ := s.node.Leader()
-	if id == "" || id == s.node.cfg.ID {
+	if id == "" || id == s.node.ID() {
 		return "", "", false
 	}
 	return s.node.FSM().MemberAddrs(id)
@@ -79,12 +81,12 @@ func (s *Server) httpJoin(w http.ResponseWriter, r *http.Request) {
 		writeCluster(w, http.StatusBadRequest, clusterReply{Error: "want {\"id\": ..., \"raft_addr\": \"host:port\"}"})
 		return
 	}
-	if s.node.cfg.RaftTLS != nil && s.node.IsLeader() {
+	if s.node.Secure() && s.node.IsLeader() {
 		// Over TLS, a node the leader cannot authenticate (or that cannot
 		// authenticate the leader) would join and never replicate: refuse
 		// it now, with the reason.
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		err := s.node.layer.probe(ctx, req.RaftAddr)
+		err := s.node.Probe(ctx, req.RaftAddr)
 		cancel()
 		if err != nil {
 			s.log.Warn("dlm server: join refused: the new node's Raft address fails the TLS handshake", "id", req.ID, "raft_addr", req.RaftAddr, "err", err)
@@ -171,7 +173,7 @@ func WithAdminToken(token string) AdminOption { return func(o *adminOptions) { o
 // its own Raft state, when joining again is harmless). With
 // authentication, the call needs the admin permission.
 func (s *Server) Join(ctx context.Context, members string, opts ...AdminOption) error {
-	body, _ := json.Marshal(joinRequest{ID: s.node.cfg.ID, RaftAddr: s.node.Addr()})
+	body, _ := json.Marshal(joinRequest{ID: s.node.ID(), RaftAddr: s.node.Addr()})
 	return postMembership(ctx, members, "/v1/cluster/join", body, s.log.Info, opts)
 }
 
@@ -186,7 +188,7 @@ func RemoveMember(ctx context.Context, members, id string, opts ...AdminOption) 
 // ClusterMembers returns the members of a cluster as the first of members
 // (HTTP addresses, comma-separated) that answers sees them. With
 // authentication, the call needs the admin permission.
-func ClusterMembers(ctx context.Context, members string, opts ...AdminOption) (*MemberList, error) {
+func ClusterMembers(ctx context.Context, members string, opts ...AdminOption) (*raftnode.MemberList, error) {
 	client, scheme, o, err := adminClient(opts)
 	if err != nil {
 		return nil, err
@@ -198,7 +200,7 @@ func ClusterMembers(ctx context.Context, members string, opts ...AdminOption) (*
 			return nil, err
 		}
 		o.authorize(req)
-		var list MemberList
+		var list raftnode.MemberList
 		if last = doJSON(client, req, &list); last == nil {
 			return &list, nil
 		}

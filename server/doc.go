@@ -23,7 +23,7 @@
 //     before serving.
 //
 // Security is optional and layered: TLS for the client ports
-// (ServerConfig.TLS, LoadTLS, with client certificates for mutual TLS),
+// (Config.TLS, LoadTLS, with client certificates for mutual TLS),
 // mutually authenticated TLS for Raft between nodes (Config.RaftTLS,
 // LoadRaftTLS), bearer tokens (Tokens) and authorization rules by name
 // prefix (Rules), checked per gRPC call, per session request and per HTTP

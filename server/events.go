@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
 
@@ -27,7 +30,7 @@ const (
 	// AdminEventStreams, so that the dashboard of an admin always has room.
 	AdminEventStreams = 4
 	// DefaultMaxEventStreamsPerIdentity is the default
-	// ServerConfig.MaxEventStreamsPerIdentity: the streams one
+	// Config.MaxEventStreamsPerIdentity: the streams one
 	// authenticated identity may have open at once; more are refused with
 	// 429 Too Many Requests.
 	DefaultMaxEventStreamsPerIdentity = 4
@@ -79,7 +82,7 @@ const (
 //
 // Streams are bounded: MaxEventStreams in all, of which AdminEventStreams
 // are kept for admins (503 Service Unavailable past them), and
-// ServerConfig.MaxEventStreamsPerIdentity per authenticated identity (429
+// Config.MaxEventStreamsPerIdentity per authenticated identity (429
 // Too Many Requests past it).
 type eventFeed struct {
 	s           *Server
@@ -136,7 +139,7 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if len(prefix) > f.s.node.cfg.Limits.MaxNameLen {
+	if len(prefix) > f.s.node.Limits().MaxNameLen {
 		http.Error(w, "prefix: longer than any resource name", http.StatusBadRequest)
 		return
 	}
@@ -239,8 +242,8 @@ type eventSnapshot struct {
 	Prefix       string    `json:"prefix"`
 	Limit        int       `json:"limit"`
 	// Stats are the whole table's, whatever the prefix.
-	Stats   eventStats `json:"stats"`
-	Members []Member   `json:"members"`
+	Stats   eventStats        `json:"stats"`
+	Members []raftnode.Member `json:"members"`
 	// MembersHidden is true when the caller may not see the members
 	// (they need the admin permission).
 	MembersHidden bool `json:"members_hidden,omitempty"`
@@ -316,12 +319,12 @@ type eventSession struct {
 // lock.
 func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *eventSnapshot {
 	snap := &eventSnapshot{
-		NodeID:    s.node.cfg.ID,
+		NodeID:    s.node.ID(),
 		Ready:     s.Ready(),
-		RaftState: s.node.RaftState(),
+		RaftState: strings.ToLower(s.node.State().String()),
 		Prefix:    prefix,
 		Limit:     limit,
-		Members:   []Member{},
+		Members:   []raftnode.Member{},
 		Resources: []eventResource{},
 		Sessions:  []eventSession{},
 	}

@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
+
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -155,7 +159,7 @@ func sessionsOf(ls []eventLock) []uint64 {
 }
 
 func TestEventsFollowTheTable(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	f := openFeed(t, s, "")
 
 	first := f.next()
@@ -218,7 +222,7 @@ func TestEventsFollowTheTable(t *testing.T) {
 // after the stream decides to send it, a moment that a loaded machine can
 // stretch; the gaps are logged.
 func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, time.Minute) // no keepalives: it must outlive the test
 	opened := time.Now()
 	f := openFeed(t, s, "")
@@ -282,7 +286,7 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 }
 
 func TestEventsPrefixAndLimit(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	// No keepalives: the sessions' TTL outlasts the test.
 	a, _ := open(t, s, 0, time.Minute)
 	b, _ := open(t, s, 0, time.Minute)
@@ -319,7 +323,7 @@ func TestEventsPrefixAndLimit(t *testing.T) {
 		t.Fatalf("prefix nothing/: %+v", snap)
 	}
 
-	for _, q := range []string{"limit=-1", "limit=x", "prefix=" + strings.Repeat("p", DefaultMaxNameLen+1)} {
+	for _, q := range []string{"limit=-1", "limit=x", "prefix=" + strings.Repeat("p", raftnode.DefaultMaxNameLen+1)} {
 		resp := getEvents(t, t.Context(), s, q)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {
@@ -353,7 +357,7 @@ func waitStreams(t *testing.T, s *Server, n int) {
 }
 
 func TestEventsStreamEndsWhenTheClientGoes(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	f := openFeed(t, s, "")
 	f.next()
 	waitStreams(t, s, 1)
@@ -363,7 +367,7 @@ func TestEventsStreamEndsWhenTheClientGoes(t *testing.T) {
 }
 
 func TestEventsStreamsAreBounded(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	feeds := make([]*feed, MaxEventStreams)
 	for i := range feeds {
 		feeds[i] = openFeed(t, s, "")
@@ -382,7 +386,7 @@ func TestEventsStreamsAreBounded(t *testing.T) {
 
 // Close ends the streams, and their goroutines, at once.
 func TestEventsEndWhenTheServerCloses(t *testing.T) {
-	s, err := Start(ServerConfig{Node: Config{InMemory: true, Raft: fastRaft}, HTTPAddr: "127.0.0.1:0"})
+	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: cmdtest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,11 +413,11 @@ func TestEventsEndWhenTheServerCloses(t *testing.T) {
 	if n := streamGoroutines(); n != 0 {
 		t.Fatalf("%d stream goroutines after Close", n)
 	}
-	checkNoLeaks(t)
+	cmdtest.CheckNoLeaks(t)
 }
 
 func TestDashboardAndMembers(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	get := func(path string) (*http.Response, string) {
 		resp, err := http.Get("http://" + s.HTTPAddr() + path)
 		if err != nil {
@@ -437,8 +441,8 @@ func TestDashboardAndMembers(t *testing.T) {
 	}
 	resp, body = get("/v1/members")
 	var m struct {
-		LeaderID string   `json:"leader_id"`
-		Members  []Member `json:"members"`
+		LeaderID string            `json:"leader_id"`
+		Members  []raftnode.Member `json:"members"`
 	}
 	if err := json.Unmarshal([]byte(body), &m); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/v1/members: %d %v\n%s", resp.StatusCode, err, body)

@@ -12,11 +12,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
-	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlmhq/dlm/server/raftnode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -62,7 +61,7 @@ func sessionRequests() []*dlmpb.SessionRequest {
 		lock(6, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 315576000000})),
 		lock(7, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 1, Nanos: -1})),
 		lock(8, "", dlmpb.Mode_MODE_EX),
-		lock(9, string(make([]byte, DefaultMaxNameLen+1)), dlmpb.Mode_MODE_EX),
+		lock(9, string(make([]byte, raftnode.DefaultMaxNameLen+1)), dlmpb.Mode_MODE_EX),
 		lock(10, "r", dlmpb.Mode(99)),
 		lock(11, "r", dlmpb.Mode_MODE_UNSPECIFIED),
 		lock(12, "pool", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
@@ -210,11 +209,11 @@ func FuzzSessionStream(f *testing.F) {
 	f.Add(fuzzFrames(f, openReq(12345, nil, "")))
 	f.Add(fuzzFrames(f, openReq(0, &durationpb.Duration{Seconds: -1}, "")))
 	f.Add(fuzzFrames(f, openReq(0, durationpb.New(time.Millisecond), "")))
-	f.Add(fuzzFrames(f, openReq(0, nil, string(make([]byte, DefaultMaxNameLen+1)))))
+	f.Add(fuzzFrames(f, openReq(0, nil, string(make([]byte, raftnode.DefaultMaxNameLen+1)))))
 	f.Add(fuzzFrames(f, reqs[0], openReq(0, nil, ""), reqs[1]))
 	f.Add(fuzzFrames(f, reqs[0], &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}}, reqs[1]))
 
-	s := startServer(f, ServerConfig{})
+	s := startServer(f, Config{})
 	canary := 0
 	f.Fuzz(func(t *testing.T, data []byte) {
 		msgs := parseFrames(data, 64)
@@ -434,47 +433,4 @@ func checkServes(t *testing.T, s *Server, name string) {
 	st.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
 	for recv().GetClosed() == nil {
 	}
-}
-
-// FuzzParsePeers: ParsePeers never panics; a list it accepts has ids and
-// host:port addresses, trimmed, each named once, and formats back to a list
-// that parses the same; and an id that is another peer's address is no
-// repetition.
-func FuzzParsePeers(f *testing.F) {
-	for _, s := range []string{"node-1=127.0.0.1:7422", "a=h:1,b=h:2,c=[::1]:3", " a = h:1 , b=h:2", "a=h:1,a=h:2",
-		"a=h:1,b=h:1", "h:1=h:2,x=h:1", "a", "a=", "=h:1", "a=h", "a=b=h:1", "", ",", "a=[::1:1"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		peers, err := ParsePeers(s)
-		if err != nil {
-			if peers != nil {
-				t.Fatalf("ParsePeers(%q): %v and peers %v", s, err, peers)
-			}
-			return
-		}
-		parts := make([]string, len(peers))
-		ids, addrs := map[string]bool{}, map[string]bool{}
-		for i, p := range peers {
-			if p.ID == "" || p.ID != strings.TrimSpace(p.ID) || p.Addr != strings.TrimSpace(p.Addr) || ids[p.ID] || addrs[p.Addr] {
-				t.Fatalf("ParsePeers(%q): peer %q in %v", s, p, peers)
-			}
-			if _, _, err := net.SplitHostPort(p.Addr); err != nil {
-				t.Fatalf("ParsePeers(%q): address %q: %v", s, p.Addr, err)
-			}
-			ids[p.ID], addrs[p.Addr] = true, true
-			parts[i] = p.ID + "=" + p.Addr
-		}
-		again, err := ParsePeers(strings.Join(parts, ","))
-		if err != nil || !slices.Equal(again, peers) {
-			t.Fatalf("ParsePeers(%q) = %v, but its formatted form gives %v, %v", s, peers, again, err)
-		}
-		// A new peer named after the first one's address, at a new address.
-		if extra := "fuzz.invalid:1"; !ids[peers[0].Addr] && !addrs[extra] && !strings.Contains(peers[0].Addr, "=") {
-			more := append(parts, peers[0].Addr+"="+extra)
-			if _, err := ParsePeers(strings.Join(more, ",")); err != nil {
-				t.Fatalf("ParsePeers(%q): %v", strings.Join(more, ","), err)
-			}
-		}
-	})
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,7 +43,7 @@ import (
 //	POST /v1/login, /v1/logout      a browser's login cookie (see httpLogin)
 //	POST /v1/cluster/join, /v1/cluster/remove   membership changes
 //
-// With authentication on (see ServerConfig.Tokens), /healthz, /readyz, the
+// With authentication on (see Config.Tokens), /healthz, /readyz, the
 // dashboard's files and /v1/login, /v1/logout are open; /v1/whoami needs
 // credentials; /metrics, /v1/status, /v1/resources, /v1/sessions and
 // /v1/events need the list permission on some prefix (the last three show
@@ -90,7 +92,7 @@ func (s *Server) httpMembers(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	leaderID, leaderAddr := s.node.Leader()
-	writeJSON(w, MemberList{LeaderID: leaderID, LeaderAddress: leaderAddr, Members: members})
+	writeJSON(w, raftnode.MemberList{LeaderID: leaderID, LeaderAddress: leaderAddr, Members: members})
 }
 
 // httpResources serves one page of List: at most limit resources and

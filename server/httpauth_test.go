@@ -13,7 +13,7 @@ import (
 // listings, admin-only membership, and the health endpoints and dashboard
 // files open to all.
 func TestHTTPAuth(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	bob := as.openAs(t, "bob", "bob-label")
 	for _, name := range []string{"a/1", "b/1"} {
 		bob.granted(bob.lock(name, dlmpb.Mode_MODE_EX))
@@ -89,7 +89,7 @@ func TestHTTPAuth(t *testing.T) {
 // HttpOnly, SameSite=Strict cookie that holds no token; GET requests
 // (the feed) may use it, POST requests may not; logout ends it.
 func TestHTTPLoginCookie(t *testing.T) {
-	as := startAuthServer(t, ServerConfig{})
+	as := startAuthServer(t, Config{})
 	client := &http.Client{}
 	base := "http://" + as.HTTPAddr()
 
@@ -142,7 +142,7 @@ func TestHTTPLoginCookie(t *testing.T) {
 
 // Without authentication the HTTP API is open, as it always was.
 func TestHTTPOpenWithoutAuth(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	client := &http.Client{}
 	for _, path := range []string{"/v1/resources", "/v1/sessions", "/v1/status", "/v1/members", "/metrics", "/v1/whoami"} {
 		if code, body := httpGet(t, client, "http://"+s.HTTPAddr()+path, ""); code != http.StatusOK {

@@ -68,8 +68,9 @@ func (h *hub) endAll(err error) {
 	}
 }
 
-// observe is the FSM observer's part that feeds the streams.
-func (h *hub) observe(c *dlmpb.Command, r *fsm.Result) {
+// route sends each answer and event of an applied command to the stream of
+// the session concerned.
+func (h *hub) route(c *dlmpb.Command, r *fsm.Result) {
 	sid, reply, skip := answer(c, r)
 	if reply == nil && len(r.Events) == 0 {
 		return

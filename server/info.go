@@ -188,11 +188,11 @@ func (s *Server) Status(ctx context.Context, _ *dlmpb.StatusRequest) (*dlmpb.Sta
 	}
 	var st locktable.Stats
 	s.node.FSM().Read(func(v fsm.View) { st = v.Table().Stats() })
-	leaderAddr, _ := s.node.raft.LeaderWithID()
+	_, leaderAddr := s.node.Leader()
 	return &dlmpb.StatusResponse{
-		NodeId:        s.node.cfg.ID,
+		NodeId:        s.node.ID(),
 		Leader:        s.Ready(),
-		LeaderAddress: string(leaderAddr),
+		LeaderAddress: leaderAddr,
 		AppliedIndex:  s.node.FSM().AppliedIndex(),
 		LastToken:     st.LastToken,
 		Sessions:      int64(st.Sessions),

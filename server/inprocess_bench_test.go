@@ -11,6 +11,7 @@ import (
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/server"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // BenchmarkInProcess runs the remote store's workloads against a server in
@@ -19,7 +20,7 @@ import (
 //
 //	go test -run '^$' -bench InProcess -benchtime 2s ./server/
 func BenchmarkInProcess(b *testing.B) {
-	s, err := server.Start(server.ServerConfig{Node: server.Config{InMemory: true, Raft: func(c *raft.Config) {
+	s, err := server.Start(server.Config{Node: raftnode.Config{InMemory: true, Raft: func(c *raft.Config) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
 	}}})
 	if err != nil {

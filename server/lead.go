@@ -106,13 +106,13 @@ func (s *Server) announce(ctx context.Context) {
 	if http == "" {
 		http = s.HTTPAddr()
 	}
-	if c, h, ok := s.node.FSM().MemberAddrs(s.node.cfg.ID); ok && c == client && h == http {
+	if c, h, ok := s.node.FSM().MemberAddrs(s.node.ID()); ok && c == client && h == http {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := s.node.Propose(pctx, &dlmpb.Command{Op: &dlmpb.Command_SetMember{SetMember: &dlmpb.SetMemberCmd{
-		Id: s.node.cfg.ID, ClientAddr: client, HttpAddr: http,
+		Id: s.node.ID(), ClientAddr: client, HttpAddr: http,
 	}}})
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("dlm server: could not record this node's addresses", "err", err)
@@ -245,12 +245,12 @@ func (s *Server) confirmKeepalives() {
 	}
 }
 
-// observe is the FSM observer: it feeds the streams, the liveness record
+// applied is the FSM observer: it feeds the streams, the liveness record
 // and the metrics.
-func (s *Server) observe(c *dlmpb.Command, r *fsm.Result) {
-	s.hub.observe(c, r)
-	s.live.observe(c, r)
-	s.metrics.observe(r)
+func (s *Server) applied(c *dlmpb.Command, r *fsm.Result) {
+	s.hub.route(c, r)
+	s.live.track(c, r)
+	s.metrics.count(r)
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_Lock:
 		if op.Lock.WaitNanos != nil && r.Status == locktable.StatusQueued {

@@ -95,9 +95,9 @@ func (l *liveness) deadline(sid locktable.SessionID) (time.Time, bool) {
 	return s.deadline, true
 }
 
-// observe is the FSM observer's part that follows sessions opening and
-// ending. Sessions opened by this leader count from the moment they apply.
-func (l *liveness) observe(c *dlmpb.Command, r *fsm.Result) {
+// track follows the sessions that an applied command opens and ends.
+// Sessions opened by this leader count from the moment they apply.
+func (l *liveness) track(c *dlmpb.Command, r *fsm.Result) {
 	var ended []uint64 // sessions the command ends, known or not
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_ExpireSessions:

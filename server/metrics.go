@@ -3,6 +3,8 @@ package server
 import (
 	"time"
 
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"github.com/hashicorp/raft"
@@ -87,12 +89,12 @@ func newServerMetrics(s *Server) *serverMetrics {
 
 // instrument makes node n report to the metrics what only it measures: the
 // apply latency of its proposals.
-func (m *serverMetrics) instrument(n *Node) {
-	n.observeApplyLatency(func(d time.Duration) { m.applyLatency.Observe(d.Seconds()) })
+func (m *serverMetrics) instrument(n *raftnode.Node) {
+	n.ObserveApplyLatency(func(d time.Duration) { m.applyLatency.Observe(d.Seconds()) })
 }
 
-// observe counts the events and refusals of an applied command.
-func (m *serverMetrics) observe(r *fsm.Result) {
+// count counts the events and refusals of an applied command.
+func (m *serverMetrics) count(r *fsm.Result) {
 	if r.Err != nil && !r.Duplicate {
 		m.refused.WithLabelValues(ReasonOf(r.Err).String()).Inc()
 	}
@@ -149,11 +151,11 @@ func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(tableDescs.applied, float64(c.s.node.FSM().AppliedIndex()))
 	gauge(tableDescs.leader, boolFloat(c.s.node.IsLeader()))
 	gauge(tableDescs.ready, boolFloat(c.s.Ready()))
-	state := c.s.node.raft.State()
+	state := c.s.node.State()
 	for _, rs := range raftStates {
 		ch <- prometheus.MustNewConstMetric(tableDescs.raftState, prometheus.GaugeValue, boolFloat(state == rs.state), rs.label)
 	}
-	gauge(tableDescs.raftTerm, float64(c.s.node.raft.CurrentTerm()))
+	gauge(tableDescs.raftTerm, float64(c.s.node.Term()))
 }
 
 func boolFloat(b bool) float64 {

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/server/fsm"
 )
@@ -14,7 +16,7 @@ var reasons = [...]struct {
 	err    error
 	reason dlmpb.Reason
 }{
-	{ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
+	{raftnode.ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
 	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
 	{ErrInvalidMode, dlmpb.Reason_REASON_INVALID_MODE},
 	{ErrInvalidRequest, dlmpb.Reason_REASON_INVALID},

@@ -6,12 +6,10 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -107,29 +105,6 @@ func writeFile(t testing.TB, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// logBuffer collects a server's logs, for tests that check what they say.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// logger returns a debug-level logger writing to b.
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // dialGRPC returns a client of addr over TLS (nil: plaintext).

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/dlmhq/dlm/server/raftnode"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,7 +28,7 @@ const (
 	// DefaultSessionTTL is the TTL of a session that asks for none.
 	DefaultSessionTTL = 10 * time.Second
 	// DefaultSessionMargin is added to every session's deadline when a
-	// node becomes leader (see ServerConfig.SessionMargin).
+	// node becomes leader (see Config.SessionMargin).
 	DefaultSessionMargin = time.Second
 	// DefaultMaxStreamQueue is how many messages may wait for a slow
 	// client before its stream is ended (the session survives).
@@ -54,10 +55,10 @@ const (
 	MaxMetadataBytes = 1024
 )
 
-// ServerConfig configures a Server.
-type ServerConfig struct {
+// Config configures a Server.
+type Config struct {
 	// Node configures the Raft node.
-	Node Config
+	Node raftnode.Config
 	// Addr is the gRPC listen address; default "127.0.0.1:0" (a free port).
 	Addr string
 	// HTTPAddr is the HTTP listen address for /healthz, /readyz, /metrics
@@ -116,7 +117,7 @@ type ServerConfig struct {
 	Rules *Rules
 }
 
-func (c *ServerConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:0"
 	}
@@ -151,9 +152,9 @@ func (c *ServerConfig) setDefaults() {
 type Server struct {
 	dlmpb.UnimplementedDLMServer
 
-	cfg     ServerConfig
+	cfg     Config
 	log     *slog.Logger
-	node    *Node
+	node    *raftnode.Node
 	hub     *hub
 	live    *liveness
 	metrics *serverMetrics
@@ -185,7 +186,7 @@ type keepaliveAck struct {
 // Start opens the node, listens, and serves until Close. It returns once
 // the listeners are open; the server takes requests when the node is the
 // leader and has applied its log (see Ready).
-func Start(cfg ServerConfig) (*Server, error) {
+func Start(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	queue := newQueueBudget(cfg.MaxQueuedBytes)
 	s := &Server{
@@ -211,12 +212,12 @@ func Start(cfg ServerConfig) (*Server, error) {
 		s.auth.rules = AllowAll()
 		s.log.Warn("dlm server: authentication without rules: every authenticated identity may do everything")
 	}
-	node, err := Open(cfg.Node)
+	node, err := raftnode.Open(cfg.Node)
 	if err != nil {
 		return nil, err
 	}
 	s.node = node
-	node.FSM().SetObserver(s.observe)
+	node.FSM().SetObserver(s.applied)
 
 	s.lis, err = net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -319,7 +320,7 @@ func (s *Server) HTTPAddr() string {
 }
 
 // Node returns the server's Raft node.
-func (s *Server) Node() *Node { return s.node }
+func (s *Server) Node() *raftnode.Node { return s.node }
 
 // Ready reports whether the server takes requests: it is the leader, has
 // applied its log and has reset the sessions' deadlines.

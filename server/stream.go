@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"google.golang.org/grpc/codes"
@@ -189,7 +191,7 @@ func sendQueued(stream dlmpb.DLM_SessionServer, ob *outbox, buf []*dlmpb.Session
 
 // submitted is a request handed to the node, awaiting its outcome.
 type submitted struct {
-	p  *Pending
+	p  *raftnode.Pending
 	id *dlmpb.RequestID
 }
 

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
+
+	"github.com/dlmhq/dlm/server/raftnode"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -22,11 +26,11 @@ import (
 )
 
 // startServer starts an in-memory server with HTTP, ready, closed at the end.
-func startServer(t testing.TB, cfg ServerConfig) *Server {
+func startServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	cfg.Node.InMemory = cfg.Node.Dir == ""
 	if cfg.Node.Raft == nil {
-		cfg.Node.Raft = fastRaft
+		cfg.Node.Raft = cmdtest.FastRaft
 	}
 	cfg.HTTPAddr = "127.0.0.1:0"
 	if cfg.SessionMargin == 0 {
@@ -196,14 +200,14 @@ func wantCode(t *testing.T, err error, code codes.Code, what string) {
 }
 
 func TestStreamRejectsBadOpen(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Limits: locktable.Limits{MaxSessions: 2}}})
+	s := startServer(t, Config{Node: raftnode.Config{Limits: locktable.Limits{MaxSessions: 2}}})
 	cases := map[string]*dlmpb.SessionRequest{
 		"lock before open": {Msg: &dlmpb.SessionRequest_Lock{Lock: &dlmpb.LockRequest{Resource: "r"}}},
 		"empty message":    {},
 		"ttl too short":    {Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Ttl: durationpb.New(time.Millisecond)}}},
 		"ttl too long":     {Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Ttl: durationpb.New(2 * time.Hour)}}},
 		"invalid ttl":      {Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Ttl: &durationpb.Duration{Seconds: 1, Nanos: -5}}}},
-		"label too long":   {Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Label: strings.Repeat("l", DefaultMaxNameLen+1)}}},
+		"label too long":   {Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Label: strings.Repeat("l", raftnode.DefaultMaxNameLen+1)}}},
 	}
 	for name, first := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -225,12 +229,12 @@ func TestStreamRejectsBadOpen(t *testing.T) {
 }
 
 func TestStreamRefusesBadRequests(t *testing.T) {
-	s := startServer(t, ServerConfig{Node: Config{Limits: locktable.Limits{MaxLocksPerSession: 3}}})
+	s := startServer(t, Config{Node: raftnode.Config{Limits: locktable.Limits{MaxLocksPerSession: 3}}})
 	r, _ := open(t, s, 0, 5*time.Second)
 	other, _ := open(t, s, 0, 5*time.Second)
 
 	r.refusal(r.lock("", dlmpb.Mode_MODE_EX), dlmpb.Reason_REASON_INVALID)
-	r.refusal(r.lock(strings.Repeat("n", DefaultMaxNameLen+1), dlmpb.Mode_MODE_EX), dlmpb.Reason_REASON_NAME_TOO_LONG)
+	r.refusal(r.lock(strings.Repeat("n", raftnode.DefaultMaxNameLen+1), dlmpb.Mode_MODE_EX), dlmpb.Reason_REASON_NAME_TOO_LONG)
 	r.refusal(r.lock("r", dlmpb.Mode(42)), dlmpb.Reason_REASON_INVALID_MODE)
 	r.refusal(r.lock("r", dlmpb.Mode_MODE_UNSPECIFIED), dlmpb.Reason_REASON_INVALID)
 	r.refusal(r.lock("r", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Capacity, l.Permits = 2, 1 }), dlmpb.Reason_REASON_INVALID)
@@ -277,7 +281,7 @@ func TestStreamRefusesBadRequests(t *testing.T) {
 }
 
 func TestStreamPushesGrantsInOrderAndDeduplicates(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, 5*time.Second)
 	b, _ := open(t, s, 0, 5*time.Second)
 	ga := a.granted(a.lock("r", dlmpb.Mode_MODE_EX))
@@ -327,7 +331,7 @@ func (s *Server) mustList(t *testing.T, name string) *dlmpb.ResourceInfo {
 }
 
 func TestStreamKeepAliveExpiryAndWaitTimeout(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	// a must hold until b's short wait has timed out: a TTL that the steps
 	// up to then fit in however loaded the machine.
 	const ttl = 2 * time.Second
@@ -378,7 +382,7 @@ func TestStreamKeepAliveExpiryAndWaitTimeout(t *testing.T) {
 }
 
 func TestStreamResumeSendsSessionState(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, 5*time.Second)
 	g := a.granted(a.lock("held", dlmpb.Mode_MODE_PR))
 	b, _ := open(t, s, 0, 5*time.Second)
@@ -423,7 +427,7 @@ func TestStreamResumeSendsSessionState(t *testing.T) {
 }
 
 func TestStreamSurvivesRandomInput(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, 5*time.Second)
 	rng := rand.New(rand.NewPCG(1, 2))
 	sent := 0
@@ -450,7 +454,7 @@ func TestStreamSurvivesRandomInput(t *testing.T) {
 }
 
 func TestHTTPEndpoints(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	a, _ := open(t, s, 0, 5*time.Second)
 	a.granted(a.lock("orders/42", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = []byte("worker 3") }))
 	get := func(path string) (int, string) {
@@ -498,7 +502,7 @@ func TestHTTPEndpoints(t *testing.T) {
 // Close stops every goroutine of the server, with streams open and requests
 // queued.
 func TestServerCloseLeavesNoGoroutines(t *testing.T) {
-	s, err := Start(ServerConfig{Node: Config{InMemory: true, Raft: fastRaft}, HTTPAddr: "127.0.0.1:0"})
+	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: cmdtest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,5 +526,5 @@ func TestServerCloseLeavesNoGoroutines(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("stream after Close: %v, want Unavailable", err)
 	}
-	checkNoLeaks(t)
+	cmdtest.CheckNoLeaks(t)
 }

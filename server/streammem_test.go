@@ -34,7 +34,7 @@ func TestMeasureStreamMemory(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set DLM_MEASURE_STREAMS=N to measure the memory of N open streams")
 	}
-	s := startServer(t, ServerConfig{})
+	s := startServer(t, Config{})
 	before := measureHeap()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMeasureStreamMemory$")

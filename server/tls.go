@@ -20,7 +20,7 @@ var ErrTLSConfig = errors.New("dlm server: bad TLS configuration")
 // LoadTLS reads the TLS configuration of the client ports (gRPC and HTTP):
 // the server's certificate chain and key (PEM), and, if clientCAFile is not
 // empty, the CAs that sign client certificates (mutual TLS: see
-// ServerConfig.TLS). TLS 1.2 is the minimum.
+// Config.TLS). TLS 1.2 is the minimum.
 func LoadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	cert, err := loadKeyPair(certFile, keyFile)
 	if err != nil {

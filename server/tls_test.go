@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/internal/devcert"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // httpsClient trusts c's CAs and presents its certificate.
@@ -29,7 +31,7 @@ func httpsClient(c *tls.Config) *http.Client {
 // both ports; a plaintext client fails.
 func TestClientTLS(t *testing.T) {
 	pki, other := newPKI(t), newPKI(t)
-	s := startServer(t, ServerConfig{TLS: pki.serverTLS(t, false)})
+	s := startServer(t, Config{TLS: pki.serverTLS(t, false)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -65,8 +67,8 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
-	s := startServer(t, ServerConfig{TLS: pki.serverTLS(t, true), Rules: rules, Logger: logs.logger()})
+	logs := &cmdtest.LogBuffer{}
+	s := startServer(t, Config{TLS: pki.serverTLS(t, true), Rules: rules, Logger: logs.Logger()})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -141,7 +143,7 @@ func TestRaftTLSCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &cmdtest.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs:\n%s", logs)
@@ -149,11 +151,11 @@ func TestRaftTLSCluster(t *testing.T) {
 	})
 	start := func(id string, p *testPKI, join bool) *Server {
 		t.Helper()
-		s, err := Start(ServerConfig{
-			Node:          Config{ID: id, InMemory: true, Join: join, Raft: slowRaft, RaftTLS: p.raftTLS(t, id)},
+		s, err := Start(Config{
+			Node:          raftnode.Config{ID: id, InMemory: true, Join: join, Raft: slowRaft, RaftTLS: p.raftTLS(t, id)},
 			HTTPAddr:      "127.0.0.1:0",
 			SessionMargin: 10 * time.Millisecond,
-			Logger:        logs.logger().With("node", id),
+			Logger:        logs.Logger().With("node", id),
 			TLS:           pki.serverTLS(t, false),
 			Tokens:        toks,
 			Rules:         rules,
@@ -221,7 +223,7 @@ func TestRaftTLSCluster(t *testing.T) {
 	}
 	target := leader.Node().FSM().AppliedIndex()
 	for _, n := range nodes {
-		waitFor(t, ctx, "node "+n.Node().cfg.ID+" applying the lock", func() bool { return n.Node().FSM().AppliedIndex() >= target })
+		waitFor(t, ctx, "node "+n.Node().ID()+" applying the lock", func() bool { return n.Node().FSM().AppliedIndex() >= target })
 	}
 
 	// A node whose Raft certificate another CA signed is refused at the
@@ -233,8 +235,7 @@ func TestRaftTLSCluster(t *testing.T) {
 	}
 	// Even if it were in the configuration, it could not replicate: a
 	// Raft connection to a member with its certificate fails the handshake.
-	if c, err := stranger.Node().layer.Dial(raft.ServerAddress(n1.Node().Addr()), 5*time.Second); err == nil {
-		c.Close()
+	if err := stranger.Node().Probe(ctx, n1.Node().Addr()); err == nil {
 		t.Fatal("a Raft connection with another CA's certificate was established")
 	}
 	if got := stranger.Node().FSM().AppliedIndex(); got != 0 {
@@ -264,73 +265,6 @@ func TestRaftTLSCluster(t *testing.T) {
 		m, err := ClusterMembers(ctx, n1.HTTPAddr(), admin...)
 		return err == nil && len(m.Members) == 2
 	})
-}
-
-// The Raft stream layer over TLS accepts a node certificate of its CA and
-// refuses a client certificate of the same CA and a node certificate of
-// another.
-func TestRaftTLSStreamLayer(t *testing.T) {
-	pki, other := newPKI(t, "alice"), newPKI(t)
-	layer, err := newStreamLayer("127.0.0.1:0", "", "", pki.raftTLS(t, "node-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer layer.Close()
-	go func() {
-		for {
-			c, err := layer.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				c.Read(make([]byte, 1)) // runs the handshake
-				c.Write([]byte{1})
-				c.Close()
-			}()
-		}
-	}()
-	addr := layer.Listener.Addr().String()
-	try := func(c *tls.Config) error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, c)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := conn.Write([]byte{0}); err != nil {
-			return err
-		}
-		_, err = conn.Read(make([]byte, 1))
-		return err
-	}
-	if err := try(pki.raftTLS(t, "node-2")); err != nil {
-		t.Fatalf("a node of the CA: %v", err)
-	}
-	client := pki.clientTLS(t, "alice")
-	client.InsecureSkipVerify = true //nolint:gosec // the test is about the server's check
-	if err := try(client); err == nil {
-		t.Fatal("a client certificate of the CA was accepted for Raft")
-	}
-	if err := try(other.raftTLS(t, "node-2")); err == nil {
-		t.Fatal("a node certificate of another CA was accepted")
-	}
-	if _, err := LoadRaftTLS(pki.path("client-alice.pem"), pki.path("client-alice-key.pem"), pki.path(devcert.CAFile)); !errors.Is(err, ErrTLSConfig) {
-		t.Fatalf("LoadRaftTLS with a client certificate: %v, want ErrTLSConfig", err)
-	}
-	node2, key2 := devcert.NodeFiles("node-2")
-	if _, err := LoadRaftTLS(other.path(node2), other.path(key2), pki.path(devcert.CAFile)); !errors.Is(err, ErrTLSConfig) {
-		t.Fatalf("LoadRaftTLS with another CA's certificate: %v, want ErrTLSConfig", err)
-	}
-	if _, err := LoadTLS(pki.path("missing.pem"), pki.path(devcert.ServerKeyFile), ""); !errors.Is(err, ErrTLSConfig) {
-		t.Fatalf("LoadTLS with a missing file: %v", err)
-	}
-	if _, err := LoadTLS(pki.path(devcert.ServerFile), pki.path(devcert.CAKeyFile), ""); !errors.Is(err, ErrTLSConfig) {
-		t.Fatalf("LoadTLS with a key that does not match: %v", err)
-	}
-	if _, err := LoadCAPool(pki.path(devcert.ServerKeyFile)); !errors.Is(err, ErrTLSConfig) {
-		t.Fatalf("LoadCAPool of a key file: %v", err)
-	}
 }
 
 // waitFor polls cond until it holds or ctx ends.

@@ -17,6 +17,7 @@ import (
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/fsm"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // Default addresses of `dlm server`.
@@ -104,14 +105,14 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			return 2
 		}
 	}
-	var peers []server.Peer
+	var peers []raftnode.Peer
 	if f.peers != "" {
 		if f.join != "" {
 			fmt.Fprintln(stderr, "dlm server: -peers and -join do not go together: bootstrap a new cluster, or join one")
 			return 2
 		}
 		var err error
-		if peers, err = server.ParsePeers(f.peers); err != nil {
+		if peers, err = raftnode.ParsePeers(f.peers); err != nil {
 			fmt.Fprintf(stderr, "dlm server: -peers: %v\n", err)
 			return 2
 		}
@@ -126,8 +127,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Warn("dlm server: bearer tokens without -tls-cert: clients send them in plaintext; use TLS beyond loopback")
 	}
 
-	srv, err := server.Start(server.ServerConfig{
-		Node: server.Config{
+	srv, err := server.Start(server.Config{
+		Node: raftnode.Config{
 			ID:        f.nodeID,
 			Dir:       f.dataDir,
 			InMemory:  f.inMemory,
@@ -165,7 +166,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			msg = "dlm server: cannot start: " + msg
 		}
 		fmt.Fprintln(stderr, msg)
-		if errors.Is(err, server.ErrDataDirInUse) {
+		if errors.Is(err, raftnode.ErrDataDirInUse) {
 			return exitBusy // held by another, like a lock: it may be free later
 		}
 		return 1

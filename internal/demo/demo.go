@@ -34,6 +34,7 @@ import (
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/server"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // Defaults and bounds of Config.
@@ -246,8 +247,8 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (rep Report, err error) {
 // setup starts the server, opens the database and connects the instances.
 func (r *run) setup(ctx context.Context) error {
 	fast := 50 * time.Millisecond
-	srv, err := server.Start(server.ServerConfig{
-		Node: server.Config{InMemory: true, Raft: func(c *raft.Config) {
+	srv, err := server.Start(server.Config{
+		Node: raftnode.Config{InMemory: true, Raft: func(c *raft.Config) {
 			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = fast, fast, fast
 		}},
 		Logger: r.log,

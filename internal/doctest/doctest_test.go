@@ -19,6 +19,7 @@ import (
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/server"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // modulePath is dlm's module, which is not published yet: a program uses it
@@ -95,9 +96,9 @@ func (m *newcomerModule) write(name string, data []byte) {
 func startServer(t *testing.T) *server.Server {
 	t.Helper()
 	fast := 50 * time.Millisecond
-	srv, err := server.Start(server.ServerConfig{
+	srv, err := server.Start(server.Config{
 		HTTPAddr: "127.0.0.1:0",
-		Node: server.Config{InMemory: true, Raft: func(c *raft.Config) {
+		Node: raftnode.Config{InMemory: true, Raft: func(c *raft.Config) {
 			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = fast, fast, fast
 		}},
 	})

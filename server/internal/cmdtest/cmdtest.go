@@ -5,6 +5,10 @@ package cmdtest
 
 import (
 	"bytes"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,4 +131,91 @@ func Populate() []*dlmpb.Batch {
 		}},
 		{StampUnixNano: 3 * sec, Commands: []*dlmpb.Command{conv, Member("node-1", "127.0.0.1:7420", "127.0.0.1:7421")}},
 	}
+}
+
+// FastRaft shortens Raft's timeouts so that a single node elects itself in
+// tens of milliseconds.
+func FastRaft(c *raft.Config) {
+	c.HeartbeatTimeout = 50 * time.Millisecond
+	c.ElectionTimeout = 50 * time.Millisecond
+	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+}
+
+// LogBuffer collects a server's logs, for tests that check what they say.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Logger returns a debug-level logger writing to b.
+func (b *LogBuffer) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// Count returns how many lines contain every one of parts.
+func (r *LogBuffer) Count(parts ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for line := range strings.Lines(r.buf.String()) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// Has reports whether a line contains every one of parts.
+func (r *LogBuffer) Has(parts ...string) bool { return r.Count(parts...) > 0 }
+
+// CheckNoLeaks fails if goroutines of raft, bbolt, a Node or a Server outlive
+// the test's nodes, after a grace period of up to 10 s.
+func CheckNoLeaks(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second) // generous: a loaded machine is slow to unwind
+	for {
+		stuck := leaked()
+		if len(stuck) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines leaked:\n%s", len(stuck), strings.Join(stuck, "\n\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func leaked() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "CheckNoLeaks") || strings.Contains(g, "leaked") {
+			continue
+		}
+		if strings.Contains(g, "hashicorp/raft") || strings.Contains(g, "go.etcd.io/bbolt") ||
+			strings.Contains(g, "dlm/server/raftnode.(*Node)") || strings.Contains(g, "dlm/server.(*Server)") {
+			out = append(out, g)
+		}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func propose(t *testing.T, n *Node, cmds ...*dlmpb.Command) []fsm.Result {
 // sessions and locks, from a snapshot plus the log after it, and its tokens
 // keep growing.
 func TestNodeRestartDurable(t *testing.T) {
-	defer checkNoLeaks(t)
+	defer cmdtest.CheckNoLeaks(t)
 	dir := t.TempDir()
 	n := openNode(t, Config{Dir: dir})
 	addr := n.Addr()
@@ -82,7 +82,7 @@ func TestNodeRestartDurable(t *testing.T) {
 // TestNodeInMemoryForgets: an in-memory node starts empty after a restart
 // (by design: no durable log, no snapshot files).
 func TestNodeInMemoryForgets(t *testing.T) {
-	defer checkNoLeaks(t)
+	defer cmdtest.CheckNoLeaks(t)
 	n := openNode(t, Config{InMemory: true})
 	propose(t, n, cmdtest.Open("a"))
 	if len(n.FSM().Sessions()) != 1 {
@@ -99,7 +99,7 @@ func TestNodeInMemoryForgets(t *testing.T) {
 // TestProposeBatching: concurrent proposals share Raft entries, every
 // caller gets its own results, and tokens follow the log.
 func TestProposeBatching(t *testing.T) {
-	defer checkNoLeaks(t)
+	defer cmdtest.CheckNoLeaks(t)
 	n := openNode(t, Config{Dir: t.TempDir()})
 	defer n.Close()
 	const workers, each = 64, 20
@@ -153,7 +153,7 @@ func TestProposeBatching(t *testing.T) {
 
 // TestProposeErrors: context, closed node and encoding errors.
 func TestProposeErrors(t *testing.T) {
-	defer checkNoLeaks(t)
+	defer cmdtest.CheckNoLeaks(t)
 	n := openNode(t, Config{InMemory: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -184,7 +184,7 @@ func TestProposeErrors(t *testing.T) {
 // TestCloseWithProposalsInFlight: Close while proposers are busy ends every
 // call with a result or an error, and leaks nothing.
 func TestCloseWithProposalsInFlight(t *testing.T) {
-	defer checkNoLeaks(t)
+	defer cmdtest.CheckNoLeaks(t)
 	n := openNode(t, Config{Dir: t.TempDir()})
 	var wg sync.WaitGroup
 	for range 16 {

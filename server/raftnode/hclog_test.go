@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dlmhq/dlm/server/internal/cmdtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
@@ -29,7 +31,7 @@ func (s *syncBuffer) String() string {
 // TestRaftLogsThroughSlog: Raft's hclog output reaches the node's slog
 // logger, with Raft's logger name as an attribute.
 func TestRaftLogsThroughSlog(t *testing.T) {
-	defer checkNoLeaks(t)
+	defer cmdtest.CheckNoLeaks(t)
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := openNode(t, Config{InMemory: true, Logger: logger})

@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"context"
@@ -28,11 +28,11 @@ type proposal struct {
 	submitted time.Time     // for the apply latency
 }
 
-// observeApplyLatency makes the node call fn, from its waiter goroutine,
+// ObserveApplyLatency makes the node call fn, from its waiter goroutine,
 // with the time each proposal took from Submit until its entry was applied
 // (failed proposals are not counted). fn must be quick. It lasts until the
 // node closes.
-func (n *Node) observeApplyLatency(fn func(time.Duration)) { n.applyObserver.Store(&fn) }
+func (n *Node) ObserveApplyLatency(fn func(time.Duration)) { n.applyObserver.Store(&fn) }
 
 // proposed is the answer to a proposal.
 type proposed struct {
@@ -226,6 +226,6 @@ func entryResults(f raft.ApplyFuture) ([]fsm.Result, error) {
 	case error:
 		return nil, r
 	default:
-		return nil, fmt.Errorf("dlm server: propose: unexpected fsm.FSM response %T", r)
+		return nil, fmt.Errorf("dlm server: propose: unexpected FSM response %T", r)
 	}
 }

@@ -1,11 +1,10 @@
-package server
+package raftnode
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +22,8 @@ import (
 // second). And a leader whose replication retries to a dead follower
 // closes promptly, leaving no goroutine behind.
 func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
-	defer checkNoLeaks(t)
-	logs := &logBuffer{}
+	defer cmdtest.CheckNoLeaks(t)
+	logs := &cmdtest.LogBuffer{}
 	var peers []Peer
 	for i, a := range freeAddrs(t, 3) {
 		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: a})
@@ -80,16 +79,16 @@ func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
 	if n := leader.retrying.failed.Load() - failed; n > 1 {
 		t.Errorf("Raft counted %d failed appends to %s while it was down, want at most 1", n, peers[f].ID)
 	}
-	if !logs.has("retrying until it answers", "peer="+peers[f].ID) || !logs.has("replication to a peer resumed", "peer="+peers[f].ID) {
+	if !logs.Has("retrying until it answers", "peer="+peers[f].ID) || !logs.Has("replication to a peer resumed", "peer="+peers[f].ID) {
 		t.Errorf("no retries logged:\n%s", logs)
 	}
 
 	// Down again, with an entry to replicate: the leader retries; then it
 	// closes.
 	closeNode(f)
-	retries := logs.count("retrying until it answers", "peer="+peers[f].ID)
+	retries := logs.Count("retrying until it answers", "peer="+peers[f].ID)
 	propose(t, leader, cmdtest.Lock(sid, 1000, "last", dlmpb.Mode_MODE_EX))
-	for deadline := time.Now().Add(5 * time.Second); logs.count("retrying until it answers", "peer="+peers[f].ID) == retries; {
+	for deadline := time.Now().Add(5 * time.Second); logs.Count("retrying until it answers", "peer="+peers[f].ID) == retries; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the leader does not retry its replication to %s", peers[f].ID)
 		}
@@ -163,23 +162,3 @@ func awaitApplied(t *testing.T, n *Node, index uint64, timeout time.Duration) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
-
-// count returns how many lines contain every one of parts.
-func (r *logBuffer) count(parts ...string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for line := range strings.Lines(r.buf.String()) {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
-}
-
-// has reports whether a line contains every one of parts.
-func (r *logBuffer) has(parts ...string) bool { return r.count(parts...) > 0 }

@@ -1,11 +1,14 @@
-package server
+package raftnode
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/dlmhq/dlm/locktable"
 )
 
 // Member is one server of the Raft configuration, as this node knows it.
@@ -67,6 +70,25 @@ func (n *Node) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
-// RaftState returns the node's Raft state: "follower", "candidate",
-// "leader" or "shutdown".
-func (n *Node) RaftState() string { return strings.ToLower(n.raft.State().String()) }
+// ID returns this node's Raft id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Limits returns the lock table's limits, defaults applied.
+func (n *Node) Limits() locktable.Limits { return n.cfg.Limits }
+
+// Secure reports whether Raft between nodes runs over mutual TLS.
+func (n *Node) Secure() bool { return n.cfg.RaftTLS != nil }
+
+// Term returns the current Raft term.
+func (n *Node) Term() uint64 { return n.raft.CurrentTerm() }
+
+// State returns this node's Raft state (Leader, Follower, Candidate...).
+func (n *Node) State() raft.RaftState { return n.raft.State() }
+
+// Probe checks that a node at Raft address addr answers with a certificate
+// this node's CA signed for a node (with RaftTLS), or at all (without).
+func (n *Node) Probe(ctx context.Context, addr string) error { return n.layer.probe(ctx, addr) }
+
+// Snapshot takes a snapshot of the state machine now and compacts the log
+// behind it, as Raft does by itself past its thresholds.
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
