@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -33,8 +35,8 @@ func (s *Server) requireAdmin(ctx context.Context, what string) (principal, erro
 	if !p.authenticated() {
 		return p, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
 	}
-	if !p.mayAny(PermissionAdmin) {
-		s.auth.deny(p, PermissionAdmin, "")
+	if !p.mayAny(auth.PermissionAdmin) {
+		s.auth.deny(p, auth.PermissionAdmin, "")
 		return p, permissionDenied("identity " + p.identity + " may not " + what + ": that needs the admin permission")
 	}
 	return p, nil

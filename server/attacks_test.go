@@ -30,7 +30,7 @@ import (
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -103,7 +103,7 @@ func noToken(t *testing.T, where, text string, tok []byte) {
 // token; a wrong or missing one is refused with PermissionDenied, nothing
 // is attached, and the owner's stream stays open and is warned.
 func TestAttackSessionTakeoverByGuessedID(t *testing.T) {
-	logs := &cmdtest.LogBuffer{}
+	logs := &servertest.LogBuffer{}
 	s := startServer(t, Config{Logger: logs.Logger()})
 	owner, _ := open(t, s, 0, time.Minute)
 	if len(owner.token) != 16 {
@@ -165,7 +165,7 @@ func TestAttackSessionTakeoverByGuessedID(t *testing.T) {
 		noToken(t, "/v1/events", feed, tok)
 		noToken(t, "List", list.String(), tok)
 		noToken(t, "the server's log", logs.String(), tok)
-		noToken(t, "the snapshot", string(cmdtest.SnapshotBytes(t, s.Node().FSM())), tok)
+		noToken(t, "the snapshot", string(servertest.SnapshotBytes(t, s.Node().FSM())), tok)
 	}
 	if !strings.Contains(logs.String(), "resume") {
 		t.Fatal("the refused resumes were not logged")

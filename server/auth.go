@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -23,7 +25,7 @@ const AuthorizationHeader = "authorization"
 type principal struct {
 	identity string // "" when unauthenticated, or with authentication off
 	open     bool   // authentication is off: everything is allowed
-	rules    *Rules
+	rules    *auth.Rules
 	// login is the login cookie's value when the identity came from it
 	// (an HTTP GET): what the request does lasts only as long as the
 	// login (see authenticator.current).
@@ -34,13 +36,13 @@ type principal struct {
 func (p principal) authenticated() bool { return p.open || p.identity != "" }
 
 // may reports whether p has permission perm on name.
-func (p principal) may(perm Permission, name string) bool {
+func (p principal) may(perm auth.Permission, name string) bool {
 	return p.open || (p.identity != "" && p.rules.Allows(p.identity, perm, name))
 }
 
 // prefixes returns the prefixes on which p has perm (lock or list): [""]
 // is every name, empty none.
-func (p principal) prefixes(perm Permission) []string {
+func (p principal) prefixes(perm auth.Permission) []string {
 	if p.open {
 		return []string{""}
 	}
@@ -51,9 +53,9 @@ func (p principal) prefixes(perm Permission) []string {
 }
 
 // mayAny reports whether p has perm on some name (for admin: at all).
-func (p principal) mayAny(perm Permission) bool {
-	if perm == PermissionAdmin {
-		return p.may(PermissionAdmin, "")
+func (p principal) mayAny(perm auth.Permission) bool {
+	if perm == auth.PermissionAdmin {
+		return p.may(auth.PermissionAdmin, "")
 	}
 	return len(p.prefixes(perm)) > 0
 }
@@ -67,9 +69,9 @@ func withPrincipal(ctx context.Context, p principal) context.Context {
 
 // authenticator finds the principal of gRPC calls and HTTP requests.
 type authenticator struct {
-	tokens  *Tokens // nil: no tokens
-	certs   bool    // client certificates name identities
-	rules   *Rules
+	tokens  *auth.Tokens // nil: no tokens
+	certs   bool         // client certificates name identities
+	rules   *auth.Rules
 	logins  *logins
 	log     *slog.Logger
 	metrics *serverMetrics
@@ -155,12 +157,12 @@ func (a *authenticator) current(p principal) bool {
 // identify finds the identity of a request from its authorization values,
 // or from other (a certificate or a cookie). how says what failed; it
 // never holds a credential, and is told to the client.
-func (a *authenticator) identify(auth []string, other func() (string, bool)) (id, how string, err error) {
+func (a *authenticator) identify(headers []string, other func() (string, bool)) (id, how string, err error) {
 	switch {
-	case len(auth) > 1:
+	case len(headers) > 1:
 		return "", "several authorization values", ErrUnauthenticated
-	case len(auth) == 1:
-		tok, ok := bearerToken(auth[0])
+	case len(headers) == 1:
+		tok, ok := bearerToken(headers[0])
 		if !ok {
 			return "", "malformed authorization value (want \"Bearer <token>\")", ErrUnauthenticated
 		}
@@ -174,7 +176,7 @@ func (a *authenticator) identify(auth []string, other func() (string, bool)) (id
 		return id, "", nil
 	}
 	if id, ok := other(); ok {
-		if checkCertIdentity(id) != nil {
+		if auth.CheckCertIdentity(id) != nil {
 			return "", "certificate common name is not a valid identity", ErrUnauthenticated
 		}
 		return id, "", nil
@@ -193,7 +195,7 @@ func (a *authenticator) refuse(remote, why string) {
 }
 
 // deny logs and counts a permission refusal.
-func (a *authenticator) deny(p principal, perm Permission, name string) {
+func (a *authenticator) deny(p principal, perm auth.Permission, name string) {
 	a.metrics.authRefused.WithLabelValues("permission_denied").Inc()
 	a.log.Info("dlm server: permission denied", "identity", p.identity, "permission", perm.String(), "name", name)
 }
@@ -206,7 +208,7 @@ func bearerToken(v string) (string, bool) {
 		return "", false
 	}
 	tok = strings.TrimLeft(tok, " ")
-	return tok, tok != "" && printable(tok)
+	return tok, tok != "" && auth.Printable(tok)
 }
 
 // unaryAuth authenticates unary calls.

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/auth"
+
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/dlmhq/dlm/server/fsm"
 
@@ -26,7 +28,7 @@ import (
 type authServer struct {
 	*Server
 	tok  map[string]string // identity -> token
-	logs *cmdtest.LogBuffer
+	logs *servertest.LogBuffer
 }
 
 // The rules of the auth tests: alice locks and lists a/; bob locks and
@@ -46,17 +48,17 @@ ops   list  *
 // carol and ops and testRules, cfg's TLS if any, logging at debug level.
 func startAuthServer(t *testing.T, cfg Config) *authServer {
 	t.Helper()
-	as := &authServer{tok: map[string]string{}, logs: &cmdtest.LogBuffer{}}
+	as := &authServer{tok: map[string]string{}, logs: &servertest.LogBuffer{}}
 	var file strings.Builder
 	for _, id := range []string{"alice", "bob", "carol", "ops"} {
 		as.tok[id] = newToken(t)
 		fmt.Fprintf(&file, "%s %s\n", id, as.tok[id])
 	}
 	var err error
-	if cfg.Tokens, err = LoadTokens(writeFile(t, "tokens", file.String())); err != nil {
+	if cfg.Tokens, err = auth.LoadTokens(writeFile(t, "tokens", file.String())); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Rules, err = LoadRules(writeFile(t, "rules", testRules)); err != nil {
+	if cfg.Rules, err = auth.LoadRules(writeFile(t, "rules", testRules)); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Logger = as.logs.Logger()

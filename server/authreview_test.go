@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/internal/servertest"
+
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
 
@@ -70,12 +74,12 @@ func TestHTTPLoginFeedEndsWithLogin(t *testing.T) {
 // identities that only "*" rules match: such a client is authenticated,
 // not refused.
 func TestAuthCertCommonNameWithSpaces(t *testing.T) {
-	a := &authenticator{certs: true, rules: AllowAll()}
+	a := &authenticator{certs: true, rules: auth.AllowAll()}
 	id, how, err := a.identify(nil, func() (string, bool) { return "Carol Smith", true })
 	if err != nil || id != "Carol Smith" {
 		t.Fatalf("CN with a space: identity %q, %v (%s)", id, err, how)
 	}
-	for _, bad := range []string{"", "*", " carol", "carol ", "caról", "a\tb", strings.Repeat("x", MaxIdentityBytes+1)} {
+	for _, bad := range []string{"", "*", " carol", "carol ", "caról", "a\tb", strings.Repeat("x", auth.MaxIdentityBytes+1)} {
 		if _, _, err := a.identify(nil, func() (string, bool) { return bad, true }); err == nil {
 			t.Errorf("CN %q accepted", bad)
 		}
@@ -102,9 +106,9 @@ func TestAuthUnknownLockIsNotPermissionDenied(t *testing.T) {
 // fail or succeed, never panic.
 func TestLoadTLSWithoutParsedLeaf(t *testing.T) {
 	t.Setenv("GODEBUG", "x509keypairleaf=0")
-	pki := newPKI(t)
-	if c := pki.serverTLS(t, true); c.Certificates[0].Leaf == nil {
+	pki := servertest.NewPKI(t)
+	if c := pki.ServerTLS(t, true); c.Certificates[0].Leaf == nil {
 		t.Fatal("no leaf")
 	}
-	pki.raftTLS(t, "node-1")
+	pki.RaftTLS(t, "node-1")
 }

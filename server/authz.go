@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -45,10 +47,10 @@ func (s *Server) authorize(p principal, sid locktable.SessionID, cmd *dlmpb.Comm
 		}
 		name = li.Resource
 	}
-	if p.may(PermissionLock, name) {
+	if p.may(auth.PermissionLock, name) {
 		return "", true
 	}
-	s.auth.deny(p, PermissionLock, name)
+	s.auth.deny(p, auth.PermissionLock, name)
 	return fmt.Sprintf("identity %s may not lock %q", p.identity, name), false
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -100,7 +102,7 @@ func newEventFeed(s *Server) *eventFeed {
 // admit takes a stream slot for p and returns its release, or the HTTP
 // status and message of the refusal.
 func (f *eventFeed) admit(p principal) (release func(), code int, msg string) {
-	admin := p.open || p.mayAny(PermissionAdmin)
+	admin := p.open || p.mayAny(auth.PermissionAdmin)
 	bound := MaxEventStreams
 	if !admin {
 		bound -= AdminEventStreams

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/dlmhq/dlm/server/raftnode"
 
@@ -386,7 +386,7 @@ func TestEventsStreamsAreBounded(t *testing.T) {
 
 // Close ends the streams, and their goroutines, at once.
 func TestEventsEndWhenTheServerCloses(t *testing.T) {
-	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: cmdtest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
+	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: servertest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestEventsEndWhenTheServerCloses(t *testing.T) {
 	if n := streamGoroutines(); n != 0 {
 		t.Fatalf("%d stream goroutines after Close", n)
 	}
-	cmdtest.CheckNoLeaks(t)
+	servertest.CheckNoLeaks(t)
 }
 
 func TestDashboardAndMembers(t *testing.T) {

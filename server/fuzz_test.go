@@ -30,7 +30,7 @@ import (
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server/fsm"
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 )
 
 // sessionRequests are client requests of every kind with the values that
@@ -115,7 +115,7 @@ func FuzzRequestCommand(f *testing.F) {
 			t.Fatalf("command %v: request id %v, want session %d and the command's seq", cmd, id, sid)
 		}
 		f := populatedFSM(t)
-		r := applyBatch(t, f, uint64(len(cmdtest.Populate())+1), &dlmpb.Batch{Commands: []*dlmpb.Command{cmd}})[0]
+		r := applyBatch(t, f, uint64(len(servertest.Populate())+1), &dlmpb.Batch{Commands: []*dlmpb.Command{cmd}})[0]
 		if r.Err != nil && ReasonOf(r.Err) == dlmpb.Reason_REASON_UNSPECIFIED {
 			t.Fatalf("refusal %v has no reason code", r.Err)
 		}
@@ -124,7 +124,7 @@ func FuzzRequestCommand(f *testing.F) {
 		}
 		// The state machine's own invariants are checked by its fuzz
 		// targets (package fsm); here: it still snapshots and restores.
-		snap := cmdtest.SnapshotBytes(t, f)
+		snap := servertest.SnapshotBytes(t, f)
 		if err := fsm.NewFSM(locktable.Limits{}).Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
 			t.Fatalf("after %v the snapshot does not restore: %v", cmd, err)
 		}
@@ -132,10 +132,10 @@ func FuzzRequestCommand(f *testing.F) {
 }
 
 // populatedFSM returns a state machine holding one of everything the log
-// can create (cmdtest.Populate).
+// can create (servertest.Populate).
 func populatedFSM(t *testing.T) *fsm.FSM {
 	f := fsm.NewFSM(locktable.Limits{})
-	for i, b := range cmdtest.Populate() {
+	for i, b := range servertest.Populate() {
 		for _, r := range applyBatch(t, f, uint64(i+1), b) {
 			if r.Err != nil {
 				t.Fatal(r.Err)

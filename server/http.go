@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -69,19 +71,19 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("POST /v1/login", s.httpLogin)
 	mux.HandleFunc("POST /v1/logout", s.httpLogout)
 	mux.Handle("GET /v1/whoami", s.require(0, http.HandlerFunc(s.httpWhoami)))
-	mux.Handle("GET /metrics", s.require(PermissionList, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	mux.Handle("GET /v1/resources", s.require(PermissionList, http.HandlerFunc(s.httpResources)))
-	mux.Handle("GET /v1/sessions", s.require(PermissionList, http.HandlerFunc(s.httpSessions)))
-	mux.Handle("GET /v1/status", s.require(PermissionList, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /metrics", s.require(auth.PermissionList, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /v1/resources", s.require(auth.PermissionList, http.HandlerFunc(s.httpResources)))
+	mux.Handle("GET /v1/sessions", s.require(auth.PermissionList, http.HandlerFunc(s.httpSessions)))
+	mux.Handle("GET /v1/status", s.require(auth.PermissionList, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st, _ := s.Status(r.Context(), nil)
 		writeProto(w, st)
 	})))
-	mux.Handle("GET /v1/events", s.require(PermissionList, newEventFeed(s)))
-	mux.Handle("GET /v1/members", s.require(PermissionAdmin, http.HandlerFunc(s.httpMembers)))
-	mux.Handle("POST /v1/cluster/join", s.require(PermissionAdmin, http.HandlerFunc(s.httpJoin)))
-	mux.Handle("POST /v1/cluster/remove", s.require(PermissionAdmin, http.HandlerFunc(s.httpRemove)))
-	mux.Handle("GET /v1/admin/sessions", s.require(PermissionAdmin, http.HandlerFunc(s.httpAdminSessions)))
-	mux.Handle("POST /v1/admin/sessions/kill", s.require(PermissionAdmin, http.HandlerFunc(s.httpKillSessions)))
+	mux.Handle("GET /v1/events", s.require(auth.PermissionList, newEventFeed(s)))
+	mux.Handle("GET /v1/members", s.require(auth.PermissionAdmin, http.HandlerFunc(s.httpMembers)))
+	mux.Handle("POST /v1/cluster/join", s.require(auth.PermissionAdmin, http.HandlerFunc(s.httpJoin)))
+	mux.Handle("POST /v1/cluster/remove", s.require(auth.PermissionAdmin, http.HandlerFunc(s.httpRemove)))
+	mux.Handle("GET /v1/admin/sessions", s.require(auth.PermissionAdmin, http.HandlerFunc(s.httpAdminSessions)))
+	mux.Handle("POST /v1/admin/sessions/kill", s.require(auth.PermissionAdmin, http.HandlerFunc(s.httpKillSessions)))
 	return mux
 }
 

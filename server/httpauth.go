@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/dlmhq/dlm/server/auth"
 )
 
 // require wraps h for a server with authentication: the request must carry
@@ -10,7 +12,7 @@ import (
 // 0 asks for credentials only. The login cookie counts for GET and HEAD
 // requests only, so that no state-changing request rides on it. Without
 // authentication, h serves everyone.
-func (s *Server) require(perm Permission, h http.Handler) http.Handler {
+func (s *Server) require(perm auth.Permission, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.auth.enabled() {
 			h.ServeHTTP(w, r)

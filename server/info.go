@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"google.golang.org/grpc/codes"
@@ -134,8 +136,8 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 	if !p.authenticated() {
 		return nil, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
 	}
-	if !p.mayAny(PermissionList) {
-		s.auth.deny(p, PermissionList, req.GetPrefix())
+	if !p.mayAny(auth.PermissionList) {
+		s.auth.deny(p, auth.PermissionList, req.GetPrefix())
 		return nil, permissionDenied("identity " + p.identity + " may list nothing")
 	}
 	after, skip, err := parseResourceCursor(req.GetAfter())
@@ -182,8 +184,8 @@ func (s *Server) Status(ctx context.Context, _ *dlmpb.StatusRequest) (*dlmpb.Sta
 	if !p.authenticated() {
 		return nil, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
 	}
-	if !p.mayAny(PermissionList) {
-		s.auth.deny(p, PermissionList, "")
+	if !p.mayAny(auth.PermissionList) {
+		s.auth.deny(p, auth.PermissionList, "")
 		return nil, permissionDenied("identity " + p.identity + " has no list permission")
 	}
 	var st locktable.Stats

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/dlmhq/dlm/server/auth"
 )
 
 // Browser logins (the dashboard): EventSource cannot send an Authorization
@@ -159,6 +161,6 @@ func (s *Server) httpWhoami(w http.ResponseWriter, r *http.Request) {
 	p := s.caller(r.Context())
 	writeJSON(w, whoami{
 		Auth: s.auth.enabled(), Identity: p.identity,
-		Lock: p.prefixes(PermissionLock), List: p.prefixes(PermissionList), Admin: p.mayAny(PermissionAdmin),
+		Lock: p.prefixes(auth.PermissionLock), List: p.prefixes(auth.PermissionList), Admin: p.mayAny(auth.PermissionAdmin),
 	})
 }

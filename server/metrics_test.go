@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -121,7 +121,7 @@ func TestMetricsRaftStateApplyLatencyAndGrants(t *testing.T) {
 
 // A closed node reports the shutdown state.
 func TestMetricsRaftStateAfterClose(t *testing.T) {
-	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: cmdtest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
+	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: servertest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

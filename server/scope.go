@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/dlmhq/dlm/locktable"
+	"github.com/dlmhq/dlm/server/auth"
 )
 
 // listScope is what a caller may read of the lock table: the resources
@@ -14,14 +15,14 @@ type listScope struct {
 
 // scopeOf returns p's list scope.
 func scopeOf(p principal) listScope {
-	return listScope{prefixes: p.prefixes(PermissionList), members: p.mayAny(PermissionAdmin)}
+	return listScope{prefixes: p.prefixes(auth.PermissionList), members: p.mayAny(auth.PermissionAdmin)}
 }
 
 // all reports whether the scope covers every name.
 func (sc listScope) all() bool { return len(sc.prefixes) == 1 && sc.prefixes[0] == "" }
 
 // covers reports whether the scope covers name.
-func (sc listScope) covers(name string) bool { return coveredBy(sc.prefixes, name) }
+func (sc listScope) covers(name string) bool { return auth.Covers(sc.prefixes, name) }
 
 // resources lists the resources the scope covers whose names begin with
 // prefix, in name order, after after, at most limit (all if limit <= 0).

@@ -19,74 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/internal/devcert"
 )
-
-// testPKI is a development CA and its certificates (internal/devcert, as
-// `dlm certs` makes them) in a temporary directory.
-type testPKI struct {
-	dir string
-}
-
-// newPKI makes a CA, a server certificate for 127.0.0.1, node certificates
-// node-1 to node-5 and client certificates for clients.
-func newPKI(t testing.TB, clients ...string) *testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	_, err := devcert.Write(dir, devcert.WithHosts("127.0.0.1", "localhost"),
-		devcert.WithNodes("node-1", "node-2", "node-3", "node-4", "node-5"), devcert.WithClients(clients...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testPKI{dir: dir}
-}
-
-func (p *testPKI) path(name string) string { return filepath.Join(p.dir, name) }
-
-// serverTLS is the client ports' configuration; with mtls, client
-// certificates of this CA are required.
-func (p *testPKI) serverTLS(t testing.TB, mtls bool) *tls.Config {
-	t.Helper()
-	ca := ""
-	if mtls {
-		ca = p.path(devcert.CAFile)
-	}
-	c, err := LoadTLS(p.path(devcert.ServerFile), p.path(devcert.ServerKeyFile), ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// raftTLS is node id's Raft configuration.
-func (p *testPKI) raftTLS(t testing.TB, id string) *tls.Config {
-	t.Helper()
-	cert, key := devcert.NodeFiles(id)
-	c, err := LoadRaftTLS(p.path(cert), p.path(key), p.path(devcert.CAFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// clientTLS trusts the CA and presents client's certificate ("" for none).
-func (p *testPKI) clientTLS(t testing.TB, client string) *tls.Config {
-	t.Helper()
-	pool, err := LoadCAPool(p.path(devcert.CAFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	if client != "" {
-		cert, key := devcert.ClientFiles(client)
-		pair, err := tls.LoadX509KeyPair(p.path(cert), p.path(key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Certificates = []tls.Certificate{pair}
-	}
-	return c
-}
 
 // newToken returns a random token.
 func newToken(t testing.TB) string {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/raftnode"
 	"log/slog"
 	"net"
@@ -110,11 +111,11 @@ type Config struct {
 	// POST /v1/login; and what each identity may do is decided by Rules
 	// (PermissionDenied, 403). Without them, the server is open: anyone who
 	// can connect may do anything.
-	Tokens *Tokens
+	Tokens *auth.Tokens
 	// Rules authorize identities when authentication is on; nil grants
 	// every authenticated identity every permission (AllowAll). Setting
 	// Rules without authentication is an error.
-	Rules *Rules
+	Rules *auth.Rules
 }
 
 func (c *Config) setDefaults() {
@@ -207,9 +208,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	switch {
 	case !s.auth.enabled() && cfg.Rules != nil:
-		return nil, fmt.Errorf("%w: authorization rules without authentication (no tokens, no client CA)", ErrAuthConfig)
+		return nil, fmt.Errorf("%w: authorization rules without authentication (no tokens, no client CA)", auth.ErrAuthConfig)
 	case s.auth.enabled() && cfg.Rules == nil:
-		s.auth.rules = AllowAll()
+		s.auth.rules = auth.AllowAll()
 		s.log.Warn("dlm server: authentication without rules: every authenticated identity may do everything")
 	}
 	node, err := raftnode.Open(cfg.Node)

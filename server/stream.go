@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -94,7 +96,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		)
 	})
 	if foreign {
-		s.auth.deny(p, PermissionLock, fmt.Sprintf("(session %d)", sid))
+		s.auth.deny(p, auth.PermissionLock, fmt.Sprintf("(session %d)", sid))
 		return permissionDenied(fmt.Sprintf("session %d was opened by another identity", sid))
 	}
 	if badToken {

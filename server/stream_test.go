@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/dlmhq/dlm/server/raftnode"
 
@@ -30,7 +30,7 @@ func startServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	cfg.Node.InMemory = cfg.Node.Dir == ""
 	if cfg.Node.Raft == nil {
-		cfg.Node.Raft = cmdtest.FastRaft
+		cfg.Node.Raft = servertest.FastRaft
 	}
 	cfg.HTTPAddr = "127.0.0.1:0"
 	if cfg.SessionMargin == 0 {
@@ -502,7 +502,7 @@ func TestHTTPEndpoints(t *testing.T) {
 // Close stops every goroutine of the server, with streams open and requests
 // queued.
 func TestServerCloseLeavesNoGoroutines(t *testing.T) {
-	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: cmdtest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
+	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: servertest.FastRaft}, HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,5 +526,5 @@ func TestServerCloseLeavesNoGoroutines(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("stream after Close: %v, want Unavailable", err)
 	}
-	cmdtest.CheckNoLeaks(t)
+	servertest.CheckNoLeaks(t)
 }

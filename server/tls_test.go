@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/auth"
+
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
@@ -30,27 +32,27 @@ func httpsClient(c *tls.Config) *http.Client {
 // With TLS, only a client that trusts the server's CA gets through, on
 // both ports; a plaintext client fails.
 func TestClientTLS(t *testing.T) {
-	pki, other := newPKI(t), newPKI(t)
-	s := startServer(t, Config{TLS: pki.serverTLS(t, false)})
+	pki, other := servertest.NewPKI(t), servertest.NewPKI(t)
+	s := startServer(t, Config{TLS: pki.ServerTLS(t, false)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	if _, err := dialGRPC(t, s.Addr(), pki.clientTLS(t, "")).Status(ctx, &dlmpb.StatusRequest{}); err != nil {
+	if _, err := dialGRPC(t, s.Addr(), pki.ClientTLS(t, "")).Status(ctx, &dlmpb.StatusRequest{}); err != nil {
 		t.Fatalf("a client trusting the CA: %v", err)
 	}
 	if _, err := dialGRPC(t, s.Addr(), nil).Status(ctx, &dlmpb.StatusRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a plaintext client: %v, want Unavailable", err)
 	}
-	_, err := dialGRPC(t, s.Addr(), other.clientTLS(t, "")).Status(ctx, &dlmpb.StatusRequest{})
+	_, err := dialGRPC(t, s.Addr(), other.ClientTLS(t, "")).Status(ctx, &dlmpb.StatusRequest{})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("a client trusting another CA: %v, want a certificate error", err)
 	}
 
 	base := "https://" + s.HTTPAddr()
-	if code, _ := httpGet(t, httpsClient(pki.clientTLS(t, "")), base+"/v1/status", ""); code != http.StatusOK {
+	if code, _ := httpGet(t, httpsClient(pki.ClientTLS(t, "")), base+"/v1/status", ""); code != http.StatusOK {
 		t.Fatalf("HTTPS status: %d", code)
 	}
-	if _, err := httpsClient(other.clientTLS(t, "")).Get(base + "/healthz"); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, err := httpsClient(other.ClientTLS(t, "")).Get(base + "/healthz"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("HTTPS trusting another CA: %v", err)
 	}
 	if code, _ := httpGet(t, &http.Client{}, "http://"+s.HTTPAddr()+"/healthz", ""); code == http.StatusOK {
@@ -62,25 +64,25 @@ func TestClientTLS(t *testing.T) {
 // common name is their identity; HTTP verifies a certificate when given,
 // and wants credentials for everything but the health endpoints.
 func TestMutualTLS(t *testing.T) {
-	pki, other := newPKI(t, "alice", "bob"), newPKI(t, "alice")
-	rules, err := ParseRules(strings.NewReader("alice lock a/\nalice list a/\nbob lock *\nbob list *\n"))
+	pki, other := servertest.NewPKI(t, "alice", "bob"), servertest.NewPKI(t, "alice")
+	rules, err := auth.ParseRules(strings.NewReader("alice lock a/\nalice list a/\nbob lock *\nbob list *\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &cmdtest.LogBuffer{}
-	s := startServer(t, Config{TLS: pki.serverTLS(t, true), Rules: rules, Logger: logs.Logger()})
+	logs := &servertest.LogBuffer{}
+	s := startServer(t, Config{TLS: pki.ServerTLS(t, true), Rules: rules, Logger: logs.Logger()})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	if _, err := dialGRPC(t, s.Addr(), pki.clientTLS(t, "")).Status(ctx, &dlmpb.StatusRequest{}); status.Code(err) != codes.Unavailable {
+	if _, err := dialGRPC(t, s.Addr(), pki.ClientTLS(t, "")).Status(ctx, &dlmpb.StatusRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("without a client certificate: %v, want Unavailable (handshake refused)", err)
 	}
-	if _, err := dialGRPC(t, s.Addr(), withRoots(other.clientTLS(t, "alice"), pki)).Status(ctx, &dlmpb.StatusRequest{}); status.Code(err) != codes.Unavailable {
+	if _, err := dialGRPC(t, s.Addr(), withRoots(other.ClientTLS(t, "alice"), pki)).Status(ctx, &dlmpb.StatusRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("with alice's certificate from another CA: %v, want Unavailable (handshake refused)", err)
 	}
 
 	// bob locks a/1 and b/1 on a session opened with his certificate.
-	st, err := dialGRPC(t, s.Addr(), pki.clientTLS(t, "bob")).Session(ctx)
+	st, err := dialGRPC(t, s.Addr(), pki.ClientTLS(t, "bob")).Session(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,30 +93,30 @@ func TestMutualTLS(t *testing.T) {
 	bob.granted(bob.lock("a/1", dlmpb.Mode_MODE_EX))
 	bob.granted(bob.lock("b/1", dlmpb.Mode_MODE_EX))
 
-	resp, err := dialGRPC(t, s.Addr(), pki.clientTLS(t, "alice")).List(ctx, &dlmpb.ListRequest{})
+	resp, err := dialGRPC(t, s.Addr(), pki.ClientTLS(t, "alice")).List(ctx, &dlmpb.ListRequest{})
 	if err != nil || len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != "a/1" {
 		t.Fatalf("alice's List by certificate: %v %v", resp, err)
 	}
 
 	base := "https://" + s.HTTPAddr()
-	if code, _ := httpGet(t, httpsClient(pki.clientTLS(t, "")), base+"/readyz", ""); code != http.StatusOK {
+	if code, _ := httpGet(t, httpsClient(pki.ClientTLS(t, "")), base+"/readyz", ""); code != http.StatusOK {
 		t.Fatalf("readyz without a client certificate: %d", code)
 	}
-	if code, _ := httpGet(t, httpsClient(pki.clientTLS(t, "")), base+"/v1/resources", ""); code != http.StatusUnauthorized {
+	if code, _ := httpGet(t, httpsClient(pki.ClientTLS(t, "")), base+"/v1/resources", ""); code != http.StatusUnauthorized {
 		t.Fatalf("resources without a client certificate: %d, want 401", code)
 	}
-	if _, err := httpsClient(withRoots(other.clientTLS(t, "alice"), pki)).Get(base + "/readyz"); err == nil {
+	if _, err := httpsClient(withRoots(other.ClientTLS(t, "alice"), pki)).Get(base + "/readyz"); err == nil {
 		t.Fatal("HTTPS with a certificate of another CA was served")
 	}
-	code, body := httpGet(t, httpsClient(pki.clientTLS(t, "alice")), base+"/v1/resources", "")
+	code, body := httpGet(t, httpsClient(pki.ClientTLS(t, "alice")), base+"/v1/resources", "")
 	if code != http.StatusOK || !strings.Contains(body, `"a/1"`) || strings.Contains(body, `"b/1"`) {
 		t.Fatalf("alice's resources by certificate: %d %s", code, body)
 	}
 }
 
 // withRoots returns c trusting p's CA instead.
-func withRoots(c *tls.Config, p *testPKI) *tls.Config {
-	pool, _ := LoadCAPool(p.path(devcert.CAFile))
+func withRoots(c *tls.Config, p *servertest.PKI) *tls.Config {
+	pool, _ := auth.LoadCAPool(p.Path(devcert.CAFile))
 	c.RootCAs = pool
 	return c
 }
@@ -132,31 +134,31 @@ func slowRaft(c *raft.Config) {
 // TLS; a node whose certificate comes from another CA cannot join; normal
 // identities cannot change or list the membership.
 func TestRaftTLSCluster(t *testing.T) {
-	pki, other := newPKI(t), newPKI(t)
+	pki, other := servertest.NewPKI(t), servertest.NewPKI(t)
 	tokens := map[string]string{"ops": newToken(t), "alice": newToken(t)}
 	tokFile := writeFile(t, "tokens", "ops "+tokens["ops"]+"\nalice "+tokens["alice"]+"\n")
-	rules, err := ParseRules(strings.NewReader("ops admin *\nops list *\nalice lock *\nalice list *\n"))
+	rules, err := auth.ParseRules(strings.NewReader("ops admin *\nops list *\nalice lock *\nalice list *\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks, err := LoadTokens(tokFile)
+	toks, err := auth.LoadTokens(tokFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &cmdtest.LogBuffer{}
+	logs := &servertest.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs:\n%s", logs)
 		}
 	})
-	start := func(id string, p *testPKI, join bool) *Server {
+	start := func(id string, p *servertest.PKI, join bool) *Server {
 		t.Helper()
 		s, err := Start(Config{
-			Node:          raftnode.Config{ID: id, InMemory: true, Join: join, Raft: slowRaft, RaftTLS: p.raftTLS(t, id)},
+			Node:          raftnode.Config{ID: id, InMemory: true, Join: join, Raft: slowRaft, RaftTLS: p.RaftTLS(t, id)},
 			HTTPAddr:      "127.0.0.1:0",
 			SessionMargin: 10 * time.Millisecond,
 			Logger:        logs.Logger().With("node", id),
-			TLS:           pki.serverTLS(t, false),
+			TLS:           pki.ServerTLS(t, false),
 			Tokens:        toks,
 			Rules:         rules,
 		})
@@ -168,7 +170,7 @@ func TestRaftTLSCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin := []AdminOption{WithAdminTLS(pki.clientTLS(t, "")), WithAdminToken(tokens["ops"])}
+	admin := []AdminOption{WithAdminTLS(pki.ClientTLS(t, "")), WithAdminToken(tokens["ops"])}
 
 	n1 := start("node-1", pki, false)
 	if err := n1.WaitReady(ctx); err != nil {
@@ -202,7 +204,7 @@ func TestRaftTLSCluster(t *testing.T) {
 		})
 		sctx, scancel := context.WithCancel(ctx)
 		defer scancel()
-		st, err := dialGRPC(t, leader.Addr(), pki.clientTLS(t, "")).Session(bearer(sctx, tokens["alice"]))
+		st, err := dialGRPC(t, leader.Addr(), pki.ClientTLS(t, "")).Session(bearer(sctx, tokens["alice"]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,13 +245,13 @@ func TestRaftTLSCluster(t *testing.T) {
 	}
 
 	// Normal identities may not list or change the membership.
-	if _, err := ClusterMembers(ctx, n1.HTTPAddr(), WithAdminTLS(pki.clientTLS(t, "")), WithAdminToken(tokens["alice"])); !errors.Is(err, ErrPermissionDenied) {
+	if _, err := ClusterMembers(ctx, n1.HTTPAddr(), WithAdminTLS(pki.ClientTLS(t, "")), WithAdminToken(tokens["alice"])); !errors.Is(err, ErrPermissionDenied) {
 		t.Fatalf("alice listing members: %v, want ErrPermissionDenied", err)
 	}
-	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminTLS(pki.clientTLS(t, "")), WithAdminToken(tokens["alice"])); !errors.Is(err, ErrPermissionDenied) {
+	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminTLS(pki.ClientTLS(t, "")), WithAdminToken(tokens["alice"])); !errors.Is(err, ErrPermissionDenied) {
 		t.Fatalf("alice removing node-3: %v, want ErrPermissionDenied", err)
 	}
-	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminTLS(pki.clientTLS(t, ""))); !errors.Is(err, ErrUnauthenticated) {
+	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminTLS(pki.ClientTLS(t, ""))); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("removing node-3 without a token: %v, want ErrUnauthenticated", err)
 	}
 	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminToken(tokens["ops"])); err == nil {

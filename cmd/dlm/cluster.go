@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/server"
+	"github.com/dlmhq/dlm/server/auth"
 )
 
 const clusterUsage = `Usage:
@@ -51,7 +52,7 @@ func (f *adminFlags) options() ([]server.AdminOption, error) {
 	if f.tls || f.ca != "" || f.cert != "" {
 		c := &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.ca != "" {
-			pool, err := server.LoadCAPool(f.ca)
+			pool, err := auth.LoadCAPool(f.ca)
 			if err != nil {
 				return nil, err
 			}

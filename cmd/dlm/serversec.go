@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/server"
+	"github.com/dlmhq/dlm/server/auth"
 )
 
 // securityFlags are the TLS and authentication settings of `dlm server`.
@@ -36,8 +37,8 @@ func (f *securityFlags) register(fs *flag.FlagSet) {
 type security struct {
 	tls     *tls.Config
 	raftTLS *tls.Config
-	tokens  *server.Tokens
-	rules   *server.Rules
+	tokens  *auth.Tokens
+	rules   *auth.Rules
 	join    []server.AdminOption
 }
 
@@ -65,7 +66,7 @@ func (f *securityFlags) load(join bool) (security, error) {
 		return sec, errors.New("-join-token-file needs -join-ca: the token is only sent over TLS")
 	}
 	if f.tlsCert != "" {
-		if sec.tls, err = server.LoadTLS(f.tlsCert, f.tlsKey, f.tlsClientCA); err != nil {
+		if sec.tls, err = auth.LoadTLS(f.tlsCert, f.tlsKey, f.tlsClientCA); err != nil {
 			return sec, err
 		}
 	}
@@ -74,22 +75,22 @@ func (f *securityFlags) load(join bool) (security, error) {
 		if cert == "" {
 			cert, key = f.tlsCert, f.tlsKey
 		}
-		if sec.raftTLS, err = server.LoadRaftTLS(cert, key, f.raftCA); err != nil {
+		if sec.raftTLS, err = auth.LoadRaftTLS(cert, key, f.raftCA); err != nil {
 			return sec, err
 		}
 	}
 	if f.authTokens != "" {
-		if sec.tokens, err = server.LoadTokens(f.authTokens); err != nil {
+		if sec.tokens, err = auth.LoadTokens(f.authTokens); err != nil {
 			return sec, err
 		}
 	}
 	if f.authRules != "" {
-		if sec.rules, err = server.LoadRules(f.authRules); err != nil {
+		if sec.rules, err = auth.LoadRules(f.authRules); err != nil {
 			return sec, err
 		}
 	}
 	if f.joinCA != "" {
-		pool, err := server.LoadCAPool(f.joinCA)
+		pool, err := auth.LoadCAPool(f.joinCA)
 		if err != nil {
 			return sec, err
 		}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 )
 
 // fuzzIndex is the Raft index fuzzed entries are applied at: above every
@@ -26,12 +26,12 @@ import (
 const fuzzIndex = 100
 
 // fuzzFSM returns an FSM holding one of everything the log can create
-// (cmdtest.Populate), with cached replies.
+// (servertest.Populate), with cached replies.
 func fuzzFSM(tb testing.TB) *FSM {
 	tb.Helper()
 	f := NewFSM(locktable.Limits{})
 	var rs []Result
-	for i, b := range cmdtest.Populate() {
+	for i, b := range servertest.Populate() {
 		rs = append(rs, applyEntry(tb, f, uint64(i+1), b.GetStampUnixNano(), b.GetCommands()...)...)
 	}
 	mustOK(tb, rs...)

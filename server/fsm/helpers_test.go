@@ -7,22 +7,22 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 )
 
 // The commands the tests apply (see package cmdtest).
 var (
-	openCmd       = cmdtest.Open
-	lockCmd       = cmdtest.Lock
-	convertCmd    = cmdtest.Convert
-	releaseCmd    = cmdtest.Release
-	expireCmd     = cmdtest.Expire
-	semCmd        = cmdtest.Semaphore
-	cancelCmd     = cmdtest.Cancel
-	withWait      = cmdtest.WithWait
-	withMetadata  = cmdtest.WithMetadata
-	snapshotBytes = cmdtest.SnapshotBytes
-	memberCmd     = cmdtest.Member
+	openCmd       = servertest.Open
+	lockCmd       = servertest.Lock
+	convertCmd    = servertest.Convert
+	releaseCmd    = servertest.Release
+	expireCmd     = servertest.Expire
+	semCmd        = servertest.Semaphore
+	cancelCmd     = servertest.Cancel
+	withWait      = servertest.WithWait
+	withMetadata  = servertest.WithMetadata
+	snapshotBytes = servertest.SnapshotBytes
+	memberCmd     = servertest.Member
 )
 
 // applyEntry applies one log entry of cmds at index with the given stamp.

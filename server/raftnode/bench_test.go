@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
@@ -23,7 +23,7 @@ func BenchmarkPropose(b *testing.B) {
 	ctx := context.Background()
 	opens := make([]*dlmpb.Command, proposers)
 	for i := range opens {
-		opens[i] = cmdtest.Open(fmt.Sprint("p", i))
+		opens[i] = servertest.Open(fmt.Sprint("p", i))
 	}
 	sessions, err := n.Propose(ctx, opens...)
 	if err != nil {
@@ -37,12 +37,12 @@ func BenchmarkPropose(b *testing.B) {
 		sid := sessions[w].Session
 		res := fmt.Sprint("bench-", w)
 		for pb.Next() {
-			rs, err := n.Propose(ctx, cmdtest.Lock(sid, 0, res, dlmpb.Mode_MODE_EX))
+			rs, err := n.Propose(ctx, servertest.Lock(sid, 0, res, dlmpb.Mode_MODE_EX))
 			if err != nil || rs[0].Status != locktable.StatusGranted {
 				b.Errorf("lock: %v %+v", err, rs)
 				return
 			}
-			if _, err := n.Propose(ctx, cmdtest.Release(sid, rs[0].Lock)); err != nil {
+			if _, err := n.Propose(ctx, servertest.Release(sid, rs[0].Lock)); err != nil {
 				b.Error(err)
 				return
 			}
@@ -60,7 +60,7 @@ func BenchmarkProposeSequential(b *testing.B) {
 			n := openNode(b, cfg)
 			defer n.Close()
 			ctx := context.Background()
-			rs, err := n.Propose(ctx, cmdtest.Open("seq"))
+			rs, err := n.Propose(ctx, servertest.Open("seq"))
 			if err != nil {
 				b.Fatal(err)
 			}

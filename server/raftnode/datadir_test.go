@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"go.etcd.io/bbolt"
 )
@@ -41,11 +41,11 @@ func openAsync(t *testing.T, cfg Config) (*Node, error) {
 // naming the dir and the pid of its holder; once the first is closed, the
 // dir opens.
 func TestOpenDataDirInUse(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	dir := t.TempDir()
 	first := openNode(t, Config{Dir: dir})
 
-	second, err := openAsync(t, Config{Dir: dir, Raft: cmdtest.FastRaft})
+	second, err := openAsync(t, Config{Dir: dir, Raft: servertest.FastRaft})
 	if err == nil {
 		second.Close()
 		first.Close()
@@ -76,7 +76,7 @@ func TestOpenDataDirInUse(t *testing.T) {
 // earlier dlm without the LOCK file, a bbolt tool) fails Open within a
 // bound instead of waiting for bbolt's file lock forever.
 func TestOpenRaftLogLocked(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	dir := t.TempDir()
 	db, err := bbolt.Open(filepath.Join(dir, "raft.db"), 0o600, nil)
 	if err != nil {
@@ -84,7 +84,7 @@ func TestOpenRaftLogLocked(t *testing.T) {
 	}
 	defer db.Close()
 
-	n, err := openAsync(t, Config{Dir: dir, Raft: cmdtest.FastRaft})
+	n, err := openAsync(t, Config{Dir: dir, Raft: servertest.FastRaft})
 	if err == nil {
 		n.Close()
 		t.Fatal("a node opened a Raft log held by another")

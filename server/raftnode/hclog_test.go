@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
@@ -31,7 +31,7 @@ func (s *syncBuffer) String() string {
 // TestRaftLogsThroughSlog: Raft's hclog output reaches the node's slog
 // logger, with Raft's logger name as an attribute.
 func TestRaftLogsThroughSlog(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := openNode(t, Config{InMemory: true, Logger: logger})

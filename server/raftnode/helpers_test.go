@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 )
 
 // openNode opens a node and waits until it leads and has applied its log.
 func openNode(t testing.TB, cfg Config) *Node {
 	t.Helper()
 	if cfg.Raft == nil {
-		cfg.Raft = cmdtest.FastRaft
+		cfg.Raft = servertest.FastRaft
 	}
 	n, err := Open(cfg)
 	if err != nil {

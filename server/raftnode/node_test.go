@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/server/fsm"
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
@@ -37,20 +37,20 @@ func propose(t *testing.T, n *Node, cmds ...*dlmpb.Command) []fsm.Result {
 // sessions and locks, from a snapshot plus the log after it, and its tokens
 // keep growing.
 func TestNodeRestartDurable(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	dir := t.TempDir()
 	n := openNode(t, Config{Dir: dir})
 	addr := n.Addr()
-	rs := propose(t, n, cmdtest.Open("a"))
+	rs := propose(t, n, servertest.Open("a"))
 	sid := rs[0].Session
-	first := propose(t, n, cmdtest.Lock(sid, 1, "r1", dlmpb.Mode_MODE_EX))[0]
+	first := propose(t, n, servertest.Lock(sid, 1, "r1", dlmpb.Mode_MODE_EX))[0]
 	if first.Status != locktable.StatusGranted || first.Token < first.Index {
 		t.Fatalf("lock: %+v", first)
 	}
 	if err := n.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	second := propose(t, n, cmdtest.Lock(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0] // only in the log
+	second := propose(t, n, servertest.Lock(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0] // only in the log
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +70,10 @@ func TestNodeRestartDurable(t *testing.T) {
 		t.Fatalf("sessions after restart: %v", ss)
 	}
 	// A retry of a request sent before the restart is still deduplicated.
-	if r := propose(t, n, cmdtest.Lock(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0]; !r.Duplicate || r.Lock != second.Lock {
+	if r := propose(t, n, servertest.Lock(sid, 2, "r2", dlmpb.Mode_MODE_PR))[0]; !r.Duplicate || r.Lock != second.Lock {
 		t.Fatalf("retry after restart: %+v", r)
 	}
-	third := propose(t, n, cmdtest.Lock(sid, 3, "r3", dlmpb.Mode_MODE_EX))[0]
+	third := propose(t, n, servertest.Lock(sid, 3, "r3", dlmpb.Mode_MODE_EX))[0]
 	if third.Token <= second.Token || third.Token < third.Index {
 		t.Fatalf("token after restart %d, before %d", third.Token, second.Token)
 	}
@@ -82,9 +82,9 @@ func TestNodeRestartDurable(t *testing.T) {
 // TestNodeInMemoryForgets: an in-memory node starts empty after a restart
 // (by design: no durable log, no snapshot files).
 func TestNodeInMemoryForgets(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	n := openNode(t, Config{InMemory: true})
-	propose(t, n, cmdtest.Open("a"))
+	propose(t, n, servertest.Open("a"))
 	if len(n.FSM().Sessions()) != 1 {
 		t.Fatal("session not applied")
 	}
@@ -99,13 +99,13 @@ func TestNodeInMemoryForgets(t *testing.T) {
 // TestProposeBatching: concurrent proposals share Raft entries, every
 // caller gets its own results, and tokens follow the log.
 func TestProposeBatching(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	n := openNode(t, Config{Dir: t.TempDir()})
 	defer n.Close()
 	const workers, each = 64, 20
 	opens := make([]*dlmpb.Command, workers)
 	for w := range opens {
-		opens[w] = cmdtest.Open(fmt.Sprint("w", w))
+		opens[w] = servertest.Open(fmt.Sprint("w", w))
 	}
 	sessions := propose(t, n, opens...)
 
@@ -116,7 +116,7 @@ func TestProposeBatching(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				rs, err := n.Propose(testCtx(t), cmdtest.Lock(sessions[w].Session, uint64(i+1), fmt.Sprintf("w%d-%d", w, i), dlmpb.Mode_MODE_EX))
+				rs, err := n.Propose(testCtx(t), servertest.Lock(sessions[w].Session, uint64(i+1), fmt.Sprintf("w%d-%d", w, i), dlmpb.Mode_MODE_EX))
 				if err != nil {
 					errs <- err
 					return
@@ -153,14 +153,14 @@ func TestProposeBatching(t *testing.T) {
 
 // TestProposeErrors: context, closed node and encoding errors.
 func TestProposeErrors(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	n := openNode(t, Config{InMemory: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := n.Propose(ctx, cmdtest.Open("a")); !errors.Is(err, context.Canceled) {
+	if _, err := n.Propose(ctx, servertest.Open("a")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
-	bad := cmdtest.Lock(1, 0, "\xff\xfe", dlmpb.Mode_MODE_EX) // not UTF-8
+	bad := servertest.Lock(1, 0, "\xff\xfe", dlmpb.Mode_MODE_EX) // not UTF-8
 	if _, err := n.Propose(testCtx(t), bad); err == nil {
 		t.Fatal("invalid UTF-8 resource encoded")
 	}
@@ -170,7 +170,7 @@ func TestProposeErrors(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Propose(testCtx(t), cmdtest.Open("a")); !errors.Is(err, ErrClosed) {
+	if _, err := n.Propose(testCtx(t), servertest.Open("a")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
 	if err := n.Close(); err != nil {
@@ -184,13 +184,13 @@ func TestProposeErrors(t *testing.T) {
 // TestCloseWithProposalsInFlight: Close while proposers are busy ends every
 // call with a result or an error, and leaks nothing.
 func TestCloseWithProposalsInFlight(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	n := openNode(t, Config{Dir: t.TempDir()})
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
 			for {
-				_, err := n.Propose(context.Background(), cmdtest.Open("x"))
+				_, err := n.Propose(context.Background(), servertest.Open("x"))
 				if errors.Is(err, ErrClosed) {
 					return
 				}

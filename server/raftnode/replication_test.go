@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/hashicorp/raft"
 
@@ -22,8 +22,8 @@ import (
 // second). And a leader whose replication retries to a dead follower
 // closes promptly, leaving no goroutine behind.
 func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
-	logs := &cmdtest.LogBuffer{}
+	defer servertest.CheckNoLeaks(t)
+	logs := &servertest.LogBuffer{}
 	var peers []Peer
 	for i, a := range freeAddrs(t, 3) {
 		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: a})
@@ -59,13 +59,13 @@ func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
 	for nodes[f] == leader {
 		f++
 	}
-	sid := propose(t, leader, cmdtest.Open("a"))[0].Session
+	sid := propose(t, leader, servertest.Open("a"))[0].Session
 	awaitApplied(t, nodes[f], leader.FSM().AppliedIndex(), 5*time.Second)
 
 	closeNode(f)
 	failed := leader.retrying.failed.Load()
 	for seq, down := uint64(1), time.Now(); time.Since(down) < 1500*time.Millisecond; seq++ {
-		propose(t, leader, cmdtest.Lock(sid, seq, fmt.Sprintf("r%d", seq), dlmpb.Mode_MODE_EX))
+		propose(t, leader, servertest.Lock(sid, seq, fmt.Sprintf("r%d", seq), dlmpb.Mode_MODE_EX))
 		time.Sleep(20 * time.Millisecond)
 	}
 	target := leader.FSM().AppliedIndex()
@@ -87,7 +87,7 @@ func TestRestartedFollowerIsFedAtOnce(t *testing.T) {
 	// closes.
 	closeNode(f)
 	retries := logs.Count("retrying until it answers", "peer="+peers[f].ID)
-	propose(t, leader, cmdtest.Lock(sid, 1000, "last", dlmpb.Mode_MODE_EX))
+	propose(t, leader, servertest.Lock(sid, 1000, "last", dlmpb.Mode_MODE_EX))
 	for deadline := time.Now().Add(5 * time.Second); logs.Count("retrying until it answers", "peer="+peers[f].ID) == retries; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the leader does not retry its replication to %s", peers[f].ID)

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/server/internal/cmdtest"
+	"github.com/dlmhq/dlm/server/internal/servertest"
 )
 
 // TestWaitForLeaderHonoursContext: a node of a cluster without quorum
 // (its other voter is down) waits for a leader until its context ends,
 // then returns the context's error; a node alone finds itself the leader.
 func TestWaitForLeaderHonoursContext(t *testing.T) {
-	defer cmdtest.CheckNoLeaks(t)
+	defer servertest.CheckNoLeaks(t)
 	free := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -24,7 +24,7 @@ func TestWaitForLeaderHonoursContext(t *testing.T) {
 		return ln.Addr().String()
 	}
 	self, down := free(), free() // nothing listens at down: the other voter is down
-	n, err := Open(Config{InMemory: true, Raft: cmdtest.FastRaft, BindAddr: self,
+	n, err := Open(Config{InMemory: true, Raft: servertest.FastRaft, BindAddr: self,
 		Peers: []Peer{{ID: "node-1", Addr: self}, {ID: "node-2", Addr: down}}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,15 @@
-// Package cmdtest builds the state machine's commands for the server's
-// tests: one helper per command, so that the tests of the state machine, the
-// Raft node and the service say what they apply in one line.
-package cmdtest
+// Package servertest is what the tests of the server's layers (the state
+// machine, the Raft node, auth and the service) share: one builder per
+// command, so that a test says what it applies in one line; snapshots in
+// memory; fast Raft timeouts; a log buffer; a goroutine-leak check; and a
+// test PKI.
+package servertest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +19,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/internal/devcert"
 	"github.com/dlmhq/dlm/locktable"
+	"github.com/dlmhq/dlm/server/auth"
 )
 
 // Open is an OpenSession command with label and a 10 s TTL.
@@ -218,4 +224,71 @@ func leaked() []string {
 		}
 	}
 	return out
+}
+
+// PKI is a development CA and its certificates (internal/devcert, as
+// `dlm certs` makes them) in a temporary directory.
+type PKI struct {
+	dir string
+}
+
+// NewPKI makes a CA, a server certificate for 127.0.0.1, node certificates
+// node-1 to node-5 and client certificates for clients.
+func NewPKI(t testing.TB, clients ...string) *PKI {
+	t.Helper()
+	dir := t.TempDir()
+	_, err := devcert.Write(dir, devcert.WithHosts("127.0.0.1", "localhost"),
+		devcert.WithNodes("node-1", "node-2", "node-3", "node-4", "node-5"), devcert.WithClients(clients...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &PKI{dir: dir}
+}
+
+// Path is the file name in the PKI's directory.
+func (p *PKI) Path(name string) string { return filepath.Join(p.dir, name) }
+
+// ServerTLS is the client ports' configuration; with mtls, client
+// certificates of this CA are required.
+func (p *PKI) ServerTLS(t testing.TB, mtls bool) *tls.Config {
+	t.Helper()
+	ca := ""
+	if mtls {
+		ca = p.Path(devcert.CAFile)
+	}
+	c, err := auth.LoadTLS(p.Path(devcert.ServerFile), p.Path(devcert.ServerKeyFile), ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// RaftTLS is node id's Raft configuration.
+func (p *PKI) RaftTLS(t testing.TB, id string) *tls.Config {
+	t.Helper()
+	cert, key := devcert.NodeFiles(id)
+	c, err := auth.LoadRaftTLS(p.Path(cert), p.Path(key), p.Path(devcert.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ClientTLS trusts the CA and presents client's certificate ("" for none).
+func (p *PKI) ClientTLS(t testing.TB, client string) *tls.Config {
+	t.Helper()
+	pool, err := auth.LoadCAPool(p.Path(devcert.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if client != "" {
+		cert, key := devcert.ClientFiles(client)
+		pair, err := tls.LoadX509KeyPair(p.Path(cert), p.Path(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c
 }

@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"bufio"
@@ -8,16 +8,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // MaxRules bounds the rules of a rules file.
 const MaxRules = 10000
 
-// MaxRulePrefixBytes bounds a rule's name prefix (DefaultMaxNameLen: no
-// longer prefix could match a name).
-const MaxRulePrefixBytes = raftnode.DefaultMaxNameLen
+// MaxRulePrefixBytes bounds a rule's name prefix: the server's default
+// longest name (raftnode.DefaultMaxNameLen), so that no longer prefix could
+// match a name.
+const MaxRulePrefixBytes = 512
 
 // Permission is a right that a rule grants an identity.
 type Permission uint8
@@ -237,17 +236,17 @@ func (r *Rules) add(rule Rule) error {
 // finish merges AnyIdentity's grants into every identity's and normalizes
 // the prefix lists.
 func (r *Rules) finish() {
-	r.any.lock, r.any.list = normalizePrefixes(r.any.lock), normalizePrefixes(r.any.list)
+	r.any.lock, r.any.list = NormalizePrefixes(r.any.lock), NormalizePrefixes(r.any.list)
 	for _, g := range r.byIdentity {
-		g.lock = normalizePrefixes(append(g.lock, r.any.lock...))
-		g.list = normalizePrefixes(append(g.list, r.any.list...))
+		g.lock = NormalizePrefixes(append(g.lock, r.any.lock...))
+		g.list = NormalizePrefixes(append(g.list, r.any.list...))
 		g.admin = g.admin || r.any.admin
 	}
 }
 
-// normalizePrefixes sorts prefixes and drops those that another one
+// NormalizePrefixes sorts prefixes and drops those that another one
 // covers. The result's prefixes cover disjoint name ranges, in name order.
-func normalizePrefixes(ps []string) []string {
+func NormalizePrefixes(ps []string) []string {
 	slices.Sort(ps)
 	out := ps[:0]
 	for _, p := range ps {
@@ -275,9 +274,9 @@ func (r *Rules) Allows(identity string, p Permission, name string) bool {
 	case PermissionAdmin:
 		return g.admin
 	case PermissionLock:
-		return coveredBy(g.lock, name)
+		return Covers(g.lock, name)
 	case PermissionList:
-		return coveredBy(g.list, name)
+		return Covers(g.list, name)
 	}
 	return false
 }
@@ -296,8 +295,8 @@ func (r *Rules) Prefixes(identity string, p Permission) []string {
 	return nil
 }
 
-// coveredBy reports whether name begins with one of prefixes.
-func coveredBy(prefixes []string, name string) bool {
+// Covers reports whether name begins with one of prefixes.
+func Covers(prefixes []string, name string) bool {
 	for _, p := range prefixes {
 		if strings.HasPrefix(name, p) {
 			return true
