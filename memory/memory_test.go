@@ -23,43 +23,8 @@ func TestMutualExclusion(t *testing.T) {
 }
 
 func TestSharedReadersExclusiveWriter(t *testing.T) {
-	c, _ := newClient(t)
-	ctx := t.Context()
-	r1, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("second reader: %v", err)
-	}
-	if _, err := c.Acquire(ctx, "doc", dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("writer beside readers: %v", err)
-	}
-	got := make(chan *dlm.Lease)
-	go func() {
-		w, err := c.Acquire(ctx, "doc")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
-	r1.Release(ctx)
-	select {
-	case <-got:
-		t.Fatal("writer granted while a reader holds")
-	case <-time.After(50 * time.Millisecond):
-	}
-	// A new reader queues behind the waiting writer: no barging.
-	if _, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("reader barged past a queued writer: %v", err)
-	}
-	r2.Release(ctx)
-	w := <-got
-	if w.Token() <= r2.Token() {
-		t.Fatalf("writer token %d not above reader's %d", w.Token(), r2.Token())
-	}
-	w.Release(ctx)
+	c, s := newClient(t)
+	storetest.SharedReadersExclusiveWriter(t, c, s.Waiting, nil, true)
 }
 
 func TestConversion(t *testing.T) {

@@ -47,50 +47,7 @@ func TestLongestNameIsAccepted(t *testing.T) {
 func TestSharedReadersExclusiveWriterAndConversion(t *testing.T) {
 	c, _ := newClient(t)
 	ls := newLister(t, shared.Addr())
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t)
-	r1, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("second reader: %v", err)
-	}
-	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("writer beside readers: %v", err)
-	}
-	got := queue(t, c, name, 1)
-	if err := r1.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// EX waits for every PR: one reader left, the writer still queued.
-	if n := ls.waiting(name); n != 1 {
-		t.Fatalf("%d waiting after one reader left, want the writer", n)
-	}
-	// No barging: a new reader queues behind the writer.
-	if _, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("reader barged past a queued writer: %v", err)
-	}
-	// The last reader up-converts ahead of the queued writer? No: PR->EX
-	// waits for nobody but holders; it is granted at once, then down again.
-	if err := r2.Convert(ctx, dlm.EX); err != nil {
-		t.Fatalf("PR->EX with no other holder: %v", err)
-	}
-	if r2.Mode() != dlm.EX {
-		t.Fatalf("mode after conversion = %v", r2.Mode())
-	}
-	if err := r2.Convert(ctx, dlm.PR); err != nil {
-		t.Fatalf("EX->PR: %v", err)
-	}
-	if err := r2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w := <-got
-	if w.Token() <= r2.Token() {
-		t.Fatalf("writer's token %d is not above the reader's %d", w.Token(), r2.Token())
-	}
-	w.Release(ctx)
+	storetest.SharedReadersExclusiveWriter(t, c, ls.waiting, ls.holders, true)
 }
 
 func TestConversionDeadlockIsRefused(t *testing.T) {
