@@ -35,73 +35,11 @@ func (e *env) dir() string {
 func TestListHolderAndWaitersInOrder(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t) + "/with%/slash"
-	const ttl = 10 * time.Second
-
-	holder, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithMetadata("host-b\nline 2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, ok := storetest.Listed(t, s, name)
-	if !ok || len(r.Holders) != 1 || len(r.Waiters) != 0 {
-		t.Fatalf("listing = %+v (listed %v), want one holder and no waiter", r, ok)
-	}
-	h := r.Holders[0]
-	if !storetest.OwnerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() ||
-		h.Metadata != "host-b\nline 2" || h.TTL <= 0 || h.TTL > ttl {
-		t.Fatalf("holder = %+v, want a 32-hex owner, EX, token %d, metadata %q, TTL in (0, %s]",
-			h, holder.Token(), "host-b\nline 2", ttl)
-	}
-
-	const waiters = 3
-	leases := make(chan *dlm.Lease, waiters)
-	var order []string
-	for i := range waiters {
-		go func() {
-			l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithWait(time.Minute), dlm.WithMetadata(fmt.Sprint("waiter ", i)))
-			if err != nil {
-				t.Error(err)
-			}
-			leases <- l
-		}()
-		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = storetest.Listed(t, s, name)
-			return len(r.Waiters) == i+1
-		})
-		w := r.Waiters[i]
-		if !storetest.OwnerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Metadata != fmt.Sprint("waiter ", i) ||
-			w.Owner == h.Owner || slices.Contains(order, w.Owner) {
-			t.Fatalf("new waiter = %+v, earlier ones %q", w, order)
-		}
-		if got := storetest.WaiterOwners(r); !slices.Equal(got[:i], order) {
-			t.Fatalf("waiters = %q, want %q first", got, order)
-		}
-		order = append(order, w.Owner)
-	}
-
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next := <-leases
-	r, _ = storetest.Listed(t, s, name)
-	if got := storetest.HolderOwners(r); !slices.Equal(got, order[:1]) || r.Holders[0].Token != next.Token() {
-		t.Fatalf("after the release: %+v, want holder %s with token %d", r, order[0], next.Token())
-	}
-	if got := storetest.WaiterOwners(r); !slices.Equal(got, order[1:]) {
-		t.Fatalf("waiters after the handoff = %q, want %q", got, order[1:])
-	}
-	if err := next.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range waiters - 1 {
-		if err := (<-leases).Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if r, ok := storetest.Listed(t, s, name); ok {
-		t.Fatalf("released resource still listed: %+v", r)
-	}
+	storetest.ListQueue(t, storetest.ListedQueue{
+		Holder: c, Lister: s, Resource: storetest.Resource(t) + "/with%/slash",
+		OwnerIDs: true, Tokens: true, MaxTTL: storetest.ListTTL,
+		Metadata: "host-b\nline 2", WaiterMetadata: true,
+	})
 }
 
 func TestListModes(t *testing.T) {
@@ -147,39 +85,21 @@ func TestListPrefixEscapingAndLimit(t *testing.T) {
 	e := newEnv(t)
 	dir := e.dir()
 	c, s := e.client(etcd.WithPrefix(dir))
-	ctx := storetest.Context(t)
-	all := []string{"a", "a/b", "a/c", "a%2F", "a%", "ab", "b"}
-	for _, name := range all {
-		l, err := c.Acquire(ctx, name, dlm.WithWait(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Release(context.Background()) })
-	}
 	// Keys of other shapes under the prefix are not requests.
 	for _, k := range []string{"foreign", "/y"} {
-		if _, err := e.raw.Put(ctx, dir+k, "EX\n"); err != nil {
+		if _, err := e.raw.Put(storetest.Context(t), dir+k, "EX\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sorted := slices.Sorted(slices.Values(all))
-	for _, tc := range []struct {
-		prefix string
-		limit  int
-		want   []string
-	}{
-		{"", 100, sorted},
-		{"", 3, sorted[:3]},
-		{"a/", 100, []string{"a/b", "a/c"}},
-		{"a/", 1, []string{"a/b"}},
-		{"a%", 100, []string{"a%", "a%2F"}},
-		{"a%2", 100, []string{"a%2F"}},
-		{"c", 100, nil},
-	} {
-		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
-			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
-		}
-	}
+	storetest.ListPrefixAndLimit(t, c, s, []string{"a", "a/b", "a/c", "a%2F", "a%", "ab", "b"}, []storetest.ListQuery{
+		{Prefix: "", Limit: 100},
+		{Prefix: "", Limit: 3},
+		{Prefix: "a/", Limit: 100},
+		{Prefix: "a/", Limit: 1},
+		{Prefix: "a%", Limit: 100},
+		{Prefix: "a%2", Limit: 100},
+		{Prefix: "c", Limit: 100},
+	})
 }
 
 func TestListPages(t *testing.T) {
@@ -231,27 +151,19 @@ func TestListPages(t *testing.T) {
 func TestListErrors(t *testing.T) {
 	e := newEnv(t)
 	_, s := e.client()
-	if _, err := s.List(context.Background(), "", 0); !errors.Is(err, driver.ErrInvalid) {
-		t.Fatalf("limit 0: %v, want ErrInvalid", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := s.List(ctx, "", 10); !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("cancelled context: %v, want context.Canceled only", err)
-	}
-	// No server at the endpoint.
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))},
-		DialTimeout: time.Second,
-		Logger:      zap.NewNop(),
+	storetest.ListErrors(t, s, func() driver.Lister {
+		// No server at the endpoint.
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints:   []string{fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))},
+			DialTimeout: time.Second,
+			Logger:      zap.NewNop(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		return etcd.New(cli, etcdTimeout)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	if _, err := etcd.New(cli, etcdTimeout).List(context.Background(), "", 10); !errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("no server: %v, want ErrUnavailable", err)
-	}
 	if _, err := etcd.New(nil).List(context.Background(), "", 10); !errors.Is(err, driver.ErrInvalid) {
 		t.Fatalf("nil client: %v, want ErrInvalid", err)
 	}

@@ -1,10 +1,7 @@
 package memory_test
 
 import (
-	"context"
 	"errors"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,43 +23,8 @@ func TestMutualExclusion(t *testing.T) {
 }
 
 func TestSharedReadersExclusiveWriter(t *testing.T) {
-	c, _ := newClient(t)
-	ctx := t.Context()
-	r1, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("second reader: %v", err)
-	}
-	if _, err := c.Acquire(ctx, "doc", dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("writer beside readers: %v", err)
-	}
-	got := make(chan *dlm.Lease)
-	go func() {
-		w, err := c.Acquire(ctx, "doc")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
-	r1.Release(ctx)
-	select {
-	case <-got:
-		t.Fatal("writer granted while a reader holds")
-	case <-time.After(50 * time.Millisecond):
-	}
-	// A new reader queues behind the waiting writer: no barging.
-	if _, err := c.Acquire(ctx, "doc", dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("reader barged past a queued writer: %v", err)
-	}
-	r2.Release(ctx)
-	w := <-got
-	if w.Token() <= r2.Token() {
-		t.Fatalf("writer token %d not above reader's %d", w.Token(), r2.Token())
-	}
-	w.Release(ctx)
+	c, s := newClient(t)
+	storetest.SharedReadersExclusiveWriter(t, c, s.Waiting, nil, true)
 }
 
 func TestConversion(t *testing.T) {
@@ -89,83 +51,23 @@ func TestConversion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reader after down-conversion: %v", err)
 	}
-	// Conversion deadlock: two readers both converting to EX.
-	done := make(chan error, 1)
-	go func() { done <- l.Convert(ctx, dlm.EX) }()
-	waitQueued(t, c, func() bool { return len(done) == 0 })
-	if err := r.Convert(ctx, dlm.EX); !errors.Is(err, dlm.ErrDeadlock) {
-		t.Fatalf("second conversion = %v, want ErrDeadlock", err)
-	}
-	if r.Mode() != dlm.PR {
-		t.Fatalf("refused conversion changed the mode to %s", r.Mode())
-	}
 	r.Release(ctx)
-	if err := <-done; err != nil {
-		t.Fatalf("first conversion after the other reader left: %v", err)
-	}
-	// A conversion whose context ends is withdrawn; the lock stays.
-	other, err := c.Acquire(ctx, "q", dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine, _ := c.Acquire(ctx, "q", dlm.WithMode(dlm.PR))
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
-	defer cancel()
-	if err := mine.Convert(cctx, dlm.EX); !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("timed-out conversion = %v", err)
-	}
-	if mine.Mode() != dlm.PR {
-		t.Fatal("mode changed by a withdrawn conversion")
-	}
-	if err := other.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := mine.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l.Release(ctx)
 }
 
-// waitQueued yields until cond stops holding or the pending request has had
-// time to queue; the memory store queues synchronously, so one scheduling
-// round is enough, and cond reports a failure early.
-func waitQueued(t *testing.T, _ *dlm.Client, cond func() bool) {
-	t.Helper()
-	for range 100 {
-		runtime.Gosched()
-	}
-	if !cond() {
-		t.Fatal("the pending request ended early")
-	}
+func TestConversionDeadlockIsRefused(t *testing.T) {
+	c, s := newClient(t)
+	storetest.ConversionDeadlock(t, c, s.Waiting)
+}
+
+func TestAbandonedConversionKeepsTheOldMode(t *testing.T) {
+	c, s := newClient(t)
+	storetest.AbandonedConversionKeepsTheOldMode(t, c, s.Waiting)
 }
 
 func TestSemaphore(t *testing.T) {
 	c, _ := newClient(t)
-	ctx := t.Context()
-	var held []*dlm.Lease
-	for range 3 {
-		l, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 1), dlm.WithWait(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-	}
-	if _, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("fourth permit: %v", err)
-	}
-	if _, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(5, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrInvalid) {
-		t.Fatalf("capacity mismatch: %v", err)
-	}
-	if _, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 4)); !errors.Is(err, dlm.ErrInvalid) {
-		t.Fatalf("more permits than capacity: %v", err)
-	}
-	held[0].Release(ctx)
-	l, err := c.Acquire(ctx, "pool", dlm.WithSemaphore(3, 1), dlm.WithWait(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Convert(ctx, dlm.EX); !errors.Is(err, dlm.ErrUnsupported) {
-		t.Fatalf("Convert on a semaphore: %v", err)
-	}
+	storetest.Semaphore(t, c)
 }
 
 func TestExpiryGrantsTheNextWaiter(t *testing.T) {
@@ -228,9 +130,5 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 
 func TestLongestNameIsAccepted(t *testing.T) {
 	c, _ := newClient(t)
-	l, err := c.Acquire(t.Context(), strings.Repeat("n", dlm.MaxResourceBytes), dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("a name of MaxResourceBytes: %v", err)
-	}
-	l.Release(t.Context())
+	storetest.LongestNameAccepted(t, c)
 }

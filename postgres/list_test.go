@@ -65,77 +65,36 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 	e := newEnv(t)
 	hc, s := e.appClient("list-holder")
 	wc, _ := e.appClient("list-waiter")
-	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
 	key := postgres.KeyOf(name)
-	shown := postgres.Key(key)
-
-	holder, err := hc.Acquire(ctx, name, dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, ok := storetest.Listed(t, s, shown)
-	want := driver.HolderInfo{Owner: e.pids(key, true)[0], Mode: driver.EX, Metadata: "list-holder"}
-	if !ok || len(r.Holders) != 1 || r.Holders[0] != want || len(r.Waiters) != 0 {
-		t.Fatalf("listing of %s = %+v (listed %v), want the holder %+v alone", shown, r, ok, want)
-	}
-
-	const waiters = 3
-	leases := make(chan *dlm.Lease, waiters)
-	var order []string
-	for i := range waiters {
-		go func() {
-			l, err := wc.Acquire(ctx, name, dlm.WithWait(time.Minute))
-			if err != nil {
-				t.Error(err)
+	var waiters []string
+	storetest.ListQueue(t, storetest.ListedQueue{
+		Holder: hc, Waiters: wc, Lister: s, Resource: name,
+		// Listed by the advisory key, the pid of a backend as the owner,
+		// the application name as the metadata, no tokens or TTLs.
+		Shown: func(name string) string { return postgres.Key(postgres.KeyOf(name)) },
+		Since: true,
+		CheckHolder: func(t *testing.T, h driver.HolderInfo, _ *dlm.Lease) {
+			want := driver.HolderInfo{Owner: e.pids(key, true)[0], Mode: driver.EX, Metadata: "list-holder"}
+			if h != want {
+				t.Fatalf("holder = %+v, want %+v", h, want)
 			}
-			leases <- l
-		}()
-		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = storetest.Listed(t, s, shown)
-			return len(r.Waiters) == i+1 && !r.Waiters[i].Since.IsZero()
-		})
-		w := r.Waiters[i]
-		if w.Mode != driver.EX || w.Metadata != "list-waiter" || w.Owner == want.Owner || slices.Contains(order, w.Owner) {
-			t.Fatalf("new waiter = %+v, earlier ones %q", w, order)
-		}
-		var got []string
-		for _, w := range r.Waiters {
-			got = append(got, w.Owner)
-		}
-		if !slices.Equal(got[:i], order) {
-			t.Fatalf("waiters = %q, want %q first", got, order)
-		}
-		if since := time.Since(w.Since); since < 0 || since > time.Minute {
-			t.Fatalf("waiter since %s, %s ago", w.Since, since)
-		}
-		order = append(order, w.Owner)
-	}
-	if got := e.pids(key, false); !slices.Equal(got, slices.Sorted(slices.Values(order))) {
-		t.Fatalf("pg_locks shows the waiters %q, the listing %q", got, order)
-	}
-
-	// The server grants the first waiter; the others stay queued in order.
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next := <-leases
-	r, _ = storetest.Listed(t, s, shown)
-	if len(r.Holders) != 1 || r.Holders[0].Owner != order[0] || len(r.Waiters) != waiters-1 ||
-		r.Waiters[0].Owner != order[1] || r.Waiters[1].Owner != order[2] {
-		t.Fatalf("after the release: %+v, want holder %s and waiters %q", r, order[0], order[1:])
-	}
-	if err := next.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range waiters - 1 {
-		if err := (<-leases).Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if r, ok := storetest.Listed(t, s, shown); ok {
-		t.Fatalf("released resource still listed: %+v", r)
-	}
+		},
+		CheckWaiter: func(t *testing.T, i int, w driver.WaiterInfo) {
+			if w.Metadata != "list-waiter" {
+				t.Fatalf("waiter = %+v, want the metadata %q", w, "list-waiter")
+			}
+			if since := time.Since(w.Since); since < 0 || since > time.Minute {
+				t.Fatalf("waiter since %s, %s ago", w.Since, since)
+			}
+			waiters = append(waiters, w.Owner)
+			if i == storetest.ListQueueWaiters-1 {
+				if got := e.pids(key, false); !slices.Equal(got, slices.Sorted(slices.Values(waiters))) {
+					t.Fatalf("pg_locks shows the waiters %q, the listing %q", got, waiters)
+				}
+			}
+		},
+	})
 }
 
 func TestListSharedHoldersAndWriter(t *testing.T) {
@@ -237,31 +196,21 @@ func TestListPrefixLimitAndForeignLocks(t *testing.T) {
 func TestListErrors(t *testing.T) {
 	e := newEnv(t)
 	_, s := e.appClient("list-errors")
-	if _, err := s.List(context.Background(), "", 0); !errors.Is(err, driver.ErrInvalid) {
-		t.Fatalf("limit 0: %v, want ErrInvalid", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := s.List(ctx, "", 10); !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("cancelled context: %v, want context.Canceled only", err)
-	}
-	// A server that is not there.
-	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", testenv.FreePort(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := postgres.New(p).List(ctx, "", 10); !errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("no server: %v, want ErrUnavailable", err)
-	}
-	if _, err := postgres.New(nil).List(ctx, "", 10); !errors.Is(err, driver.ErrInvalid) {
+	storetest.ListErrors(t, s, func() driver.Lister {
+		// A server that is not there.
+		cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", testenv.FreePort(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return postgres.New(p)
+	})
+	if _, err := postgres.New(nil).List(context.Background(), "", 10); !errors.Is(err, driver.ErrInvalid) {
 		t.Fatalf("nil pool: %v, want ErrInvalid", err)
 	}
 }

@@ -18,115 +18,29 @@ import (
 func TestListHolderAndWaitersInOrder(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t)
-	const ttl = 10 * time.Second
-
-	holder, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithMetadata("host-a pid 1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, ok := storetest.Listed(t, s, name)
-	if !ok || len(r.Holders) != 1 || len(r.Waiters) != 0 {
-		t.Fatalf("listing = %+v (listed %v), want one holder and no waiter", r, ok)
-	}
-	h := r.Holders[0]
-	if !storetest.OwnerID.MatchString(h.Owner) || h.Mode != driver.EX || h.Token != holder.Token() ||
-		h.Metadata != "host-a pid 1" || h.TTL <= 0 || h.TTL > ttl {
-		t.Fatalf("holder = %+v, want a 32-hex owner, EX, token %d, metadata %q, TTL in (0, %s]",
-			h, holder.Token(), "host-a pid 1", ttl)
-	}
-
-	// Three waiters, queued one after another; each shows up at the end
-	// of the queue.
-	const waiters = 3
-	leases := make(chan *dlm.Lease, waiters)
-	var order []string
-	for i := range waiters {
-		go func() {
-			l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl), dlm.WithWait(time.Minute))
-			if err != nil {
-				t.Error(err)
-			}
-			leases <- l
-		}()
-		var r driver.ResourceInfo
-		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = storetest.Listed(t, s, name)
-			return len(r.Waiters) == i+1
-		})
-		w := r.Waiters[i]
-		if !storetest.OwnerID.MatchString(w.Owner) || w.Mode != driver.EX || w.Owner == h.Owner || slices.Contains(order, w.Owner) {
-			t.Fatalf("new waiter = %+v, earlier ones %q, holder %q", w, order, h.Owner)
-		}
-		if got := storetest.WaiterOwners(r); !slices.Equal(got[:i], order) {
-			t.Fatalf("waiters = %q, want %q first", got, order)
-		}
-		order = append(order, w.Owner)
-	}
-
-	// The release hands the lock to the first waiter; the others stay
-	// queued in order.
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next := <-leases
-	r, ok = storetest.Listed(t, s, name)
-	if !ok || len(r.Holders) != 1 || r.Holders[0].Owner != order[0] || r.Holders[0].Token != next.Token() {
-		t.Fatalf("after the release: %+v, want holder %s with token %d", r, order[0], next.Token())
-	}
-	if got := storetest.WaiterOwners(r); !slices.Equal(got, order[1:]) {
-		t.Fatalf("waiters after the handoff = %q, want %q", got, order[1:])
-	}
-	if err := next.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range waiters - 1 {
-		if err := (<-leases).Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if r, ok := storetest.Listed(t, s, name); ok {
-		t.Fatalf("released resource still listed: %+v", r)
-	}
+	storetest.ListQueue(t, storetest.ListedQueue{
+		Holder: c, Lister: s,
+		OwnerIDs: true, Tokens: true, MaxTTL: storetest.ListTTL, Metadata: "host-a pid 1",
+	})
 }
 
 func TestListPrefixEscapingAndLimit(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
-	ctx := storetest.Context(t)
 	// Glob metacharacters, braces and the escape character of hash tags.
 	all := []string{"L*x", "L1/x", "L[1]/a", "L[1]/b", "L[1]/c", `L\/d`, "L%7D/f", "L}/e", "M"}
-	for _, name := range all {
-		l, err := c.Acquire(ctx, name, dlm.WithWait(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Release(context.Background()) })
-	}
-	sorted := slices.Sorted(slices.Values(all))
-	if got := storetest.Names(storetest.List(t, s, "", 100)); !slices.Equal(got, sorted) {
-		t.Fatalf("List all = %q, want %q", got, sorted)
-	}
-	for _, tc := range []struct {
-		prefix string
-		limit  int
-		want   []string
-	}{
-		{"L[1]/", 100, []string{"L[1]/a", "L[1]/b", "L[1]/c"}},
-		{"L[1]/", 2, []string{"L[1]/a", "L[1]/b"}},
-		{"L*", 100, []string{"L*x"}},
-		{"L}", 100, []string{"L}/e"}},
-		{"L%", 100, []string{"L%7D/f"}},
-		{`L\`, 100, []string{`L\/d`}},
-		{"L", 3, sorted[:3]},
-		{"", 1, sorted[:1]},
-		{"N", 100, nil},
-	} {
-		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
-			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
-		}
-	}
+	storetest.ListPrefixAndLimit(t, c, s, all, []storetest.ListQuery{
+		{Prefix: "", Limit: 100},
+		{Prefix: "L[1]/", Limit: 100},
+		{Prefix: "L[1]/", Limit: 2},
+		{Prefix: "L*", Limit: 100},
+		{Prefix: "L}", Limit: 100},
+		{Prefix: "L%", Limit: 100},
+		{Prefix: `L\`, Limit: 100},
+		{Prefix: "L", Limit: 3},
+		{Prefix: "", Limit: 1},
+		{Prefix: "N", Limit: 100},
+	})
 }
 
 func TestListWaitersOnlyAndLapsedWaiters(t *testing.T) {
@@ -202,23 +116,15 @@ func TestListManyResources(t *testing.T) {
 func TestListErrors(t *testing.T) {
 	e := newEnv(t)
 	_, s := e.client()
-	if _, err := s.List(context.Background(), "", 0); !errors.Is(err, driver.ErrInvalid) {
-		t.Fatalf("limit 0: %v, want ErrInvalid", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := s.List(ctx, "", 10); !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("cancelled context: %v, want context.Canceled only", err)
-	}
-	e.srv.Kill()
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := s.List(ctx, "", 10); !errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("server down: %v, want ErrUnavailable", err)
-	}
+	storetest.ListErrors(t, s, func() driver.Lister {
+		e.srv.Kill()
+		return s
+	})
 	rdb := goredis.NewClient(&goredis.Options{Addr: e.srv.Addr()})
 	defer rdb.Close()
 	bad := redis.New(rdb, redis.WithPrefix("a{"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if _, err := bad.List(ctx, "", 10); !errors.Is(err, driver.ErrInvalid) {
 		t.Fatalf("bad prefix: %v, want ErrInvalid", err)
 	}

@@ -100,32 +100,14 @@ func TestListQuorumOnly(t *testing.T) {
 func TestListPrefixAndLimit(t *testing.T) {
 	e := newEnv(t)
 	c, s := e.client()
-	ctx := storetest.Context(t)
-	all := []string{"a[1]/x", "a[1]/y", "a[1]/z", "a1/x", "a*", "b"}
-	for _, name := range all {
-		l, err := c.Acquire(ctx, name, dlm.WithWait(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Release(context.Background()) })
-	}
-	sorted := slices.Sorted(slices.Values(all))
-	for _, tc := range []struct {
-		prefix string
-		limit  int
-		want   []string
-	}{
-		{"", 100, sorted},
-		{"", 2, sorted[:2]},
-		{"a[1]/", 100, []string{"a[1]/x", "a[1]/y", "a[1]/z"}},
-		{"a[1]/", 2, []string{"a[1]/x", "a[1]/y"}},
-		{"a*", 100, []string{"a*"}},
-		{"c", 100, nil},
-	} {
-		if got := storetest.Names(storetest.List(t, s, tc.prefix, tc.limit)); !slices.Equal(got, tc.want) {
-			t.Errorf("List(%q, %d) = %q, want %q", tc.prefix, tc.limit, got, tc.want)
-		}
-	}
+	storetest.ListPrefixAndLimit(t, c, s, []string{"a[1]/x", "a[1]/y", "a[1]/z", "a1/x", "a*", "b"}, []storetest.ListQuery{
+		{Prefix: "", Limit: 100},
+		{Prefix: "", Limit: 2},
+		{Prefix: "a[1]/", Limit: 100},
+		{Prefix: "a[1]/", Limit: 2},
+		{Prefix: "a*", Limit: 100},
+		{Prefix: "c", Limit: 100},
+	})
 }
 
 func TestListNodesDown(t *testing.T) {
@@ -180,15 +162,8 @@ func TestListNodeTimeout(t *testing.T) {
 
 func TestListErrors(t *testing.T) {
 	e := newEnv(t)
-	s := e.store()
-	if _, err := s.List(context.Background(), "", -1); !errors.Is(err, driver.ErrInvalid) {
-		t.Fatalf("limit -1: %v, want ErrInvalid", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := s.List(ctx, "", 10); !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("cancelled context: %v, want context.Canceled only", err)
-	}
+	// Nodes down are TestListNodesDown's.
+	storetest.ListErrors(t, e.store(), nil)
 	if _, err := redlock.New(nil).List(context.Background(), "", 10); !errors.Is(err, driver.ErrInvalid) {
 		t.Fatalf("no clients: %v, want ErrInvalid", err)
 	}

@@ -23,144 +23,29 @@ func id(session, owner string) string { return session + "/" + owner }
 func TestListHolderAndWaitersInOrder(t *testing.T) {
 	hc, hs := newClient(t)
 	wc, ws := newClient(t)
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t)
 	start := time.Now()
-
-	holder, err := hc.Acquire(ctx, name, dlm.WithMetadata("host-c pid 3"), dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, ok := storetest.Listed(t, ws, name)
-	if !ok || len(r.Holders) != 1 || len(r.Waiters) != 0 || r.Capacity != 0 {
-		t.Fatalf("listing = %+v (listed %v), want one holder and no waiter", r, ok)
-	}
-	h := r.Holders[0]
-	if h.Session != strconv.FormatUint(hs.Session(), 10) || h.Owner == "" || h.Mode != driver.EX ||
-		h.Token != holder.Token() || h.Metadata != "host-c pid 3" ||
-		h.TTL <= 0 || h.TTL > remote.DefaultSessionTTL+time.Second || // the session's time left; +1s: the leader's margin
-		h.Since.Before(start.Add(-time.Second)) || h.Since.After(time.Now().Add(time.Second)) {
-		t.Fatalf("holder = %+v, want session %d, EX, token %d, metadata %q, the session's TTL left, granted since %s",
-			h, hs.Session(), holder.Token(), "host-c pid 3", start)
-	}
-
-	const waiters = 3
-	leases := make(chan *dlm.Lease, waiters)
-	var order []string
-	for i := range waiters {
-		go func() {
-			l, err := wc.Acquire(ctx, name, dlm.WithMetadata(fmt.Sprint("waiter ", i)))
-			if err != nil {
-				t.Error(err)
+	storetest.ListQueue(t, storetest.ListedQueue{
+		Holder: hc, Waiters: wc, Lister: ws, ID: id,
+		Tokens: true, Since: true, Metadata: "host-c pid 3", WaiterMetadata: true,
+		// The session's time left; +1s: the leader's margin.
+		MaxTTL: remote.DefaultSessionTTL + time.Second,
+		CheckHolder: func(t *testing.T, h driver.HolderInfo, _ *dlm.Lease) {
+			if h.Session != strconv.FormatUint(hs.Session(), 10) || h.Owner == "" ||
+				h.Since.Before(start.Add(-time.Second)) || h.Since.After(time.Now().Add(time.Second)) {
+				t.Fatalf("holder = %+v, want session %d, granted since %s", h, hs.Session(), start)
 			}
-			leases <- l
-		}()
-		storetest.Await(t, 10*time.Second, "waiter queued", func() bool {
-			r, _ = storetest.Listed(t, ws, name)
-			return len(r.Waiters) == i+1
-		})
-		w := r.Waiters[i]
-		if w.Session != strconv.FormatUint(ws.Session(), 10) || w.Mode != driver.EX || w.Conversion ||
-			w.Metadata != fmt.Sprint("waiter ", i) || w.Since.IsZero() || slices.Contains(order, id(w.Session, w.Owner)) {
-			t.Fatalf("new waiter = %+v, earlier ones %q", w, order)
-		}
-		for j, w := range r.Waiters[:i] {
-			if id(w.Session, w.Owner) != order[j] {
-				t.Fatalf("waiters = %+v, want %q first", r.Waiters, order)
+		},
+		CheckWaiter: func(t *testing.T, _ int, w driver.WaiterInfo) {
+			if w.Session != strconv.FormatUint(ws.Session(), 10) {
+				t.Fatalf("waiter = %+v, want session %d", w, ws.Session())
 			}
-		}
-		order = append(order, id(w.Session, w.Owner))
-	}
-
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next := <-leases
-	r, _ = storetest.Listed(t, ws, name)
-	if len(r.Holders) != 1 || id(r.Holders[0].Session, r.Holders[0].Owner) != order[0] ||
-		r.Holders[0].Token != next.Token() || r.Holders[0].Metadata != "waiter 0" || len(r.Waiters) != waiters-1 {
-		t.Fatalf("after the release: %+v, want holder %s with token %d", r, order[0], next.Token())
-	}
-	for j, w := range r.Waiters {
-		if id(w.Session, w.Owner) != order[j+1] {
-			t.Fatalf("waiters after the handoff = %+v, want %q", r.Waiters, order[1:])
-		}
-	}
-	if err := next.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range waiters - 1 {
-		if err := (<-leases).Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if r, ok := storetest.Listed(t, ws, name); ok {
-		t.Fatalf("released resource still listed: %+v", r)
-	}
+		},
+	})
 }
 
 func TestListConversionAndSemaphore(t *testing.T) {
 	c, s := newClient(t)
-	ctx := storetest.Context(t)
-	doc := storetest.Resource(t)
-	r1, err := c.Acquire(ctx, doc, dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r1.Release(ctx)
-	r2, err := c.Acquire(ctx, doc, dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Release(ctx)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	converted := make(chan error, 1)
-	go func() { converted <- r1.Convert(cctx, dlm.EX) }() // waits for r2
-	var r driver.ResourceInfo
-	storetest.Await(t, 10*time.Second, "conversion queued", func() bool {
-		r, _ = storetest.Listed(t, s, doc)
-		return len(r.Waiters) == 1
-	})
-	if len(r.Holders) != 2 || r.Holders[0].Mode != driver.PR || r.Holders[1].Mode != driver.PR ||
-		r.Holders[0].Token != r1.Token() || r.Holders[1].Token != r2.Token() {
-		t.Fatalf("holders = %+v, want the two readers", r.Holders)
-	}
-	if w := r.Waiters[0]; !w.Conversion || w.Mode != driver.EX || id(w.Session, w.Owner) != id(r.Holders[0].Session, r.Holders[0].Owner) {
-		t.Fatalf("waiter = %+v, want the first reader converting to EX", w)
-	}
-	cancel()
-	if err := <-converted; err == nil {
-		t.Fatal("converted beside another reader")
-	}
-
-	slots := storetest.Resource(t)
-	for _, n := range []int{2, 1} {
-		l, err := c.Acquire(ctx, slots, dlm.WithSemaphore(3, n), dlm.WithWait(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Release(ctx)
-	}
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	waited := make(chan *dlm.Lease, 1)
-	go func() {
-		l, _ := c.Acquire(wctx, slots, dlm.WithSemaphore(3, 2)) // ends with wcancel
-		waited <- l
-	}()
-	storetest.Await(t, 10*time.Second, "semaphore request queued", func() bool {
-		r, _ = storetest.Listed(t, s, slots)
-		return len(r.Waiters) == 1
-	})
-	if r.Capacity != 3 || len(r.Holders) != 2 || r.Holders[0].Permits != 2 || r.Holders[1].Permits != 1 ||
-		r.Holders[0].Mode != 0 || r.Waiters[0].Permits != 2 || r.Waiters[0].Conversion {
-		t.Fatalf("semaphore = %+v, want capacity 3, holders of 2 and 1 permits, a waiter for 2", r)
-	}
-	wcancel()
-	if l := <-waited; l != nil {
-		t.Fatal("granted 2 of 3 permits beside 3 held")
-	}
+	storetest.ListConversionAndSemaphore(t, c, s, id)
 }
 
 func TestListPrefixAndPages(t *testing.T) {
@@ -238,16 +123,22 @@ func TestStatus(t *testing.T) {
 	}
 }
 
-func TestListAndStatusErrors(t *testing.T) {
+func TestListErrors(t *testing.T) {
 	s := dial(t, shared.Addr())
-	if _, err := s.List(context.Background(), "", 0); !errors.Is(err, driver.ErrInvalid) {
-		t.Fatalf("limit 0: %v, want ErrInvalid", err)
-	}
+	storetest.ListErrors(t, s, func() driver.Lister {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestStatusErrors(t *testing.T) {
+	s := dial(t, shared.Addr())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.List(ctx, "", 10); !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("List on a cancelled context: %v, want context.Canceled only", err)
-	}
 	if _, err := s.Status(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("Status on a cancelled context: %v, want context.Canceled only", err)
 	}
@@ -255,9 +146,6 @@ func TestListAndStatusErrors(t *testing.T) {
 	defer cancel()
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := s.List(ctx, "", 10); !errors.Is(err, driver.ErrUnavailable) {
-		t.Fatalf("List on a closed store: %v, want ErrUnavailable", err)
 	}
 	if _, err := s.Status(ctx); !errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("Status on a closed store: %v, want ErrUnavailable", err)

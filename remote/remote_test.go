@@ -3,7 +3,6 @@ package remote_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,117 +41,23 @@ func TestBadInput(t *testing.T) {
 
 func TestLongestNameIsAccepted(t *testing.T) {
 	c, _ := newClient(t)
-	l, err := c.Acquire(t.Context(), strings.Repeat("n", dlm.MaxResourceBytes), dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("a name of MaxResourceBytes: %v", err)
-	}
-	l.Release(t.Context())
+	storetest.LongestNameAccepted(t, c)
 }
 
 func TestSharedReadersExclusiveWriterAndConversion(t *testing.T) {
 	c, _ := newClient(t)
 	ls := newLister(t, shared.Addr())
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t)
-	r1, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("second reader: %v", err)
-	}
-	if _, err := c.Acquire(ctx, name, dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("writer beside readers: %v", err)
-	}
-	got := queue(t, c, name, 1)
-	if err := r1.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// EX waits for every PR: one reader left, the writer still queued.
-	if n := ls.waiting(name); n != 1 {
-		t.Fatalf("%d waiting after one reader left, want the writer", n)
-	}
-	// No barging: a new reader queues behind the writer.
-	if _, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("reader barged past a queued writer: %v", err)
-	}
-	// The last reader up-converts ahead of the queued writer? No: PR->EX
-	// waits for nobody but holders; it is granted at once, then down again.
-	if err := r2.Convert(ctx, dlm.EX); err != nil {
-		t.Fatalf("PR->EX with no other holder: %v", err)
-	}
-	if r2.Mode() != dlm.EX {
-		t.Fatalf("mode after conversion = %v", r2.Mode())
-	}
-	if err := r2.Convert(ctx, dlm.PR); err != nil {
-		t.Fatalf("EX->PR: %v", err)
-	}
-	if err := r2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w := <-got
-	if w.Token() <= r2.Token() {
-		t.Fatalf("writer's token %d is not above the reader's %d", w.Token(), r2.Token())
-	}
-	w.Release(ctx)
+	storetest.SharedReadersExclusiveWriter(t, c, ls.waiting, ls.holders, true)
 }
 
 func TestConversionDeadlockIsRefused(t *testing.T) {
 	c, _ := newClient(t)
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t)
-	a, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan error, 1)
-	go func() { first <- a.Convert(ctx, dlm.EX) }()
-	storetest.Await(t, 5*time.Second, "first conversion queued", func() bool {
-		return newLister(t, shared.Addr()).waiting(name) == 1
-	})
-	if err := b.Convert(ctx, dlm.EX); !errors.Is(err, dlm.ErrDeadlock) {
-		t.Fatalf("second PR->EX = %v, want ErrDeadlock", err)
-	}
-	if err := b.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("first conversion after the other reader left: %v", err)
-	}
-	a.Release(ctx)
+	storetest.ConversionDeadlock(t, c, newLister(t, shared.Addr()).waiting)
 }
 
 func TestSemaphore(t *testing.T) {
 	c, _ := newClient(t)
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t)
-	var held []*dlm.Lease
-	for range 3 {
-		l, err := c.Acquire(ctx, name, dlm.WithSemaphore(3, 1), dlm.WithWait(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-	}
-	if _, err := c.Acquire(ctx, name, dlm.WithSemaphore(3, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrNotAcquired) {
-		t.Fatalf("fourth permit of three: %v", err)
-	}
-	if _, err := c.Acquire(ctx, name, dlm.WithSemaphore(5, 1), dlm.WithWait(0)); !errors.Is(err, dlm.ErrInvalid) {
-		t.Fatalf("another capacity: %v, want ErrInvalid", err)
-	}
-	held[0].Release(ctx)
-	l, err := c.Acquire(ctx, name, dlm.WithSemaphore(3, 1), dlm.WithWait(0))
-	if err != nil {
-		t.Fatalf("permit after a release: %v", err)
-	}
-	for _, h := range append(held[1:], l) {
-		h.Release(ctx)
-	}
+	storetest.Semaphore(t, c)
 }
 
 // The gap from a release to the next grant is a push, not a poll: with a
@@ -433,32 +338,7 @@ func TestDownConversionIsNotAbandoned(t *testing.T) {
 // mode, in the server as in the lease; releasing it frees the resource.
 func TestAbandonedConversionKeepsTheOldMode(t *testing.T) {
 	c, _ := newClient(t)
-	ls := newLister(t, shared.Addr())
-	ctx := storetest.Context(t)
-	name := storetest.Resource(t)
-	a, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	if err := a.Convert(wait, dlm.EX); !errors.Is(err, dlm.ErrNotAcquired) && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("PR->EX behind another reader: %v", err)
-	}
-	storetest.Await(t, 5*time.Second, "conversion withdrawn", func() bool { return ls.waiting(name) == 0 })
-	if a.Mode() != dlm.PR {
-		t.Fatalf("mode %v after a given-up conversion", a.Mode())
-	}
-	for _, l := range []*dlm.Lease{a, b} {
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("release: %v", err)
-		}
-	}
-	storetest.Free(t, c, name, "both readers released")
+	storetest.AbandonedConversionKeepsTheOldMode(t, c, newLister(t, shared.Addr()).waiting)
 }
 
 // Releases made while the server is down wait for the reconnect and are

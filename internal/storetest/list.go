@@ -45,21 +45,3 @@ func Names(infos []driver.ResourceInfo) []string {
 	}
 	return out
 }
-
-// HolderOwners returns the owners of a resource's holders, in order.
-func HolderOwners(r driver.ResourceInfo) []string {
-	var out []string
-	for _, h := range r.Holders {
-		out = append(out, h.Owner)
-	}
-	return out
-}
-
-// WaiterOwners returns the owners of a resource's waiters, in order.
-func WaiterOwners(r driver.ResourceInfo) []string {
-	var out []string
-	for _, w := range r.Waiters {
-		out = append(out, w.Owner)
-	}
-	return out
-}

@@ -426,3 +426,17 @@ func UnavailableIsNotContention(t *testing.T, c *dlm.Client) {
 		t.Fatalf("no wait on a dead server = %v, want it to say for how long the store was unreachable", err)
 	}
 }
+
+// LongestNameAccepted checks that a name of dlm.MaxResourceBytes, the
+// longest BadInput does not refuse, is locked and released.
+func LongestNameAccepted(t *testing.T, c *dlm.Client) {
+	t.Helper()
+	ctx := Context(t)
+	l, err := c.Acquire(ctx, strings.Repeat("n", dlm.MaxResourceBytes), dlm.WithWait(0))
+	if err != nil {
+		t.Fatalf("a name of MaxResourceBytes: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
