@@ -3,7 +3,10 @@ package driver
 import "errors"
 
 // Errors a store returns. Package dlm re-exports the ones users see, so a
-// caller matches them with errors.Is against either package's names.
+// caller matches them with errors.Is against either package's names. They
+// are the one vocabulary of the project: the lock table's errors (package
+// locktable) match the one they mean, and the dlm server's client (package
+// remote) maps the server's refusal reasons onto them.
 var (
 	// ErrTaken means the lock is held by another owner (or, with queueing,
 	// others are ahead): contention, not failure.
@@ -12,7 +15,8 @@ var (
 	// caller (it expired, or another owner holds it).
 	ErrNotHeld = errors.New("dlm: lock not held")
 	// ErrUnavailable means the store could not be reached or could not
-	// decide, for example without a quorum. It is never used for contention.
+	// decide, for example without a quorum, or reached a configured limit
+	// that released locks may lift. It is never used for contention.
 	ErrUnavailable = errors.New("dlm: lock store unavailable")
 	// ErrUnsupported means the store cannot do what was asked, such as a lock
 	// mode it has no equivalent for.

@@ -1,6 +1,10 @@
 package locktable
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dlmhq/dlm/driver"
+)
 
 // Lock asks for a new lock on resource req.Resource in mode req.Mode. It is
 // granted at once (StatusGranted, with its token) only if the mode is
@@ -124,7 +128,7 @@ func (t *Table) checkWait(r *resource, flags Flags, deadline int64) error {
 }
 
 // grantNow creates a lock and grants it at once.
-func (t *Table) grantNow(s *session, owner OwnerID, r *resource, m Mode, permits uint32) Result {
+func (t *Table) grantNow(s *session, owner OwnerID, r *resource, m driver.Mode, permits uint32) Result {
 	l := t.newLock(s, owner, r, permits)
 	l.want = m
 	t.grant(l)
@@ -133,7 +137,7 @@ func (t *Table) grantNow(s *session, owner OwnerID, r *resource, m Mode, permits
 }
 
 // queueNew creates a request at the tail of r's wait queue.
-func (t *Table) queueNew(s *session, owner OwnerID, r *resource, m Mode, permits uint32, deadline int64) Result {
+func (t *Table) queueNew(s *session, owner OwnerID, r *resource, m driver.Mode, permits uint32, deadline int64) Result {
 	l := t.newLock(s, owner, r, permits)
 	l.state, l.want = stateWaiting, m
 	t.enqueue(l, deadline)

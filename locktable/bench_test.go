@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // liveTable returns a table with default limits where holder sessions
@@ -20,7 +22,7 @@ func liveTable(tb testing.TB, n int) (*Table, []string) {
 			t.OpenSession(Stamp{}, holder, "holder")
 		}
 		names[i] = "resource/" + strconv.Itoa(i)
-		if _, err := t.Lock(Stamp{}, LockRequest{Session: holder, Resource: names[i], Mode: PR}); err != nil {
+		if _, err := t.Lock(Stamp{}, LockRequest{Session: holder, Resource: names[i], Mode: driver.PR}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -41,7 +43,7 @@ func BenchmarkGrantRelease(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				st := Stamp{Index: uint64(i), Now: int64(i)}
-				r, err := t.Lock(st, LockRequest{Session: 2, Resource: names[i%n], Mode: PR})
+				r, err := t.Lock(st, LockRequest{Session: 2, Resource: names[i%n], Mode: driver.PR})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -67,7 +69,7 @@ func BenchmarkGrantReleaseFresh(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				st := Stamp{Index: uint64(i), Now: int64(i)}
-				r, err := t.Lock(st, LockRequest{Session: 2, Resource: fresh[i%n], Mode: EX})
+				r, err := t.Lock(st, LockRequest{Session: 2, Resource: fresh[i%n], Mode: driver.EX})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -84,14 +86,14 @@ func BenchmarkHandoff(b *testing.B) {
 	t := New(Limits{})
 	t.OpenSession(Stamp{}, 1, "")
 	t.OpenSession(Stamp{}, 2, "")
-	r, _ := t.Lock(Stamp{}, LockRequest{Session: 1, Resource: "x", Mode: EX})
+	r, _ := t.Lock(Stamp{}, LockRequest{Session: 1, Resource: "x", Mode: driver.EX})
 	held, holder := r.Lock, SessionID(1)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		st := Stamp{Index: uint64(i)}
 		other := 3 - holder
-		q, err := t.Lock(st, LockRequest{Session: other, Resource: "x", Mode: EX})
+		q, err := t.Lock(st, LockRequest{Session: other, Resource: "x", Mode: driver.EX})
 		if err != nil || q.Status != StatusQueued {
 			b.Fatal(err)
 		}
@@ -122,7 +124,7 @@ func heldLockBytes(tb testing.TB, n int) float64 {
 	t.OpenSession(Stamp{}, 1, "")
 	for i := range n {
 		name := fmt.Sprintf("resource/%08d", i)
-		if _, err := t.Lock(Stamp{Index: uint64(i)}, LockRequest{Session: 1, Owner: OwnerID(i), Resource: name, Mode: EX}); err != nil {
+		if _, err := t.Lock(Stamp{Index: uint64(i)}, LockRequest{Session: 1, Owner: OwnerID(i), Resource: name, Mode: driver.EX}); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -1,16 +1,20 @@
 package locktable
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dlmhq/dlm/driver"
+)
 
 func TestWaitTimeouts(t *testing.T) {
 	h := newTest(t, 4, Limits{})
-	a := h.grantedLock(1, "x", PR)
+	a := h.grantedLock(1, "x", driver.PR)
 	if _, ok := h.t.NextDeadline(); ok {
 		t.Fatal("deadline with nothing queued")
 	}
-	b := wantStatus(t, h.lock(LockRequest{Session: 2, Resource: "x", Mode: EX, Deadline: 100}), StatusQueued)
-	c := wantStatus(t, h.lock(LockRequest{Session: 3, Resource: "x", Mode: PW, Deadline: 50}), StatusQueued)
-	h.queuedLock(4, "x", PR) // behind B, no deadline
+	b := wantStatus(t, h.lock(LockRequest{Session: 2, Resource: "x", Mode: driver.EX, Deadline: 100}), StatusQueued)
+	c := wantStatus(t, h.lock(LockRequest{Session: 3, Resource: "x", Mode: driver.PW, Deadline: 50}), StatusQueued)
+	h.queuedLock(4, "x", driver.PR) // behind B, no deadline
 	if d, ok := h.t.NextDeadline(); !ok || d != 50 {
 		t.Fatalf("NextDeadline = %d, %v", d, ok)
 	}
@@ -32,11 +36,11 @@ func TestWaitTimeouts(t *testing.T) {
 
 func TestConversionTimeout(t *testing.T) {
 	h := newTest(t, 2, Limits{})
-	a := h.grantedLock(1, "x", PR)
-	h.grantedLock(2, "x", PR)
-	wantStatus(t, h.convert(ConvertRequest{Session: 1, Lock: a, Mode: EX, Deadline: 10}), StatusQueued)
+	a := h.grantedLock(1, "x", driver.PR)
+	h.grantedLock(2, "x", driver.PR)
+	wantStatus(t, h.convert(ConvertRequest{Session: 1, Lock: a, Mode: driver.EX, Deadline: 10}), StatusQueued)
 	wantEvents(t, h.advance(10), "TimedOut#1 conv")
-	if st, m := h.state(a); st != LockGranted || m != PR {
+	if st, m := h.state(a); st != LockGranted || m != driver.PR {
 		t.Fatalf("timed-out conversion left %v %v", st, m)
 	}
 }
@@ -45,9 +49,9 @@ func TestConversionTimeout(t *testing.T) {
 // Advance was not called.
 func TestLazyTimeout(t *testing.T) {
 	h := newTest(t, 3, Limits{})
-	a := h.grantedLock(1, "x", EX)
-	wantStatus(t, h.lock(LockRequest{Session: 2, Resource: "x", Mode: EX, Deadline: 10}), StatusQueued)
-	h.queuedLock(3, "x", EX)
+	a := h.grantedLock(1, "x", driver.EX)
+	wantStatus(t, h.lock(LockRequest{Session: 2, Resource: "x", Mode: driver.EX, Deadline: 10}), StatusQueued)
+	h.queuedLock(3, "x", driver.EX)
 	h.now = 20
 	wantEvents(t, h.release(1, a), "Released#1", "TimedOut#2", "Granted#3 EX")
 }
@@ -60,7 +64,7 @@ func TestClockNeverGoesBack(t *testing.T) {
 	if tb.Now() != 100 {
 		t.Fatalf("clock went back to %d", tb.Now())
 	}
-	r, err := tb.Lock(Stamp{Now: 60}, LockRequest{Session: 1, Resource: "x", Mode: EX})
+	r, err := tb.Lock(Stamp{Now: 60}, LockRequest{Session: 1, Resource: "x", Mode: driver.EX})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,7 @@
 package locktable
 
+import "github.com/dlmhq/dlm/driver"
+
 // Deadlock detection.
 //
 // The wait-for graph has two kinds of nodes: owners (session, owner id) and
@@ -89,7 +91,7 @@ func (t *Table) newSearch() search {
 
 // newRequestDeadlocks reports whether queueing a new request of owner k on
 // r, for mode want (locks) or permits (semaphores), would close a cycle.
-func (t *Table) newRequestDeadlocks(r *resource, k ownerKey, want Mode, permits uint32) bool {
+func (t *Table) newRequestDeadlocks(r *resource, k ownerKey, want driver.Mode, permits uint32) bool {
 	s := t.newSearch()
 	s.goal, s.hasGoal = k, true
 	var pred *lock
@@ -105,7 +107,7 @@ func (t *Table) newRequestDeadlocks(r *resource, k ownerKey, want Mode, permits 
 // conversionDeadlocks reports whether queueing the conversion of granted
 // lock l to mode want would close a cycle. Besides the owner, the head of
 // the wait queue is a goal: once l is queued it waits on l.
-func (t *Table) conversionDeadlocks(l *lock, want Mode) bool {
+func (t *Table) conversionDeadlocks(l *lock, want driver.Mode) bool {
 	s := t.newSearch()
 	s.goal, s.hasGoal = l.key(), true
 	r := l.res
@@ -122,7 +124,7 @@ func (t *Table) conversionDeadlocks(l *lock, want Mode) bool {
 // inPlaceDeadlocks reports whether granting lock l the mode m in place
 // would close a cycle: the queued requests of its resource that m blocks
 // would wait on l's owner, so that owner must not wait on any of them.
-func (t *Table) inPlaceDeadlocks(l *lock, m Mode) bool {
+func (t *Table) inPlaceDeadlocks(l *lock, m driver.Mode) bool {
 	r := l.res
 	if r.q == nil {
 		return false
@@ -135,7 +137,7 @@ func (t *Table) inPlaceDeadlocks(l *lock, m Mode) bool {
 	goals := false
 	for _, ls := range [2]*lockList{&r.q.conv, &r.q.wait} {
 		for p := ls.head; p != nil; p = p.link[linkQueue].next {
-			if !compatible[m][p.want] {
+			if !compatible(m, p.want) {
 				p.visit = s.mark + 1
 				goals = true
 			}
@@ -174,7 +176,7 @@ func (s *search) run() bool {
 // follow expands the edges of a request on r: to the owners of the granted
 // locks it waits on (self, its own lock, excluded), and to pred, the
 // request ahead of it.
-func (s *search) follow(r *resource, self *lock, want Mode, permits uint32, pred *lock) bool {
+func (s *search) follow(r *resource, self *lock, want driver.Mode, permits uint32, pred *lock) bool {
 	if s.scanHolders(r, self, want) {
 		for g := r.granted.head; g != nil && s.budget >= 0; g = g.link[linkGranted].next {
 			s.budget--
@@ -183,7 +185,7 @@ func (s *search) follow(r *resource, self *lock, want Mode, permits uint32, pred
 			}
 			var blocks bool
 			if r.kind == KindLock {
-				blocks = !compatible[g.mode][want]
+				blocks = !compatible(g.mode, want)
 			} else {
 				blocks = g.permits > r.capacity-permits
 			}
@@ -198,7 +200,7 @@ func (s *search) follow(r *resource, self *lock, want Mode, permits uint32, pred
 // scanHolders reports whether the holders of r must be scanned for a
 // request for want. New requests for the same mode on the same resource
 // wait on the same holders, so they are scanned once per search.
-func (s *search) scanHolders(r *resource, self *lock, want Mode) bool {
+func (s *search) scanHolders(r *resource, self *lock, want driver.Mode) bool {
 	if r.kind != KindLock {
 		return true
 	}

@@ -11,10 +11,11 @@
 // # Locks
 //
 // A resource is a name (at most Limits.MaxNameLen bytes). It is either a
-// lock resource, locked in the six DLM modes NL, CR, CW, PR, PW and EX (see
-// Compatible for the matrix), or a semaphore with a fixed number of permits
-// (AcquirePermits). A resource exists only while it has a granted lock or a
-// queued request; an idle one is deleted and takes no memory.
+// lock resource, locked in the six DLM modes NL, CR, CW, PR, PW and EX of
+// package driver (see driver.Compatible for the matrix), or a semaphore
+// with a fixed number of permits (AcquirePermits). A resource exists only
+// while it has a granted lock or a queued request; an idle one is deleted
+// and takes no memory.
 //
 // Each resource has a granted set, a conversion queue and a wait queue:
 //

@@ -1,6 +1,10 @@
 package locktable
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dlmhq/dlm/driver"
+)
 
 // EventKind says what an Event reports.
 type EventKind uint8
@@ -99,7 +103,7 @@ type Event struct {
 	// Mode depends on Kind: the granted mode (Granted, Released), the
 	// requested mode (Cancelled, TimedOut), or the mode a waiter wants
 	// (Blocking). It is zero for semaphores.
-	Mode Mode
+	Mode driver.Mode
 	// Permits is the permit count of a semaphore lock (for Blocking, the
 	// permits the waiter wants); zero for locks.
 	Permits uint32
@@ -139,7 +143,7 @@ func (t *Table) emit(e Event) { t.events = append(t.events, e) }
 
 // emitLock appends an event about lock l. Mode is the requested mode for
 // pending-request kinds and the granted mode otherwise.
-func (t *Table) emitLock(kind EventKind, l *lock, mode Mode, reason Reason, conversion bool) {
+func (t *Table) emitLock(kind EventKind, l *lock, mode driver.Mode, reason Reason, conversion bool) {
 	t.events = append(t.events, Event{
 		Kind:       kind,
 		Reason:     reason,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -30,17 +31,17 @@ func Example() {
 	t.OpenSession(stamp(), 2, "worker-b")
 
 	fmt.Println("a takes orders/42 in EX:")
-	a := show(t.Lock(stamp(), locktable.LockRequest{Session: 1, Resource: "orders/42", Mode: locktable.EX}))
+	a := show(t.Lock(stamp(), locktable.LockRequest{Session: 1, Resource: "orders/42", Mode: driver.EX}))
 
 	fmt.Println("b asks for PR and waits; a is asked to yield:")
-	show(t.Lock(stamp(), locktable.LockRequest{Session: 2, Resource: "orders/42", Mode: locktable.PR, Deadline: 60e9}))
+	show(t.Lock(stamp(), locktable.LockRequest{Session: 2, Resource: "orders/42", Mode: driver.PR, Deadline: 60e9}))
 
 	fmt.Println("b's try-lock on the same resource fails at once:")
-	_, err := t.Lock(stamp(), locktable.LockRequest{Session: 2, Owner: 1, Resource: "orders/42", Mode: locktable.PR, Flags: locktable.NoQueue})
+	_, err := t.Lock(stamp(), locktable.LockRequest{Session: 2, Owner: 1, Resource: "orders/42", Mode: driver.PR, Flags: locktable.NoQueue})
 	fmt.Println(" ", errors.Is(err, locktable.ErrWouldBlock))
 
 	fmt.Println("a down-converts to PR; b is granted:")
-	show(t.Convert(stamp(), locktable.ConvertRequest{Session: 1, Lock: a.Lock, Mode: locktable.PR}))
+	show(t.Convert(stamp(), locktable.ConvertRequest{Session: 1, Lock: a.Lock, Mode: driver.PR}))
 
 	fmt.Println("a's session expires:")
 	show(t.ExpireSessions(stamp(), []locktable.SessionID{1}), nil)

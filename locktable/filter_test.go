@@ -3,6 +3,8 @@ package locktable
 import (
 	"strings"
 	"testing"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 func TestResourcesMatching(t *testing.T) {
@@ -13,7 +15,7 @@ func TestResourcesMatching(t *testing.T) {
 	}
 	for i, name := range []string{"a/1", "a/2", "b/1", "b/2", "c"} {
 		st.Index++
-		if _, err := tb.Lock(st, LockRequest{Session: 1, Owner: OwnerID(i + 1), Resource: name, Mode: PR}); err != nil {
+		if _, err := tb.Lock(st, LockRequest{Session: 1, Owner: OwnerID(i + 1), Resource: name, Mode: driver.PR}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // brief formats events compactly for assertions: "Granted#3 PR",
@@ -76,13 +78,13 @@ func newTest(t *testing.T, n int, lim Limits) *harness {
 }
 
 // lk asks for a lock with owner 0 and no flags.
-func (h *harness) lk(s SessionID, name string, m Mode) res {
+func (h *harness) lk(s SessionID, name string, m driver.Mode) res {
 	h.tb.Helper()
 	return h.lock(LockRequest{Session: s, Resource: name, Mode: m})
 }
 
 // grantedLock asks for a lock that must be granted at once.
-func (h *harness) grantedLock(s SessionID, name string, m Mode) LockID {
+func (h *harness) grantedLock(s SessionID, name string, m driver.Mode) LockID {
 	h.tb.Helper()
 	r := h.lk(s, name, m)
 	if r.err != nil || r.Status != StatusGranted {
@@ -92,7 +94,7 @@ func (h *harness) grantedLock(s SessionID, name string, m Mode) LockID {
 }
 
 // queuedLock asks for a lock that must be queued.
-func (h *harness) queuedLock(s SessionID, name string, m Mode) LockID {
+func (h *harness) queuedLock(s SessionID, name string, m driver.Mode) LockID {
 	h.tb.Helper()
 	r := h.lk(s, name, m)
 	if r.err != nil || r.Status != StatusQueued {
@@ -101,13 +103,13 @@ func (h *harness) queuedLock(s SessionID, name string, m Mode) LockID {
 	return r.Lock
 }
 
-func (h *harness) cv(s SessionID, id LockID, m Mode) res {
+func (h *harness) cv(s SessionID, id LockID, m driver.Mode) res {
 	h.tb.Helper()
 	return h.convert(ConvertRequest{Session: s, Lock: id, Mode: m})
 }
 
 // state returns the state and granted mode of a lock.
-func (h *harness) state(id LockID) (LockState, Mode) {
+func (h *harness) state(id LockID) (LockState, driver.Mode) {
 	li, ok := h.t.Describe(id)
 	if !ok {
 		return 0, 0

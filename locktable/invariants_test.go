@@ -3,6 +3,8 @@ package locktable
 import (
 	"fmt"
 	"slices"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // checkInvariants verifies the internal consistency of the table and the
@@ -43,7 +45,7 @@ func checkInvariants(t *Table, acyclic bool) error {
 			if r.kind == KindLock {
 				count[l.mode]++
 				for o := r.granted.head; o != nil; o = o.link[linkGranted].next {
-					if o != l && !compatible[o.mode][l.mode] {
+					if o != l && !driver.Compatible(o.mode, l.mode) {
 						return fmt.Errorf("resource %q: lock %d %v and lock %d %v granted together", name, l.id, l.mode, o.id, o.mode)
 					}
 				}
@@ -57,7 +59,7 @@ func checkInvariants(t *Table, acyclic bool) error {
 		seen += n
 		if r.kind == KindLock {
 			var mask uint8
-			for m := NL; m <= EX; m++ {
+			for m := driver.NL; m <= driver.EX; m++ {
 				if count[m] > 0 {
 					mask |= modeBit(m)
 				}
@@ -205,7 +207,7 @@ func findCycle(t *Table) []string {
 			if g == l {
 				continue
 			}
-			if r.kind == KindLock && !compatible[g.mode][l.want] ||
+			if r.kind == KindLock && !driver.Compatible(g.mode, l.want) ||
 				r.kind == KindSemaphore && g.permits > r.capacity-l.permits {
 				edges[rn] = append(edges[rn], node{owner: g.key()})
 			}

@@ -1,5 +1,7 @@
 package locktable
 
+import "github.com/dlmhq/dlm/driver"
+
 // lockState is where a lock record stands. The values are those of the
 // exported LockState.
 type lockState uint8
@@ -34,15 +36,15 @@ type lock struct {
 	sess      *session
 	owner     OwnerID
 	res       *resource
-	token     uint64 // fencing token of the current grant; 0 until granted
-	grantedAt int64  // table time the current mode was granted
-	queuedAt  int64  // table time the pending request was queued
-	deadline  int64  // of the pending request; 0 for none
-	visit     uint64 // deadlock search mark (see search)
-	permits   uint32 // semaphore permits; 0 for locks
-	heapIdx   int32  // index in the deadline heap, -1 if absent
-	mode      Mode   // granted mode (stateGranted, stateConverting)
-	want      Mode   // requested mode (stateWaiting, stateConverting)
+	token     uint64      // fencing token of the current grant; 0 until granted
+	grantedAt int64       // table time the current mode was granted
+	queuedAt  int64       // table time the pending request was queued
+	deadline  int64       // of the pending request; 0 for none
+	visit     uint64      // deadlock search mark (see search)
+	permits   uint32      // semaphore permits; 0 for locks
+	heapIdx   int32       // index in the deadline heap, -1 if absent
+	mode      driver.Mode // granted mode (stateGranted, stateConverting)
+	want      driver.Mode // requested mode (stateWaiting, stateConverting)
 	state     lockState
 	notified  uint8 // modes already sent in Blocking events (semaphores: bit 0)
 	link      [numLinks]links

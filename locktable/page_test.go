@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // pageTable returns a table with resources "a" (2 locks), "big" (holders,
@@ -12,15 +14,15 @@ import (
 // semaphore with a waiter), owned by sessions 1 to 4.
 func pageTable(t *testing.T) *harness {
 	h := newTest(t, 4, Limits{})
-	h.grantedLock(1, "a", NL)
-	h.grantedLock(2, "a", NL)
-	b := h.grantedLock(1, "big", PR)
-	h.grantedLock(2, "big", PR)
-	wantStatus(t, h.cv(1, b, EX), StatusQueued)
+	h.grantedLock(1, "a", driver.NL)
+	h.grantedLock(2, "a", driver.NL)
+	b := h.grantedLock(1, "big", driver.PR)
+	h.grantedLock(2, "big", driver.PR)
+	wantStatus(t, h.cv(1, b, driver.EX), StatusQueued)
 	for i := range 5 {
-		wantStatus(t, h.lock(LockRequest{Session: SessionID(3 + i%2), Owner: OwnerID(i), Resource: "big", Mode: EX}), StatusQueued)
+		wantStatus(t, h.lock(LockRequest{Session: SessionID(3 + i%2), Owner: OwnerID(i), Resource: "big", Mode: driver.EX}), StatusQueued)
 	}
-	h.grantedLock(3, "c", EX)
+	h.grantedLock(3, "c", driver.EX)
 	wantStatus(t, h.acquire(SemaphoreRequest{Session: 4, Resource: "sem", Capacity: 1, Permits: 1}), StatusGranted)
 	wantStatus(t, h.acquire(SemaphoreRequest{Session: 3, Resource: "sem", Capacity: 1, Permits: 1}), StatusQueued)
 	return h
@@ -204,7 +206,7 @@ func TestResourcePageSelectsFromMany(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for range 500 {
 		name := fmt.Sprintf("r/%06d", rng.IntN(1_000_000))
-		if _, err := tb.Lock(Stamp{}, LockRequest{Session: 1, Resource: name, Mode: NL}); err != nil {
+		if _, err := tb.Lock(Stamp{}, LockRequest{Session: 1, Resource: name, Mode: driver.NL}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,8 @@ package locktable
 import (
 	"fmt"
 	"slices"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // LockState is where a lock stands, in listings.
@@ -37,16 +39,16 @@ type LockInfo struct {
 	ID        LockID
 	Session   SessionID
 	Owner     OwnerID
-	Resource  string    // the resource name
-	Kind      Kind      // the resource kind
-	State     LockState // waiting, granted or converting
-	Mode      Mode      // granted mode (zero while waiting, and for semaphores)
-	Requested Mode      // mode asked for while waiting or converting
-	Permits   uint32    // semaphore permits, held or asked for
-	Token     uint64    // fencing token of the current grant
-	GrantedAt int64     // when the current mode was granted
-	QueuedAt  int64     // when the pending request was queued
-	Deadline  int64     // of the pending request; 0 for none
+	Resource  string      // the resource name
+	Kind      Kind        // the resource kind
+	State     LockState   // waiting, granted or converting
+	Mode      driver.Mode // granted mode (zero while waiting, and for semaphores)
+	Requested driver.Mode // mode asked for while waiting or converting
+	Permits   uint32      // semaphore permits, held or asked for
+	Token     uint64      // fencing token of the current grant
+	GrantedAt int64       // when the current mode was granted
+	QueuedAt  int64       // when the pending request was queued
+	Deadline  int64       // of the pending request; 0 for none
 }
 
 // ResourceInfo describes a resource: its holders in grant order and its

@@ -1,5 +1,7 @@
 package locktable
 
+import "github.com/dlmhq/dlm/driver"
+
 // This file holds the queueing rules: entering and leaving the queues,
 // granting from the queue heads, and blocking notices.
 
@@ -113,7 +115,7 @@ func (t *Table) grant(l *lock) {
 // convert changes granted lock l (not queued) to mode m. Every conversion
 // but a down-conversion gets a new fencing token. The blocking-notice
 // memory is reset: the holder is asked again about its new mode.
-func (t *Table) convert(l *lock, m Mode) {
+func (t *Table) convert(l *lock, m driver.Mode) {
 	down := isDownConversion(l.mode, m)
 	l.res.setMode(l, m)
 	l.state, l.want = stateGranted, 0
@@ -165,7 +167,7 @@ func (t *Table) dropLock(l *lock, reason Reason) {
 // notifyBlockers sends blocking notices to the holders that block a request
 // just queued on r: for mode want (locks; self is the converting lock, not
 // notified) or for permits (semaphores).
-func (t *Table) notifyBlockers(r *resource, self *lock, want Mode, permits uint32) {
+func (t *Table) notifyBlockers(r *resource, self *lock, want driver.Mode, permits uint32) {
 	if r.kind == KindSemaphore {
 		if r.fits(permits) {
 			return // only the queue order holds it back
@@ -176,7 +178,7 @@ func (t *Table) notifyBlockers(r *resource, self *lock, want Mode, permits uint3
 		return
 	}
 	for h := r.granted.head; h != nil; h = h.link[linkGranted].next {
-		if h != self && !compatible[h.mode][want] {
+		if h != self && !compatible(h.mode, want) {
 			t.notify(h, want)
 		}
 	}
@@ -191,8 +193,8 @@ func (t *Table) notifyHolder(h *lock) {
 		t.notifySemaphore(h, r.q.wait.head.permits)
 		return
 	}
-	for m := NL; m <= EX; m++ {
-		if r.q.want[m] > 0 && !compatible[h.mode][m] {
+	for m := driver.NL; m <= driver.EX; m++ {
+		if r.q.want[m] > 0 && !compatible(h.mode, m) {
 			t.notify(h, m)
 		}
 	}
@@ -200,7 +202,7 @@ func (t *Table) notifyHolder(h *lock) {
 
 // notify tells holder h that a request for mode m waits on it, unless an
 // earlier notice already covers m (see coverMask).
-func (t *Table) notify(h *lock, m Mode) {
+func (t *Table) notify(h *lock, m driver.Mode) {
 	if h.notified&coverMask[m] != 0 {
 		return
 	}

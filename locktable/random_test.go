@@ -6,6 +6,8 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // The random driver runs operations chosen by a byte source (fuzz input,
@@ -44,7 +46,7 @@ var driverLimits = Limits{
 	MaxLocks:              15,
 }
 
-type driver struct {
+type randomDriver struct {
 	tb     testing.TB
 	lim    Limits
 	h      *harness
@@ -57,24 +59,24 @@ type driver struct {
 	steps  int
 }
 
-func newDriver(tb testing.TB, src byteSource, single bool) *driver {
+func newDriver(tb testing.TB, src byteSource, single bool) *randomDriver {
 	return newDriverLimits(tb, src, single, driverLimits)
 }
 
-func newDriverLimits(tb testing.TB, src byteSource, single bool, lim Limits) *driver {
+func newDriverLimits(tb testing.TB, src byteSource, single bool, lim Limits) *randomDriver {
 	h := newHarness(tb, lim)
 	h.acyclic = single
-	return &driver{tb: tb, lim: lim, h: h, shadow: New(lim), src: src, single: single, owners: 2}
+	return &randomDriver{tb: tb, lim: lim, h: h, shadow: New(lim), src: src, single: single, owners: 2}
 }
 
-func (d *driver) byte() byte {
+func (d *randomDriver) byte() byte {
 	b, _ := d.src.next()
 	return b
 }
 
 // run applies op to the main table through the harness and to the shadow
 // table, and compares the outcomes.
-func (d *driver) run(conv bool, op func(*Table, Stamp) (Result, error)) res {
+func (d *randomDriver) run(conv bool, op func(*Table, Stamp) (Result, error)) res {
 	d.tb.Helper()
 	var st Stamp
 	r := d.h.do(conv, func(s Stamp) (Result, error) {
@@ -95,10 +97,10 @@ func (d *driver) run(conv bool, op func(*Table, Stamp) (Result, error)) res {
 var driverNames = []string{"a", "b", "c", "sem", "toolongname"}
 
 // busy reports whether owner k has a pending request (single mode only).
-func (d *driver) busy(k ownerKey) bool { return d.single && d.h.t.pending[k] != nil }
+func (d *randomDriver) busy(k ownerKey) bool { return d.single && d.h.t.pending[k] != nil }
 
 // pickLock returns a live lock id mostly, else a stale or unknown one.
-func (d *driver) pickLock(b byte) LockID {
+func (d *randomDriver) pickLock(b byte) LockID {
 	live := make([]LockID, 0, len(d.h.t.locks))
 	for id := range d.h.t.locks {
 		live = append(live, id)
@@ -114,14 +116,14 @@ func (d *driver) pickLock(b byte) LockID {
 }
 
 // sessionOf returns the session of lock id, or a wrong one now and then.
-func (d *driver) sessionOf(id LockID, b byte) SessionID {
+func (d *randomDriver) sessionOf(id LockID, b byte) SessionID {
 	if l := d.h.t.locks[id]; l != nil && b%8 != 0 {
 		return l.sess.id
 	}
 	return SessionID(1 + b%5)
 }
 
-func (d *driver) deadline(b byte) int64 {
+func (d *randomDriver) deadline(b byte) int64 {
 	if b&0x20 == 0 {
 		return 0
 	}
@@ -129,7 +131,7 @@ func (d *driver) deadline(b byte) int64 {
 }
 
 // step runs one operation; it returns false when the source is exhausted.
-func (d *driver) step() bool {
+func (d *randomDriver) step() bool {
 	op, ok := d.src.next()
 	if !ok {
 		return false
@@ -171,7 +173,7 @@ func (d *driver) step() bool {
 		if d.busy(ownerKey{sid, owner}) {
 			return true
 		}
-		req := LockRequest{Session: sid, Owner: owner, Resource: name, Mode: Mode(1 + c%6), Flags: flags, Deadline: d.deadline(b)}
+		req := LockRequest{Session: sid, Owner: owner, Resource: name, Mode: driver.Mode(1 + c%6), Flags: flags, Deadline: d.deadline(b)}
 		if c%64 == 63 {
 			req.Mode = 0
 		}
@@ -196,7 +198,7 @@ func (d *driver) step() bool {
 		if b&0x80 != 0 {
 			flags |= QueueConvert
 		}
-		req := ConvertRequest{Session: d.sessionOf(id, c), Lock: id, Mode: Mode(1 + c%6), Flags: flags, Deadline: d.deadline(b)}
+		req := ConvertRequest{Session: d.sessionOf(id, c), Lock: id, Mode: driver.Mode(1 + c%6), Flags: flags, Deadline: d.deadline(b)}
 		d.run(true, func(t *Table, st Stamp) (Result, error) { return t.Convert(st, req) })
 	case 20, 21, 22, 23:
 		id := d.pickLock(a)
@@ -218,7 +220,7 @@ func (d *driver) step() bool {
 }
 
 // checkRestore restores the shadow from a snapshot of the main table.
-func (d *driver) checkRestore() {
+func (d *randomDriver) checkRestore() {
 	d.tb.Helper()
 	snap := d.h.t.Snapshot()
 	if s := d.shadow.Snapshot(); !bytes.Equal(s, snap) {
@@ -240,7 +242,7 @@ func (d *driver) checkRestore() {
 // every deadline, until the table is empty: every queued request must be
 // granted, time out or be cancelled once holders leave. Then it closes all
 // sessions.
-func (d *driver) drain() {
+func (d *randomDriver) drain() {
 	d.tb.Helper()
 	d.checkRestore()
 	for round := 0; len(d.h.t.locks) > 0; round++ {
@@ -380,7 +382,7 @@ func FuzzRestore(f *testing.F) {
 		if err := tb.OpenSession(st, 1, "after"); err != nil {
 			t.Fatal(err)
 		}
-		r, err := tb.Lock(st, LockRequest{Session: 1, Resource: "r", Mode: EX})
+		r, err := tb.Lock(st, LockRequest{Session: 1, Resource: "r", Mode: driver.EX})
 		if err != nil || r.Status != StatusGranted || r.Token <= last || r.Lock == 0 {
 			t.Fatalf("lock after restore: %+v, %v (last token %d)", r, err, last)
 		}

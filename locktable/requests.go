@@ -1,5 +1,7 @@
 package locktable
 
+import "github.com/dlmhq/dlm/driver"
+
 // SessionID identifies a session. The caller chooses it (the dlm server
 // uses the Raft index of the OpenSession command); 0 is not a valid id.
 type SessionID uint64
@@ -47,11 +49,11 @@ const (
 
 // LockRequest asks for a new lock on a lock resource.
 type LockRequest struct {
-	Session  SessionID // the requesting session, which must be open
-	Owner    OwnerID   // the owner within the session (deadlock detection)
-	Resource string    // the resource name, 1 to Limits.MaxNameLen bytes
-	Mode     Mode      // the requested mode
-	Flags    Flags     // NoQueue only
+	Session  SessionID   // the requesting session, which must be open
+	Owner    OwnerID     // the owner within the session (deadlock detection)
+	Resource string      // the resource name, 1 to Limits.MaxNameLen bytes
+	Mode     driver.Mode // the requested mode
+	Flags    Flags       // NoQueue only
 	// Deadline is when a queued request times out, in Unix nanoseconds; 0
 	// waits forever. A deadline at or before the table clock means "do not
 	// wait", like NoQueue.
@@ -74,11 +76,11 @@ type SemaphoreRequest struct {
 
 // ConvertRequest asks to change the mode of a granted lock.
 type ConvertRequest struct {
-	Session  SessionID // the session owning the lock
-	Lock     LockID    // the granted lock to convert
-	Mode     Mode      // the new mode
-	Flags    Flags     // NoQueue, QueueConvert
-	Deadline int64     // as in LockRequest
+	Session  SessionID   // the session owning the lock
+	Lock     LockID      // the granted lock to convert
+	Mode     driver.Mode // the new mode
+	Flags    Flags       // NoQueue, QueueConvert
+	Deadline int64       // as in LockRequest
 }
 
 // Status is the outcome of a request that did not fail.

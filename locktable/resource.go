@@ -1,6 +1,10 @@
 package locktable
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dlmhq/dlm/driver"
+)
 
 // Kind is the kind of a resource.
 type Kind uint8
@@ -83,7 +87,7 @@ func (r *resource) removeGranted(l *lock) {
 }
 
 // setMode changes the granted mode of l, which is in the granted list.
-func (r *resource) setMode(l *lock, m Mode) {
+func (r *resource) setMode(l *lock, m driver.Mode) {
 	r.account(l.mode, 0, -1)
 	l.mode = m
 	r.account(m, 0, 1)
@@ -91,7 +95,7 @@ func (r *resource) setMode(l *lock, m Mode) {
 
 // account adds delta locks of mode m (locks) or delta*permits permits
 // (semaphores) to the granted totals.
-func (r *resource) account(m Mode, permits uint32, delta int32) {
+func (r *resource) account(m driver.Mode, permits uint32, delta int32) {
 	if r.kind == KindSemaphore {
 		if delta > 0 {
 			r.used += permits
@@ -110,13 +114,13 @@ func (r *resource) account(m Mode, permits uint32, delta int32) {
 
 // compatibleNew reports whether a new lock in mode m is compatible with
 // every granted lock.
-func (r *resource) compatibleNew(m Mode) bool {
+func (r *resource) compatibleNew(m driver.Mode) bool {
 	return r.mask&^compatMask[m] == 0
 }
 
 // compatibleConv reports whether granted lock l may hold mode m: m is
 // compatible with every other granted lock.
-func (r *resource) compatibleConv(l *lock, m Mode) bool {
+func (r *resource) compatibleConv(l *lock, m driver.Mode) bool {
 	others := r.mask
 	if r.count[l.mode] == 1 {
 		others &^= modeBit(l.mode)

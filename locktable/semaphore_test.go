@@ -1,6 +1,10 @@
 package locktable
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dlmhq/dlm/driver"
+)
 
 func TestSemaphore(t *testing.T) {
 	h := newTest(t, 4, Limits{})
@@ -29,7 +33,7 @@ func TestSemaphore(t *testing.T) {
 func TestSemaphoreErrors(t *testing.T) {
 	h := newTest(t, 2, Limits{})
 	wantStatus(t, h.acquire(SemaphoreRequest{Session: 1, Resource: "s", Capacity: 2, Permits: 1}), StatusGranted)
-	l := h.grantedLock(1, "x", PR)
+	l := h.grantedLock(1, "x", driver.PR)
 	for _, c := range []struct {
 		req  SemaphoreRequest
 		want error
@@ -44,8 +48,8 @@ func TestSemaphoreErrors(t *testing.T) {
 	} {
 		wantErr(t, h.acquire(c.req), c.want)
 	}
-	wantErr(t, h.lk(2, "s", NL), ErrKindMismatch)
-	wantErr(t, h.cv(1, 1, PR), ErrKindMismatch)
+	wantErr(t, h.lk(2, "s", driver.NL), ErrKindMismatch)
+	wantErr(t, h.cv(1, 1, driver.PR), ErrKindMismatch)
 	_ = l
 }
 

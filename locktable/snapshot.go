@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // Snapshot format, version 1. Integers are unsigned varints ("u") or
@@ -277,7 +279,7 @@ func (t *Table) decode(d *decoder) error {
 func (t *Table) decodeResource(d *decoder, r *resource, all []*lock) []*lock {
 	for i, n := 0, d.count(8); i < n && d.err == nil; i++ {
 		l := t.decodeLock(d, r)
-		l.mode = Mode(d.byte())
+		l.mode = driver.Mode(d.byte())
 		l.permits = d.uint32()
 		l.token = d.uvarint()
 		l.grantedAt = d.varint()
@@ -308,7 +310,7 @@ func (t *Table) decodeResource(d *decoder, r *resource, all []*lock) []*lock {
 
 	for i, n := 0, d.count(4); i < n && d.err == nil; i++ {
 		id := LockID(d.uvarint())
-		want := Mode(d.byte())
+		want := driver.Mode(d.byte())
 		queuedAt, deadline := d.varint(), d.varint()
 		if d.err != nil {
 			break
@@ -332,7 +334,7 @@ func (t *Table) decodeResource(d *decoder, r *resource, all []*lock) []*lock {
 
 	for i, n := 0, d.count(7); i < n && d.err == nil; i++ {
 		l := t.decodeLock(d, r)
-		l.want = Mode(d.byte())
+		l.want = driver.Mode(d.byte())
 		l.permits = d.uint32()
 		queuedAt, deadline := d.varint(), d.varint()
 		l.state = stateWaiting
@@ -399,7 +401,7 @@ func (t *Table) decodeLock(d *decoder, r *resource) *lock {
 }
 
 // checkLock validates the mode (locks) or permits (semaphores) of l.
-func (t *Table) checkLock(d *decoder, r *resource, l *lock, m Mode) bool {
+func (t *Table) checkLock(d *decoder, r *resource, l *lock, m driver.Mode) bool {
 	if d.err != nil {
 		return false
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/dlmhq/dlm/driver"
 )
 
 // richTable builds a table using every feature.
@@ -18,12 +20,12 @@ func richTable(t *testing.T) *harness {
 			t.Fatal(err)
 		}
 	}
-	a := h.grantedLock(10, "orders/1", PR)
-	h.grantedLock(20, "orders/1", PR)
-	h.queuedLock(30, "orders/1", EX)
-	wantStatus(t, h.convert(ConvertRequest{Session: 10, Lock: a, Mode: EX, Deadline: h.now + 5e9}), StatusQueued)
-	h.lock(LockRequest{Session: 40, Owner: 7, Resource: "orders/1", Mode: CR, Deadline: h.now + 1e9})
-	h.grantedLock(40, "orders/2", EX)
+	a := h.grantedLock(10, "orders/1", driver.PR)
+	h.grantedLock(20, "orders/1", driver.PR)
+	h.queuedLock(30, "orders/1", driver.EX)
+	wantStatus(t, h.convert(ConvertRequest{Session: 10, Lock: a, Mode: driver.EX, Deadline: h.now + 5e9}), StatusQueued)
+	h.lock(LockRequest{Session: 40, Owner: 7, Resource: "orders/1", Mode: driver.CR, Deadline: h.now + 1e9})
+	h.grantedLock(40, "orders/2", driver.EX)
 	h.acquire(SemaphoreRequest{Session: 10, Resource: "pool", Capacity: 5, Permits: 4})
 	h.acquire(SemaphoreRequest{Session: 20, Owner: 1, Resource: "pool", Capacity: 5, Permits: 3, Deadline: h.now + 2e9})
 	return h
@@ -110,8 +112,8 @@ func TestRestoreMalformed(t *testing.T) {
 func TestSnapshotGolden(t *testing.T) {
 	tb := New(Limits{})
 	tb.OpenSession(Stamp{Now: 1}, 1, "c")
-	tb.Lock(Stamp{Index: 2, Now: 2}, LockRequest{Session: 1, Owner: 3, Resource: "r", Mode: EX})
-	tb.Lock(Stamp{Index: 3, Now: 3}, LockRequest{Session: 1, Owner: 4, Resource: "r", Mode: PR, Deadline: 9})
+	tb.Lock(Stamp{Index: 2, Now: 2}, LockRequest{Session: 1, Owner: 3, Resource: "r", Mode: driver.EX})
+	tb.Lock(Stamp{Index: 3, Now: 3}, LockRequest{Session: 1, Owner: 4, Resource: "r", Mode: driver.PR, Deadline: 9})
 	want := []byte("DLMT\x01\x06\x02\x03" + // now=3 last token=2 next id=3
 		"\x01\x01\x02\x01c" + // session 1 opened at 1, label "c"
 		"\x01\x01r\x01\x00" + // resource "r", lock, capacity 0

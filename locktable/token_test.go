@@ -1,12 +1,16 @@
 package locktable
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dlmhq/dlm/driver"
+)
 
 func TestTokens(t *testing.T) {
 	tb := New(Limits{})
 	tb.OpenSession(Stamp{}, 1, "")
 	tb.OpenSession(Stamp{}, 2, "")
-	lock := func(st Stamp, s SessionID, name string, m Mode) Result {
+	lock := func(st Stamp, s SessionID, name string, m driver.Mode) Result {
 		t.Helper()
 		r, err := tb.Lock(st, LockRequest{Session: s, Owner: OwnerID(len(name)), Resource: name, Mode: m})
 		if err != nil {
@@ -15,23 +19,23 @@ func TestTokens(t *testing.T) {
 		return r
 	}
 	// The token is the caller's index when it is ahead...
-	if r := lock(Stamp{Index: 1000}, 1, "a", EX); r.Token != 1000 {
+	if r := lock(Stamp{Index: 1000}, 1, "a", driver.EX); r.Token != 1000 {
 		t.Fatalf("token %d, want 1000", r.Token)
 	}
 	// ...and last+1 otherwise: a repeated or smaller index never collides.
-	if r := lock(Stamp{Index: 1000}, 1, "b", EX); r.Token != 1001 {
+	if r := lock(Stamp{Index: 1000}, 1, "b", driver.EX); r.Token != 1001 {
 		t.Fatalf("token %d, want 1001", r.Token)
 	}
-	if r := lock(Stamp{Index: 5}, 1, "c", EX); r.Token != 1002 {
+	if r := lock(Stamp{Index: 5}, 1, "c", driver.EX); r.Token != 1002 {
 		t.Fatalf("token %d, want 1002", r.Token)
 	}
 	// A queued conversion gets the token of the operation that grants it.
-	lock(Stamp{Index: 1003}, 2, "d", PR)
-	x := lock(Stamp{Index: 1004}, 1, "d", PR)
-	if r, err := tb.Convert(Stamp{Index: 1006}, ConvertRequest{Session: 1, Lock: x.Lock, Mode: EX}); err != nil || r.Status != StatusQueued {
+	lock(Stamp{Index: 1003}, 2, "d", driver.PR)
+	x := lock(Stamp{Index: 1004}, 1, "d", driver.PR)
+	if r, err := tb.Convert(Stamp{Index: 1006}, ConvertRequest{Session: 1, Lock: x.Lock, Mode: driver.EX}); err != nil || r.Status != StatusQueued {
 		t.Fatal(r, err)
 	}
-	lock(Stamp{Index: 1007}, 2, "dd", PR)
+	lock(Stamp{Index: 1007}, 2, "dd", driver.PR)
 	r, _ := tb.CloseSession(Stamp{Index: 1008}, 2)
 	var tokens []uint64
 	for _, e := range r.Events {
@@ -51,7 +55,7 @@ func TestTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.OpenSession(Stamp{}, 3, "")
-	if r, _ := n.Lock(Stamp{Index: 1}, LockRequest{Session: 3, Resource: "e", Mode: EX}); r.Token != 1009 {
+	if r, _ := n.Lock(Stamp{Index: 1}, LockRequest{Session: 3, Resource: "e", Mode: driver.EX}); r.Token != 1009 {
 		t.Fatalf("token after restore %d", r.Token)
 	}
 }
@@ -59,9 +63,9 @@ func TestTokens(t *testing.T) {
 // TestTokensWithinOneOperation: a release that wakes three PR waiters.
 func TestTokensWithinOneOperation(t *testing.T) {
 	h := newTest(t, 4, Limits{})
-	a := h.grantedLock(1, "x", EX)
+	a := h.grantedLock(1, "x", driver.EX)
 	for s := SessionID(2); s <= 4; s++ {
-		h.queuedLock(s, "x", PR)
+		h.queuedLock(s, "x", driver.PR)
 	}
 	r := h.release(1, a)
 	wantEvents(t, r, "Released#1", "Granted#2 PR", "Granted#3 PR", "Granted#4 PR")
@@ -70,7 +74,7 @@ func TestTokensWithinOneOperation(t *testing.T) {
 		t.Fatalf("tokens %d %d %d at index %d", r.Events[1].Token, r.Events[2].Token, r.Events[3].Token, idx)
 	}
 	// The next operation's index was already used: its token goes past.
-	if r := h.lk(1, "y", EX); r.Token != idx+3 {
+	if r := h.lk(1, "y", driver.EX); r.Token != idx+3 {
 		t.Fatalf("next token %d", r.Token)
 	}
 }

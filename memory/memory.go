@@ -129,20 +129,26 @@ func (s *Store) usable() error {
 	return nil
 }
 
-// tableErr translates a lock table error into the driver's terms, keeping the
-// table's error matchable too.
+// tableErr puts a lock table error in the driver's terms. The table's
+// errors match the driver errors they mean (see package locktable's
+// errors); tableErr names that one first, as every store's errors do, and
+// keeps the table's error matchable behind it. Of the table's errors that
+// mean no driver error, an unknown session is a lock not held (each
+// acquisition is a session of its own, which ends with it), and the rest
+// are refused arguments.
 func tableErr(err error) error {
+	base := driver.ErrInvalid
 	switch {
-	case errors.Is(err, locktable.ErrWouldBlock):
-		return fmt.Errorf("%w: %w", driver.ErrTaken, err)
-	case errors.Is(err, locktable.ErrDeadlock):
-		return fmt.Errorf("%w: %w", driver.ErrDeadlock, err)
-	case errors.Is(err, locktable.ErrLimit):
-		return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
-	case errors.Is(err, locktable.ErrUnknownLock), errors.Is(err, locktable.ErrUnknownSession),
-		errors.Is(err, locktable.ErrNotOwner), errors.Is(err, locktable.ErrNotGranted):
-		return fmt.Errorf("%w: %w", driver.ErrNotHeld, err)
-	default:
-		return fmt.Errorf("%w: %w", driver.ErrInvalid, err)
+	case errors.Is(err, locktable.ErrUnknownSession):
+		base = driver.ErrNotHeld
+	case errors.Is(err, driver.ErrTaken):
+		base = driver.ErrTaken
+	case errors.Is(err, driver.ErrDeadlock):
+		base = driver.ErrDeadlock
+	case errors.Is(err, driver.ErrUnavailable):
+		base = driver.ErrUnavailable
+	case errors.Is(err, driver.ErrNotHeld):
+		base = driver.ErrNotHeld
 	}
+	return fmt.Errorf("%w: %w", base, err)
 }

@@ -319,29 +319,3 @@ func (s *Store) applyInfo(ls *lockState, li *dlmpb.LockInfo) {
 		ls.mode = li.GetMode()
 	}
 }
-
-// refusal maps a refusal to the driver's errors.
-func refusal(r *dlmpb.Refused) error {
-	var base error
-	switch r.GetReason() {
-	case dlmpb.Reason_REASON_WOULD_BLOCK:
-		base = driver.ErrTaken
-	case dlmpb.Reason_REASON_DEADLOCK:
-		base = driver.ErrDeadlock
-	case dlmpb.Reason_REASON_UNKNOWN_LOCK, dlmpb.Reason_REASON_NOT_OWNER, dlmpb.Reason_REASON_NOT_GRANTED:
-		base = driver.ErrNotHeld
-	case dlmpb.Reason_REASON_INVALID, dlmpb.Reason_REASON_INVALID_MODE, dlmpb.Reason_REASON_NAME_TOO_LONG,
-		dlmpb.Reason_REASON_KIND_MISMATCH, dlmpb.Reason_REASON_CAPACITY_MISMATCH, dlmpb.Reason_REASON_CONVERSION_PENDING,
-		dlmpb.Reason_REASON_REQUEST_ID_REUSED:
-		base = driver.ErrInvalid
-	case dlmpb.Reason_REASON_LIMIT, dlmpb.Reason_REASON_TOO_MANY_LOCKS, dlmpb.Reason_REASON_TOO_MANY_WAITERS,
-		dlmpb.Reason_REASON_TOO_MANY_RESOURCES, dlmpb.Reason_REASON_TOO_MANY_SESSIONS, dlmpb.Reason_REASON_TOO_MANY_HOLDERS,
-		dlmpb.Reason_REASON_QUOTA:
-		base = ErrLimit
-	case dlmpb.Reason_REASON_PERMISSION_DENIED:
-		base = ErrPermissionDenied
-	default: // limits and the rest: the server cannot take it now
-		base = driver.ErrUnavailable
-	}
-	return fmt.Errorf("%w: dlm server refused (%s): %s", base, r.GetReason(), r.GetMessage())
-}
