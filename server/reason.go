@@ -18,7 +18,6 @@ var reasons = [...]struct {
 }{
 	{raftnode.ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
 	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
-	{ErrInvalidMode, dlmpb.Reason_REASON_INVALID_MODE},
 	{ErrInvalidRequest, dlmpb.Reason_REASON_INVALID},
 	{ErrBadResumeToken, dlmpb.Reason_REASON_BAD_RESUME_TOKEN},
 }

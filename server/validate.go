@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/locktable"
 )
 
 // Limits of requests that the server checks at its boundary, beside the
@@ -40,9 +41,6 @@ var (
 	// package driver (CheckName)), an empty resource name, a bad duration, a
 	// semaphore's capacity or permits out of range...
 	ErrInvalidRequest = errors.New("dlm server: invalid request")
-	// ErrInvalidMode means a lock or convert request named a mode that is
-	// not one of NL (1) to EX (6) (REASON_INVALID_MODE).
-	ErrInvalidMode = errors.New("dlm server: invalid lock mode")
 )
 
 // invalid returns an ErrInvalidRequest saying what is wrong.
@@ -107,7 +105,7 @@ func validateLock(l *dlmpb.LockRequest) error {
 // validateMode checks the mode of a lock or convert request.
 func validateMode(what string, m dlmpb.Mode) error {
 	if m < dlmpb.Mode_MODE_NL || m > dlmpb.Mode_MODE_EX {
-		return fmt.Errorf("%w: %s request for mode %d: want 1 (NL) to 6 (EX)", ErrInvalidMode, what, int32(m))
+		return fmt.Errorf("%w: %s request for mode %d: want 1 (NL) to 6 (EX)", locktable.ErrInvalidMode, what, int32(m))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -222,11 +223,11 @@ func (f *FSM) deadline(st locktable.Stamp, wait *int64) int64 {
 
 // modeOf converts a protocol mode; anything out of range becomes the invalid
 // zero mode, which the table refuses.
-func modeOf(m dlmpb.Mode) locktable.Mode {
+func modeOf(m dlmpb.Mode) driver.Mode {
 	if m < dlmpb.Mode_MODE_NL || m > dlmpb.Mode_MODE_EX {
 		return 0
 	}
-	return locktable.Mode(m)
+	return driver.Mode(m)
 }
 
 func flagsOf(noQueue bool) locktable.Flags {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -135,13 +136,13 @@ func TestFSMDedupAnswersCurrentTruth(t *testing.T) {
 	}
 	mustOK(t, applyEntry(t, f, 5, sec, seqd(2, releaseCmd(a, held.Lock)))...) // b is granted
 	r := applyEntry(t, f, 6, sec, lockCmd(b, 1, "r", dlmpb.Mode_MODE_EX))[0]
-	if !r.Duplicate || r.Status != locktable.StatusGranted || r.Token != 5 || r.Mode != locktable.EX {
+	if !r.Duplicate || r.Status != locktable.StatusGranted || r.Token != 5 || r.Mode != driver.EX {
 		t.Fatalf("replay after the grant: %+v, want granted EX with the grant's token 5", r)
 	}
 	conv := applyEntry(t, f, 7, sec, seqd(2, convertCmd(b, queued.Lock, dlmpb.Mode_MODE_PR)))[0]
 	mustOK(t, conv)
 	r = applyEntry(t, f, 8, sec, lockCmd(b, 1, "r", dlmpb.Mode_MODE_EX))[0]
-	if r.Status != locktable.StatusGranted || r.Mode != locktable.PR || r.Token != conv.Token {
+	if r.Status != locktable.StatusGranted || r.Mode != driver.PR || r.Token != conv.Token {
 		t.Fatalf("replay after a conversion: %+v, want granted PR", r)
 	}
 	// a's lock is gone (released, then b got the resource).

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -45,7 +46,7 @@ func TestFSMMatchesTable(t *testing.T) {
 
 	// a: EX granted; b: EX queued behind it.
 	got := applyEntry(t, f, 7, 2*sec, lockCmd(a, 0, "r", dlmpb.Mode_MODE_EX))[0]
-	want, err := tab.Lock(locktable.Stamp{Index: 7, Now: 2 * sec}, locktable.LockRequest{Session: a, Owner: locktable.OwnerID(a), Resource: "r", Mode: locktable.EX})
+	want, err := tab.Lock(locktable.Stamp{Index: 7, Now: 2 * sec}, locktable.LockRequest{Session: a, Owner: locktable.OwnerID(a), Resource: "r", Mode: driver.EX})
 	check(got, want, err)
 	if got.Status != locktable.StatusGranted || got.Token < 7 {
 		t.Fatalf("lock = %+v, want granted with token >= 7", got)
@@ -53,13 +54,13 @@ func TestFSMMatchesTable(t *testing.T) {
 	la := got.Lock
 
 	got = applyEntry(t, f, 8, 3*sec, lockCmd(b, 0, "r", dlmpb.Mode_MODE_EX))[0]
-	want, err = tab.Lock(locktable.Stamp{Index: 8, Now: 3 * sec}, locktable.LockRequest{Session: b, Owner: locktable.OwnerID(b), Resource: "r", Mode: locktable.EX})
+	want, err = tab.Lock(locktable.Stamp{Index: 8, Now: 3 * sec}, locktable.LockRequest{Session: b, Owner: locktable.OwnerID(b), Resource: "r", Mode: driver.EX})
 	check(got, want, err)
 	lb := got.Lock
 
 	// a down-converts to PR: keeps its token, b still waits.
 	got = applyEntry(t, f, 9, 4*sec, convertCmd(a, la, dlmpb.Mode_MODE_PR))[0]
-	want, err = tab.Convert(locktable.Stamp{Index: 9, Now: 4 * sec}, locktable.ConvertRequest{Session: a, Lock: la, Mode: locktable.PR})
+	want, err = tab.Convert(locktable.Stamp{Index: 9, Now: 4 * sec}, locktable.ConvertRequest{Session: a, Lock: la, Mode: driver.PR})
 	check(got, want, err)
 
 	// b may not release a's lock.

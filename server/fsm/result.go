@@ -3,6 +3,7 @@ package fsm
 import (
 	"slices"
 
+	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -20,7 +21,7 @@ type Result struct {
 	// Mode is, for a duplicate lock request or conversion answered as
 	// granted, the lock's mode now (it may have been converted since); zero
 	// otherwise.
-	Mode locktable.Mode
+	Mode driver.Mode
 	// Err is the table's refusal (match with errors.Is; see ReasonOf), or
 	// ErrInvalidCommand or ErrStaleRequest. A refused command changed nothing.
 	Err error
