@@ -19,14 +19,7 @@ func ConversionDeadlock(t *testing.T, c *dlm.Client, waiting func(resource strin
 	t.Helper()
 	ctx := Context(t)
 	name := Resource(t)
-	a, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoReaders(t, ctx, c, name)
 	first := make(chan error, 1)
 	go func() { first <- a.Convert(ctx, dlm.EX) }()
 	Await(t, 10*time.Second, "first conversion queued", func() bool { return waiting(name) == 1 })
@@ -59,14 +52,7 @@ func AbandonedConversionKeepsTheOldMode(t *testing.T, c *dlm.Client, waiting fun
 	t.Helper()
 	ctx := Context(t)
 	name := Resource(t)
-	a, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoReaders(t, ctx, c, name)
 	wait, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if err := a.Convert(wait, dlm.EX); !errors.Is(err, dlm.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
@@ -82,4 +68,18 @@ func AbandonedConversionKeepsTheOldMode(t *testing.T, c *dlm.Client, waiting fun
 		}
 	}
 	Free(t, c, name, "both readers released")
+}
+
+// twoReaders takes name twice in PR mode.
+func twoReaders(t *testing.T, ctx context.Context, c *dlm.Client, name string) (a, b *dlm.Lease) {
+	t.Helper()
+	a, err := c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = c.Acquire(ctx, name, dlm.WithMode(dlm.PR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
 }
