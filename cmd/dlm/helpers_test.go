@@ -199,3 +199,10 @@ func storeFlag(addr string, params ...string) string {
 	}
 	return s
 }
+
+// dlmAndRedis are the stores the end-to-end tests of run and ls run
+// against, by name: each returns the --store flag of a running store.
+var dlmAndRedis = map[string]func(t *testing.T) string{
+	"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t)) },
+	"redis": func(t *testing.T) string { return "--store=redis://" + testenv.StartRedis(t).Addr() },
+}

@@ -57,11 +57,7 @@ func awaitList(t *testing.T, store, name string, cond func(resourceJSON) bool) {
 }
 
 func TestLsShowsHoldersAndQueue(t *testing.T) {
-	stores := map[string]func(t *testing.T) string{
-		"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t)) },
-		"redis": func(t *testing.T) string { return "--store=redis://" + testenv.StartRedis(t).Addr() },
-	}
-	for kind, storeOf := range stores {
+	for kind, storeOf := range dlmAndRedis {
 		t.Run(kind, func(t *testing.T) {
 			store := storeOf(t)
 			name := "ls-" + kind + "/orders"

@@ -23,11 +23,7 @@ import (
 // overlap (mkdir fails for a second one inside) and their tokens grow in
 // the order they ran.
 func TestRunNeverOverlaps(t *testing.T) {
-	stores := map[string]func(t *testing.T) string{
-		"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t)) },
-		"redis": func(t *testing.T) string { return "--store=redis://" + testenv.StartRedis(t).Addr() },
-	}
-	for name, store := range stores {
+	for name, store := range dlmAndRedis {
 		t.Run(name, func(t *testing.T) {
 			flag := store(t)
 			dir := t.TempDir()

@@ -85,11 +85,7 @@ func runUnreachable(t *testing.T, kind, addr string) (warns []string, errLine st
 // A lock someone holds is waited for past --unavailable-timeout: only
 // --wait ends that wait (exit 75, busy).
 func TestRunContentionIsNotUnavailability(t *testing.T) {
-	stores := map[string]func(t *testing.T) string{
-		"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t)) },
-		"redis": func(t *testing.T) string { return "--store=redis://" + testenv.StartRedis(t).Addr() },
-	}
-	for name, store := range stores {
+	for name, store := range dlmAndRedis {
 		t.Run(name, func(t *testing.T) {
 			flag := store(t)
 			holder := startDLM(t, nil, "run", flag, "--lock", "held-"+name, "--", "sh", "-c", holdScript)
