@@ -33,7 +33,7 @@ const KillBatch = 1000
 func (s *Server) requireAdmin(ctx context.Context, what string) (principal, error) {
 	p := s.caller(ctx)
 	if !p.authenticated() {
-		return p, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+		return p, status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
 	if !p.mayAny(auth.PermissionAdmin) {
 		s.auth.deny(p, auth.PermissionAdmin, "")

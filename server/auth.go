@@ -160,28 +160,28 @@ func (a *authenticator) current(p principal) bool {
 func (a *authenticator) identify(headers []string, other func() (string, bool)) (id, how string, err error) {
 	switch {
 	case len(headers) > 1:
-		return "", "several authorization values", ErrUnauthenticated
+		return "", "several authorization values", auth.ErrUnauthenticated
 	case len(headers) == 1:
 		tok, ok := bearerToken(headers[0])
 		if !ok {
-			return "", "malformed authorization value (want \"Bearer <token>\")", ErrUnauthenticated
+			return "", "malformed authorization value (want \"Bearer <token>\")", auth.ErrUnauthenticated
 		}
 		if a.tokens == nil {
-			return "", "bearer token sent, but this server has no tokens", ErrUnauthenticated
+			return "", "bearer token sent, but this server has no tokens", auth.ErrUnauthenticated
 		}
 		id, ok := a.tokens.Identity(tok)
 		if !ok {
-			return "", "unknown bearer token", ErrUnauthenticated
+			return "", "unknown bearer token", auth.ErrUnauthenticated
 		}
 		return id, "", nil
 	}
 	if id, ok := other(); ok {
 		if auth.CheckCertIdentity(id) != nil {
-			return "", "certificate common name is not a valid identity", ErrUnauthenticated
+			return "", "certificate common name is not a valid identity", auth.ErrUnauthenticated
 		}
 		return id, "", nil
 	}
-	return "", "no credentials", ErrUnauthenticated
+	return "", "no credentials", auth.ErrUnauthenticated
 }
 
 // refuse logs and counts an authentication failure; never a credential.
@@ -252,5 +252,5 @@ func presentedToken(ctx context.Context) string {
 
 // permissionDenied is the gRPC error of a refused call.
 func permissionDenied(msg string) error {
-	return status.Error(codes.PermissionDenied, ErrPermissionDenied.Error()+": "+msg)
+	return status.Error(codes.PermissionDenied, auth.ErrPermissionDenied.Error()+": "+msg)
 }

@@ -25,7 +25,7 @@ func (s *Server) require(perm auth.Permission, h http.Handler) http.Handler {
 		}
 		if perm != 0 && !p.mayAny(perm) {
 			s.auth.deny(p, perm, "")
-			http.Error(w, ErrPermissionDenied.Error()+": identity "+p.identity+" has no "+perm.String()+" permission", http.StatusForbidden)
+			http.Error(w, auth.ErrPermissionDenied.Error()+": identity "+p.identity+" has no "+perm.String()+" permission", http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))

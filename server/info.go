@@ -134,7 +134,7 @@ func keepOf(sc listScope) (keep func(string) bool, ok bool) {
 func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
 	p := s.caller(ctx)
 	if !p.authenticated() {
-		return nil, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+		return nil, status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
 	if !p.mayAny(auth.PermissionList) {
 		s.auth.deny(p, auth.PermissionList, req.GetPrefix())
@@ -182,7 +182,7 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 func (s *Server) Status(ctx context.Context, _ *dlmpb.StatusRequest) (*dlmpb.StatusResponse, error) {
 	p := s.caller(ctx)
 	if !p.authenticated() {
-		return nil, status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+		return nil, status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
 	if !p.mayAny(auth.PermissionList) {
 		s.auth.deny(p, auth.PermissionList, "")

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -17,7 +19,7 @@ var reasons = [...]struct {
 	reason dlmpb.Reason
 }{
 	{raftnode.ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
-	{ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
+	{auth.ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
 	{ErrInvalidRequest, dlmpb.Reason_REASON_INVALID},
 	{ErrBadResumeToken, dlmpb.Reason_REASON_BAD_RESUME_TOKEN},
 }

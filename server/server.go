@@ -5,13 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/dlmhq/dlm/server/auth"
-	"github.com/dlmhq/dlm/server/raftnode"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/dlmhq/dlm/server/auth"
+	"github.com/dlmhq/dlm/server/raftnode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"

@@ -38,7 +38,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	}
 	p := s.caller(ctx)
 	if !p.authenticated() {
-		return status.Error(codes.Unauthenticated, ErrUnauthenticated.Error())
+		return status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
 	if err := validateOpen(first); err != nil {
 		return err

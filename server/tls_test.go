@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/cluster"
+
 	"github.com/dlmhq/dlm/server/auth"
 
 	"github.com/dlmhq/dlm/server/internal/servertest"
@@ -170,7 +172,7 @@ func TestRaftTLSCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin := []AdminOption{WithAdminTLS(pki.ClientTLS(t, "")), WithAdminToken(tokens["ops"])}
+	admin := []cluster.Option{cluster.WithTLS(pki.ClientTLS(t, "")), cluster.WithToken(tokens["ops"])}
 
 	n1 := start("node-1", pki, false)
 	if err := n1.WaitReady(ctx); err != nil {
@@ -184,7 +186,7 @@ func TestRaftTLSCluster(t *testing.T) {
 		}
 		nodes = append(nodes, n)
 	}
-	members, err := ClusterMembers(ctx, n1.HTTPAddr(), admin...)
+	members, err := cluster.Members(ctx, n1.HTTPAddr(), admin...)
 	if err != nil || len(members.Members) != 3 {
 		t.Fatalf("members: %+v %v", members, err)
 	}
@@ -245,26 +247,26 @@ func TestRaftTLSCluster(t *testing.T) {
 	}
 
 	// Normal identities may not list or change the membership.
-	if _, err := ClusterMembers(ctx, n1.HTTPAddr(), WithAdminTLS(pki.ClientTLS(t, "")), WithAdminToken(tokens["alice"])); !errors.Is(err, ErrPermissionDenied) {
-		t.Fatalf("alice listing members: %v, want ErrPermissionDenied", err)
+	if _, err := cluster.Members(ctx, n1.HTTPAddr(), cluster.WithTLS(pki.ClientTLS(t, "")), cluster.WithToken(tokens["alice"])); !errors.Is(err, auth.ErrPermissionDenied) {
+		t.Fatalf("alice listing members: %v, want auth.ErrPermissionDenied", err)
 	}
-	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminTLS(pki.ClientTLS(t, "")), WithAdminToken(tokens["alice"])); !errors.Is(err, ErrPermissionDenied) {
-		t.Fatalf("alice removing node-3: %v, want ErrPermissionDenied", err)
+	if err := cluster.Remove(ctx, n1.HTTPAddr(), "node-3", cluster.WithTLS(pki.ClientTLS(t, "")), cluster.WithToken(tokens["alice"])); !errors.Is(err, auth.ErrPermissionDenied) {
+		t.Fatalf("alice removing node-3: %v, want auth.ErrPermissionDenied", err)
 	}
-	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminTLS(pki.ClientTLS(t, ""))); !errors.Is(err, ErrUnauthenticated) {
-		t.Fatalf("removing node-3 without a token: %v, want ErrUnauthenticated", err)
+	if err := cluster.Remove(ctx, n1.HTTPAddr(), "node-3", cluster.WithTLS(pki.ClientTLS(t, ""))); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("removing node-3 without a token: %v, want auth.ErrUnauthenticated", err)
 	}
-	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", WithAdminToken(tokens["ops"])); err == nil {
+	if err := cluster.Remove(ctx, n1.HTTPAddr(), "node-3", cluster.WithToken(tokens["ops"])); err == nil {
 		t.Fatal("a token was sent without TLS")
 	}
-	if members, err := ClusterMembers(ctx, n1.HTTPAddr(), admin...); err != nil || len(members.Members) != 3 {
+	if members, err := cluster.Members(ctx, n1.HTTPAddr(), admin...); err != nil || len(members.Members) != 3 {
 		t.Fatalf("members after the refusals: %+v %v", members, err)
 	}
-	if err := RemoveMember(ctx, n1.HTTPAddr(), "node-3", admin...); err != nil {
+	if err := cluster.Remove(ctx, n1.HTTPAddr(), "node-3", admin...); err != nil {
 		t.Fatalf("ops removing node-3: %v", err)
 	}
 	waitFor(t, ctx, "node-3 gone", func() bool {
-		m, err := ClusterMembers(ctx, n1.HTTPAddr(), admin...)
+		m, err := cluster.Members(ctx, n1.HTTPAddr(), admin...)
 		return err == nil && len(m.Members) == 2
 	})
 }

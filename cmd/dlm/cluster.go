@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/remote"
-	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/auth"
+	"github.com/dlmhq/dlm/server/cluster"
 )
 
 const clusterUsage = `Usage:
@@ -47,8 +47,8 @@ func (f *adminFlags) register(fs *flag.FlagSet) {
 }
 
 // options returns the membership calls' options.
-func (f *adminFlags) options() ([]server.AdminOption, error) {
-	var opts []server.AdminOption
+func (f *adminFlags) options() ([]cluster.Option, error) {
+	var opts []cluster.Option
 	if f.tls || f.ca != "" || f.cert != "" {
 		c := &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.ca != "" {
@@ -68,7 +68,7 @@ func (f *adminFlags) options() ([]server.AdminOption, error) {
 			}
 			c.Certificates = []tls.Certificate{pair}
 		}
-		opts = append(opts, server.WithAdminTLS(c))
+		opts = append(opts, cluster.WithTLS(c))
 	}
 	if f.tokenFile != "" {
 		if len(opts) == 0 {
@@ -78,7 +78,7 @@ func (f *adminFlags) options() ([]server.AdminOption, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, server.WithAdminToken(tok))
+		opts = append(opts, cluster.WithToken(tok))
 	}
 	return opts, nil
 }
@@ -118,7 +118,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintln(stderr, "dlm cluster remove: want exactly one server ID")
 			return exitUsage
 		}
-		if err := server.RemoveMember(ctx, *httpAddr, fs.Arg(0), opts...); err != nil {
+		if err := cluster.Remove(ctx, *httpAddr, fs.Arg(0), opts...); err != nil {
 			fmt.Fprintf(stderr, "dlm cluster remove: %s\n", userMessage(err))
 			return storeExit(err)
 		}
@@ -129,8 +129,8 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // clusterMembers prints the members as the first member that answers
 // sees them.
-func clusterMembers(ctx context.Context, addrs string, opts []server.AdminOption, stdout, stderr io.Writer) int {
-	list, err := server.ClusterMembers(ctx, addrs, opts...)
+func clusterMembers(ctx context.Context, addrs string, opts []cluster.Option, stdout, stderr io.Writer) int {
+	list, err := cluster.Members(ctx, addrs, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "dlm cluster members: %s\n", userMessage(err))
 		return storeExit(err)

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/dlmhq/dlm/remote"
-	"github.com/dlmhq/dlm/server"
+	"github.com/dlmhq/dlm/server/auth"
 )
 
 // Exit codes of the dlm commands (besides, for dlm run, the command's own).
@@ -23,7 +23,7 @@ const (
 // rights.
 func denied(err error) bool {
 	return errors.Is(err, remote.ErrUnauthenticated) || errors.Is(err, remote.ErrPermissionDenied) ||
-		errors.Is(err, server.ErrUnauthenticated) || errors.Is(err, server.ErrPermissionDenied)
+		errors.Is(err, auth.ErrUnauthenticated) || errors.Is(err, auth.ErrPermissionDenied)
 }
 
 // storeExit is the exit code of a store that failed with err: exitDenied

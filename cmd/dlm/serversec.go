@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/dlmhq/dlm/remote"
-	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/auth"
+	"github.com/dlmhq/dlm/server/cluster"
 )
 
 // securityFlags are the TLS and authentication settings of `dlm server`.
@@ -39,7 +39,7 @@ type security struct {
 	raftTLS *tls.Config
 	tokens  *auth.Tokens
 	rules   *auth.Rules
-	join    []server.AdminOption
+	join    []cluster.Option
 }
 
 // load checks the flags and reads the files they name. join says whether
@@ -98,14 +98,14 @@ func (f *securityFlags) load(join bool) (security, error) {
 		if sec.tls != nil {
 			c.Certificates = sec.tls.Certificates // for members that ask for a client certificate
 		}
-		sec.join = append(sec.join, server.WithAdminTLS(c))
+		sec.join = append(sec.join, cluster.WithTLS(c))
 	}
 	if f.joinTokenFile != "" {
 		tok, err := remote.ReadTokenFile(f.joinTokenFile)
 		if err != nil {
 			return sec, fmt.Errorf("-join-token-file: %w", err)
 		}
-		sec.join = append(sec.join, server.WithAdminToken(tok))
+		sec.join = append(sec.join, cluster.WithToken(tok))
 	}
 	return sec, nil
 }
