@@ -30,14 +30,14 @@ const KillBatch = 1000
 // requireAdmin returns nil if the caller of ctx may administer sessions
 // (the admin permission; anyone without authentication), else its gRPC
 // error.
-func (s *Server) requireAdmin(ctx context.Context, what string) (principal, error) {
-	p := s.caller(ctx)
-	if !p.authenticated() {
+func (s *Server) requireAdmin(ctx context.Context, what string) (auth.Principal, error) {
+	p := s.auth.Caller(ctx)
+	if !p.Authenticated() {
 		return p, status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
-	if !p.mayAny(auth.PermissionAdmin) {
-		s.auth.deny(p, auth.PermissionAdmin, "")
-		return p, permissionDenied("identity " + p.identity + " may not " + what + ": that needs the admin permission")
+	if !p.MayAny(auth.PermissionAdmin) {
+		s.auth.Deny(p, auth.PermissionAdmin, "")
+		return p, permissionDenied("identity " + p.Identity() + " may not " + what + ": that needs the admin permission")
 	}
 	return p, nil
 }
@@ -141,7 +141,7 @@ func (s *Server) KillSessions(ctx context.Context, req *dlmpb.KillSessionsReques
 			}
 		}
 	}
-	s.log.Info("dlm server: sessions ended by an administrator", "identity", p.identity,
+	s.log.Info("dlm server: sessions ended by an administrator", "identity", p.Identity(),
 		"owner", req.GetOwner(), "asked", len(req.GetSessions()), "ended", len(resp.Sessions))
 	return resp, nil
 }

@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -1043,7 +1045,7 @@ func TestAttackSubmitFailureEndsStream(t *testing.T) {
 	submitCtx, cancel := context.WithCancel(context.Background())
 	cancel() // Submit fails at once
 	s.wg.Add(1)
-	go s.read(submitCtx, st, sid, ob, principal{open: true}, "")
+	go s.read(submitCtx, st, sid, ob, auth.Unrestricted(), "")
 
 	select {
 	case <-ob.wake:

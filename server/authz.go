@@ -19,8 +19,8 @@ import (
 // it is not, the table refuses it as not the owner's, and no name is
 // disclosed). Closing the session is always allowed. It returns the
 // refusal's message.
-func (s *Server) authorize(p principal, sid locktable.SessionID, cmd *dlmpb.Command) (string, bool) {
-	if p.open {
+func (s *Server) authorize(p auth.Principal, sid locktable.SessionID, cmd *dlmpb.Command) (string, bool) {
+	if p.IsUnrestricted() {
 		return "", true
 	}
 	var name string
@@ -47,11 +47,11 @@ func (s *Server) authorize(p principal, sid locktable.SessionID, cmd *dlmpb.Comm
 		}
 		name = li.Resource
 	}
-	if p.may(auth.PermissionLock, name) {
+	if p.May(auth.PermissionLock, name) {
 		return "", true
 	}
-	s.auth.deny(p, auth.PermissionLock, name)
-	return fmt.Sprintf("identity %s may not lock %q", p.identity, name), false
+	s.auth.Deny(p, auth.PermissionLock, name)
+	return fmt.Sprintf("identity %s may not lock %q", p.Identity(), name), false
 }
 
 // redactedToken replaces a bearer token found where the server would keep

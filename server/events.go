@@ -101,16 +101,16 @@ func newEventFeed(s *Server) *eventFeed {
 
 // admit takes a stream slot for p and returns its release, or the HTTP
 // status and message of the refusal.
-func (f *eventFeed) admit(p principal) (release func(), code int, msg string) {
-	admin := p.open || p.mayAny(auth.PermissionAdmin)
+func (f *eventFeed) admit(p auth.Principal) (release func(), code int, msg string) {
+	admin := p.IsUnrestricted() || p.MayAny(auth.PermissionAdmin)
 	bound := MaxEventStreams
 	if !admin {
 		bound -= AdminEventStreams
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if n := f.byIdentity[p.identity]; !p.open && n >= f.perIdentity {
-		return nil, http.StatusTooManyRequests, fmt.Sprintf("identity %q has %d event streams open, the most one identity may; close one first", p.identity, n)
+	if n := f.byIdentity[p.Identity()]; !p.IsUnrestricted() && n >= f.perIdentity {
+		return nil, http.StatusTooManyRequests, fmt.Sprintf("identity %q has %d event streams open, the most one identity may; close one first", p.Identity(), n)
 	}
 	if f.open >= bound {
 		if admin {
@@ -119,16 +119,16 @@ func (f *eventFeed) admit(p principal) (release func(), code int, msg string) {
 		return nil, http.StatusServiceUnavailable, fmt.Sprintf("too many event streams open (%d of %d; the other %d are kept for admins); try again later", f.open, MaxEventStreams, AdminEventStreams)
 	}
 	f.open++
-	if !p.open {
-		f.byIdentity[p.identity]++
+	if !p.IsUnrestricted() {
+		f.byIdentity[p.Identity()]++
 	}
 	return func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.open--
-		if !p.open {
-			if f.byIdentity[p.identity]--; f.byIdentity[p.identity] == 0 {
-				delete(f.byIdentity, p.identity)
+		if !p.IsUnrestricted() {
+			if f.byIdentity[p.Identity()]--; f.byIdentity[p.Identity()] == 0 {
+				delete(f.byIdentity, p.Identity())
 			}
 		}
 	}, 0, ""
@@ -155,7 +155,7 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	limit = min(limit, MaxListLimit)
 
-	p := f.s.caller(r.Context())
+	p := f.s.auth.Caller(r.Context())
 	release, code, msg := f.admit(p)
 	if release == nil {
 		w.Header().Set("Retry-After", "5")
@@ -171,7 +171,7 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	f.s.streamEvents(r.Context(), w, prefix, limit, scopeOf(p), func() bool { return f.s.auth.current(p) })
+	f.s.streamEvents(r.Context(), w, prefix, limit, scopeOf(p), func() bool { return f.s.auth.Current(p) })
 }
 
 // streamEvents writes snapshots to w until ctx ends, the server closes, a

@@ -202,7 +202,7 @@ func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit, locks = pageBounds(limit, locks)
-	sc := scopeOf(s.caller(r.Context()))
+	sc := scopeOf(s.auth.Caller(r.Context()))
 	out := []sessionJSON{}
 	next := ""
 	s.node.FSM().Read(func(v fsm.View) {

@@ -14,21 +14,21 @@ import (
 // authentication, h serves everyone.
 func (s *Server) require(perm auth.Permission, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.auth.enabled() {
+		if !s.auth.Enabled() {
 			h.ServeHTTP(w, r)
 			return
 		}
-		p, err := s.auth.fromHTTP(r, r.Method == http.MethodGet || r.Method == http.MethodHead)
+		p, err := s.auth.FromHTTP(r, r.Method == http.MethodGet || r.Method == http.MethodHead)
 		if err != nil {
 			unauthorized(w, err.Error())
 			return
 		}
-		if perm != 0 && !p.mayAny(perm) {
-			s.auth.deny(p, perm, "")
-			http.Error(w, auth.ErrPermissionDenied.Error()+": identity "+p.identity+" has no "+perm.String()+" permission", http.StatusForbidden)
+		if perm != 0 && !p.MayAny(perm) {
+			s.auth.Deny(p, perm, "")
+			http.Error(w, auth.ErrPermissionDenied.Error()+": identity "+p.Identity()+" has no "+perm.String()+" permission", http.StatusForbidden)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
+		h.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
 }
 

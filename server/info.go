@@ -132,13 +132,13 @@ func keepOf(sc listScope) (keep func(string) bool, ok bool) {
 // authentication, it needs the list permission on some prefix
 // (PermissionDenied otherwise) and lists only the resources it covers.
 func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
-	p := s.caller(ctx)
-	if !p.authenticated() {
+	p := s.auth.Caller(ctx)
+	if !p.Authenticated() {
 		return nil, status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
-	if !p.mayAny(auth.PermissionList) {
-		s.auth.deny(p, auth.PermissionList, req.GetPrefix())
-		return nil, permissionDenied("identity " + p.identity + " may list nothing")
+	if !p.MayAny(auth.PermissionList) {
+		s.auth.Deny(p, auth.PermissionList, req.GetPrefix())
+		return nil, permissionDenied("identity " + p.Identity() + " may list nothing")
 	}
 	after, skip, err := parseResourceCursor(req.GetAfter())
 	if err != nil {
@@ -180,13 +180,13 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 // Status describes the node and its state: see dlmpb.DLMServer. With
 // authentication, it needs the list permission on some prefix.
 func (s *Server) Status(ctx context.Context, _ *dlmpb.StatusRequest) (*dlmpb.StatusResponse, error) {
-	p := s.caller(ctx)
-	if !p.authenticated() {
+	p := s.auth.Caller(ctx)
+	if !p.Authenticated() {
 		return nil, status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
-	if !p.mayAny(auth.PermissionList) {
-		s.auth.deny(p, auth.PermissionList, "")
-		return nil, permissionDenied("identity " + p.identity + " has no list permission")
+	if !p.MayAny(auth.PermissionList) {
+		s.auth.Deny(p, auth.PermissionList, "")
+		return nil, permissionDenied("identity " + p.Identity() + " has no list permission")
 	}
 	var st locktable.Stats
 	s.node.FSM().Read(func(v fsm.View) { st = v.Table().Stats() })

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dlmhq/dlm/server/auth"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -15,13 +17,13 @@ import (
 // refuseResume refuses a resume of session sid whose token did not match:
 // it counts and logs the attempt (never the token), warns the session's
 // stream if it has one on this node, and returns the caller's status.
-func (s *Server) refuseResume(ctx context.Context, p principal, sid locktable.SessionID) error {
+func (s *Server) refuseResume(ctx context.Context, p auth.Principal, sid locktable.SessionID) error {
 	from := "an unknown address"
 	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
 		from = pr.Addr.String()
 	}
 	s.metrics.resumeRefused.Inc()
-	s.log.Warn("dlm server: refused a resume with a wrong or missing resume token", "session", uint64(sid), "remote", from, "identity", p.identity)
+	s.log.Warn("dlm server: refused a resume with a wrong or missing resume token", "session", uint64(sid), "remote", from, "identity", p.Identity())
 	s.hub.warn(sid, &dlmpb.SessionWarning{
 		Reason:  dlmpb.Reason_REASON_BAD_RESUME_TOKEN,
 		Message: fmt.Sprintf("dlm server: a resume of session %d from %s with a wrong or missing resume token was refused; this stream and the session go on", sid, from),

@@ -14,8 +14,8 @@ type listScope struct {
 }
 
 // scopeOf returns p's list scope.
-func scopeOf(p principal) listScope {
-	return listScope{prefixes: p.prefixes(auth.PermissionList), members: p.mayAny(auth.PermissionAdmin)}
+func scopeOf(p auth.Principal) listScope {
+	return listScope{prefixes: p.Prefixes(auth.PermissionList), members: p.MayAny(auth.PermissionAdmin)}
 }
 
 // all reports whether the scope covers every name.

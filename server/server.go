@@ -160,7 +160,7 @@ type Server struct {
 	hub     *hub
 	live    *liveness
 	metrics *serverMetrics
-	auth    *authenticator
+	auth    *auth.Authenticator
 	queue   *queueBudget // bytes queued for all streams
 	kas     *keepalives
 
@@ -203,16 +203,11 @@ func Start(cfg Config) (*Server, error) {
 		confirmed: make(chan struct{}),
 	}
 	s.metrics = newServerMetrics(s)
-	s.auth = &authenticator{
-		tokens: cfg.Tokens, certs: cfg.TLS != nil && cfg.TLS.ClientCAs != nil, rules: cfg.Rules,
-		logins: newLogins(), log: s.log, metrics: s.metrics,
-	}
-	switch {
-	case !s.auth.enabled() && cfg.Rules != nil:
-		return nil, fmt.Errorf("%w: authorization rules without authentication (no tokens, no client CA)", auth.ErrAuthConfig)
-	case s.auth.enabled() && cfg.Rules == nil:
-		s.auth.rules = auth.AllowAll()
-		s.log.Warn("dlm server: authentication without rules: every authenticated identity may do everything")
+	var err error
+	s.auth, err = auth.New(auth.Config{Tokens: cfg.Tokens, ClientCerts: cfg.TLS != nil && cfg.TLS.ClientCAs != nil, Rules: cfg.Rules,
+		Logger: s.log, Refused: func(kind string) { s.metrics.authRefused.WithLabelValues(kind).Inc() }})
+	if err != nil {
+		return nil, err
 	}
 	node, err := raftnode.Open(cfg.Node)
 	if err != nil {
@@ -265,7 +260,7 @@ func Start(cfg Config) (*Server, error) {
 		}()
 	}
 	s.log.Info("dlm server: listening", "grpc", s.Addr(), "http", s.HTTPAddr(), "raft", node.Addr(),
-		"tls", cfg.TLS != nil, "raft_tls", cfg.Node.RaftTLS != nil, "auth", s.auth.enabled())
+		"tls", cfg.TLS != nil, "raft_tls", cfg.Node.RaftTLS != nil, "auth", s.auth.Enabled())
 	return s, nil
 }
 
@@ -287,8 +282,8 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
 	}
-	if s.auth.enabled() {
-		opts = append(opts, grpc.ChainUnaryInterceptor(s.auth.unaryAuth), grpc.ChainStreamInterceptor(s.auth.streamAuth))
+	if s.auth.Enabled() {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.auth.UnaryInterceptor), grpc.ChainStreamInterceptor(s.auth.StreamInterceptor))
 	}
 	// Strings that are not UTF-8 are refused request by request (after
 	// authentication), not as undecodable messages: see utf8Codec.

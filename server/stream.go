@@ -36,14 +36,14 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	if !s.live.isActive() {
 		return s.notLeader(stream)
 	}
-	p := s.caller(ctx)
-	if !p.authenticated() {
+	p := s.auth.Caller(ctx)
+	if !p.Authenticated() {
 		return status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
 	if err := validateOpen(first); err != nil {
 		return err
 	}
-	token := presentedToken(ctx)
+	token := auth.PresentedToken(ctx)
 	sid := locktable.SessionID(open.GetSession())
 	var resumeToken []byte // a new session's, sent once in SessionOpened
 	if sid == 0 {
@@ -57,7 +57,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		}
 		resumeToken = tok
 		res, err := s.node.Propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_OpenSession{OpenSession: &dlmpb.OpenSessionCmd{
-			Label: redactToken(open.GetLabel(), token), TtlNanos: int64(ttl), Owner: p.identity, ResumeHash: hash,
+			Label: redactToken(open.GetLabel(), token), TtlNanos: int64(ttl), Owner: p.Identity(), ResumeHash: hash,
 		}}})
 		if err != nil {
 			return proposeStatus(err)
@@ -77,7 +77,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		if !ok || !recorded {
 			return
 		}
-		if !p.open && rec.Owner != p.identity {
+		if !p.IsUnrestricted() && rec.Owner != p.Identity() {
 			foreign = true // sessions are resumed only by the identity that opened them
 			return
 		}
@@ -96,7 +96,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 		)
 	})
 	if foreign {
-		s.auth.deny(p, auth.PermissionLock, fmt.Sprintf("(session %d)", sid))
+		s.auth.Deny(p, auth.PermissionLock, fmt.Sprintf("(session %d)", sid))
 		return permissionDenied(fmt.Sprintf("session %d was opened by another identity", sid))
 	}
 	if badToken {
@@ -259,7 +259,7 @@ func (q *awaiting) next() (submitted, bool) {
 // is refused (REASON_NOT_LEADER) and ends the stream. token, the bearer
 // token the stream was opened with, is kept out of lock metadata.
 // Keepalives are listed for acknowledgement without waiting.
-func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox, p principal, token string) {
+func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox, p auth.Principal, token string) {
 	defer s.wg.Done()
 	pend := newAwaiting(s.cfg.MaxStreamInflight)
 	for {
