@@ -3,12 +3,11 @@ package server
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/dlmhq/dlm/server/auth"
+	"github.com/dlmhq/dlm/server/cluster"
 
 	"github.com/dlmhq/dlm/server/raftnode"
 
@@ -155,76 +154,6 @@ func (s *Server) notLeaderUnary(ctx context.Context) error {
 	if ok {
 		msg += "; the leader serves at " + client
 	}
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderHeader, client))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(cluster.LeaderHeader, client))
 	return status.Error(codes.Unavailable, msg)
-}
-
-// httpAdminSessions serves GET /v1/admin/sessions?owner=&after=&limit=:
-// ListSessions as JSON.
-func (s *Server) httpAdminSessions(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var req dlmpb.ListSessionsRequest
-	req.Owner = q.Get("owner")
-	if v := q.Get("after"); v != "" {
-		after, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			http.Error(w, "after: want a session id, got "+strconv.Quote(v), http.StatusBadRequest)
-			return
-		}
-		req.After = after
-	}
-	if v := q.Get("limit"); v != "" {
-		limit, err := strconv.Atoi(v)
-		if err != nil || limit < 0 {
-			http.Error(w, "limit: want a non-negative integer, got "+strconv.Quote(v), http.StatusBadRequest)
-			return
-		}
-		req.Limit = int32(min(limit, MaxListLimit))
-	}
-	resp, err := s.ListSessions(r.Context(), &req)
-	if err != nil {
-		writeStatusError(w, err)
-		return
-	}
-	writeProto(w, resp)
-}
-
-// killRequest is the body of POST /v1/admin/sessions/kill.
-type killRequest struct {
-	Sessions []uint64 `json:"sessions"`
-	Owner    string   `json:"owner"`
-}
-
-// httpKillSessions serves POST /v1/admin/sessions/kill with a JSON body
-// {"sessions": [id, ...]} or {"owner": "identity"}: KillSessions.
-func (s *Server) httpKillSessions(w http.ResponseWriter, r *http.Request) {
-	var req killRequest
-	if !readJSON(w, r, &req) {
-		return
-	}
-	resp, err := s.KillSessions(r.Context(), &dlmpb.KillSessionsRequest{Sessions: req.Sessions, Owner: req.Owner})
-	if err != nil {
-		writeStatusError(w, err)
-		return
-	}
-	writeProto(w, resp)
-}
-
-// writeStatusError answers the gRPC status err with its HTTP equivalent.
-func writeStatusError(w http.ResponseWriter, err error) {
-	st := status.Convert(err)
-	code := http.StatusInternalServerError
-	switch st.Code() {
-	case codes.InvalidArgument:
-		code = http.StatusBadRequest
-	case codes.Unauthenticated:
-		code = http.StatusUnauthorized
-	case codes.PermissionDenied:
-		code = http.StatusForbidden
-	case codes.Unavailable:
-		code = http.StatusServiceUnavailable
-	case codes.Canceled, codes.DeadlineExceeded:
-		code = http.StatusGatewayTimeout
-	}
-	http.Error(w, st.Message(), code)
 }

@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/httpapi"
+
 	"github.com/dlmhq/dlm/server/auth"
 
 	"github.com/dlmhq/dlm/server/raftnode"
@@ -1441,7 +1443,7 @@ func (as *authServer) eventFeedAs(t *testing.T, id string) (int, string) {
 
 // One low-privilege token could take every /v1/events slot, with no time
 // limit, shutting the dashboard out. Each identity now has a few, and the
-// non-admins together leave AdminEventStreams to the admins.
+// non-admins together leave httpapi.AdminEventStreams to the admins.
 func TestAttackEventFeedSlotsPerIdentity(t *testing.T) {
 	const perIdentity = 8 // above the default, so that two identities reach the shared bound
 	as := startAuthServer(t, Config{MaxEventStreamsPerIdentity: perIdentity})
@@ -1455,7 +1457,7 @@ func TestAttackEventFeedSlotsPerIdentity(t *testing.T) {
 		t.Fatalf("alice's stream %d: %d %q; want 429 naming her and her bound", perIdentity+1, code, body)
 	}
 	// bob, another non-admin, gets what the non-admins may share.
-	nonAdmin := MaxEventStreams - AdminEventStreams
+	nonAdmin := httpapi.MaxEventStreams - httpapi.AdminEventStreams
 	for i := perIdentity; i < nonAdmin; i++ {
 		if code, body := as.eventFeedAs(t, "bob"); code != http.StatusOK {
 			t.Fatalf("bob's stream %d: %d %s", i-perIdentity+1, code, body)
@@ -1465,13 +1467,13 @@ func TestAttackEventFeedSlotsPerIdentity(t *testing.T) {
 		t.Fatalf("bob past the non-admins' %d streams: %d %q; want 503", nonAdmin, code, body)
 	}
 	// The admin's dashboard still has its slots, and no more.
-	for i := range AdminEventStreams {
+	for i := range httpapi.AdminEventStreams {
 		if code, body := as.eventFeedAs(t, "ops"); code != http.StatusOK {
 			t.Fatalf("ops's stream %d: %d %s", i+1, code, body)
 		}
 	}
 	if code, _ := as.eventFeedAs(t, "ops"); code != http.StatusServiceUnavailable {
-		t.Fatalf("ops past %d streams: %d, want 503", MaxEventStreams, code)
+		t.Fatalf("ops past %d streams: %d, want 503", httpapi.MaxEventStreams, code)
 	}
 }
 

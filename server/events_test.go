@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/httpapi"
+
 	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/dlmhq/dlm/server/raftnode"
@@ -27,7 +29,7 @@ import (
 // closed when the stream ends.
 type feed struct {
 	t      *testing.T
-	c      chan *eventSnapshot
+	c      chan *httpapi.Snapshot
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the reader has returned
 }
@@ -46,7 +48,7 @@ func openFeed(t *testing.T, s *Server, query string) *feed {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
-	f := &feed{t: t, c: make(chan *eventSnapshot, 64), cancel: cancel, done: make(chan struct{})}
+	f := &feed{t: t, c: make(chan *httpapi.Snapshot, 64), cancel: cancel, done: make(chan struct{})}
 	go f.read(resp.Body)
 	return f
 }
@@ -78,7 +80,7 @@ func (f *feed) read(body io.ReadCloser) {
 		switch {
 		case line == "":
 			if event == "snapshot" {
-				var snap eventSnapshot
+				var snap httpapi.Snapshot
 				if err := json.Unmarshal([]byte(data), &snap); err != nil {
 					f.t.Errorf("event data: %v\n%s", err, data)
 					return
@@ -94,9 +96,9 @@ func (f *feed) read(body io.ReadCloser) {
 	}
 }
 
-// next returns the next snapshot. One comes at least every eventRefresh;
+// next returns the next snapshot. One comes at least every httpapi.EventRefresh;
 // the wait for it allows a loaded machine ten times that.
-func (f *feed) next() *eventSnapshot {
+func (f *feed) next() *httpapi.Snapshot {
 	f.t.Helper()
 	select {
 	case snap, ok := <-f.c:
@@ -104,17 +106,17 @@ func (f *feed) next() *eventSnapshot {
 			f.t.Fatal("event stream ended")
 		}
 		return snap
-	case <-time.After(10 * eventRefresh):
-		f.t.Fatalf("no event within %s", 10*eventRefresh)
+	case <-time.After(10 * httpapi.EventRefresh):
+		f.t.Fatalf("no event within %s", 10*httpapi.EventRefresh)
 	}
 	return nil
 }
 
 // await returns the first snapshot that satisfies ok, within 20s.
-func (f *feed) await(what string, ok func(*eventSnapshot) bool) *eventSnapshot {
+func (f *feed) await(what string, ok func(*httpapi.Snapshot) bool) *httpapi.Snapshot {
 	f.t.Helper()
 	deadline := time.After(20 * time.Second)
-	var last *eventSnapshot
+	var last *httpapi.Snapshot
 	for {
 		select {
 		case snap, open := <-f.c:
@@ -132,7 +134,8 @@ func (f *feed) await(what string, ok func(*eventSnapshot) bool) *eventSnapshot {
 	}
 }
 
-func (s *eventSnapshot) resource(name string) *eventResource {
+// resourceOf returns resource name of snapshot s, nil if it has none.
+func resourceOf(s *httpapi.Snapshot, name string) *httpapi.Resource {
 	for i := range s.Resources {
 		if s.Resources[i].Name == name {
 			return &s.Resources[i]
@@ -141,7 +144,8 @@ func (s *eventSnapshot) resource(name string) *eventResource {
 	return nil
 }
 
-func (s *eventSnapshot) session(id uint64) *eventSession {
+// sessionOf returns session id of snapshot s, nil if it has none.
+func sessionOf(s *httpapi.Snapshot, id uint64) *httpapi.EventSession {
 	for i := range s.Sessions {
 		if s.Sessions[i].ID == id {
 			return &s.Sessions[i]
@@ -150,7 +154,7 @@ func (s *eventSnapshot) session(id uint64) *eventSession {
 	return nil
 }
 
-func sessionsOf(ls []eventLock) []uint64 {
+func sessionsOf(ls []httpapi.EventLock) []uint64 {
 	out := []uint64{}
 	for _, l := range ls {
 		out = append(out, l.Session)
@@ -180,44 +184,44 @@ func TestEventsFollowTheTable(t *testing.T) {
 	a, _ := open(t, s, 0, ttl)
 	b, _ := open(t, s, 0, ttl)
 	ga := a.granted(a.lock("orders/42", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = []byte("worker <3>") }))
-	snap := f.await("orders/42 held by a", func(s *eventSnapshot) bool {
-		r := s.resource("orders/42")
+	snap := f.await("orders/42 held by a", func(s *httpapi.Snapshot) bool {
+		r := resourceOf(s, "orders/42")
 		return r != nil && len(r.Holders) == 1 && r.Holders[0].Session == a.sid
 	})
-	h := snap.resource("orders/42").Holders[0]
+	h := resourceOf(snap, "orders/42").Holders[0]
 	if h.Mode != "EX" || h.Token != ga.GetToken() || h.Metadata != "worker <3>" || h.HeldMillis == nil || h.State != "granted" {
 		t.Fatalf("holder: %+v", h)
 	}
 	if snap.AppliedIndex <= first.AppliedIndex || snap.Stats.Sessions != 2 || snap.Stats.Resources != 1 {
 		t.Fatalf("snapshot: index %d after %d, stats %+v", snap.AppliedIndex, first.AppliedIndex, snap.Stats)
 	}
-	sa := snap.session(a.sid)
+	sa := sessionOf(snap, a.sid)
 	if sa == nil || sa.Label != t.Name() || sa.TTLMilli != ttl.Milliseconds() || sa.ExpiresInMillis == nil || *sa.ExpiresInMillis > ttl.Milliseconds() || sa.Held != 1 {
 		t.Fatalf("session a: %+v", sa)
 	}
 
 	b.lock("orders/42", dlmpb.Mode_MODE_PR, func(l *dlmpb.LockRequest) { l.Wait = durationpb.New(time.Minute) })
-	snap = f.await("b waiting", func(s *eventSnapshot) bool {
-		r := s.resource("orders/42")
+	snap = f.await("b waiting", func(s *httpapi.Snapshot) bool {
+		r := resourceOf(s, "orders/42")
 		return r != nil && slices.Equal(sessionsOf(r.Waiting), []uint64{b.sid})
 	})
-	w := snap.resource("orders/42").Waiting[0]
+	w := resourceOf(snap, "orders/42").Waiting[0]
 	if w.Requested != "PR" || w.State != "waiting" || w.WaitedMillis == nil || w.DeadlineMillis == nil || w.HeldMillis != nil {
 		t.Fatalf("waiter: %+v", w)
 	}
-	if sb := snap.session(b.sid); sb == nil || sb.Waiting != 1 || sb.Held != 0 {
+	if sb := sessionOf(snap, b.sid); sb == nil || sb.Waiting != 1 || sb.Held != 0 {
 		t.Fatalf("session b: %+v", sb)
 	}
 
 	a.release(ga.GetLockId())
-	f.await("b holding", func(s *eventSnapshot) bool {
-		r := s.resource("orders/42")
+	f.await("b holding", func(s *httpapi.Snapshot) bool {
+		r := resourceOf(s, "orders/42")
 		return r != nil && slices.Equal(sessionsOf(r.Holders), []uint64{b.sid}) && len(r.Waiting) == 0
 	})
 }
 
-// Events come at most every eventInterval however fast the table changes,
-// and at least every eventRefresh when it does not. The spacing is checked
+// Events come at most every httpapi.EventInterval however fast the table changes,
+// and at least every httpapi.EventRefresh when it does not. The spacing is checked
 // over the whole churn, not gap by gap: a snapshot's time is taken a moment
 // after the stream decides to send it, a moment that a loaded machine can
 // stretch; the gaps are logged.
@@ -230,7 +234,7 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 
 	// Many entries a second for a while; the feed's reader buffers the
 	// events meanwhile.
-	const churn = 50 * eventInterval
+	const churn = 50 * httpapi.EventInterval
 	entries := 0
 	for end := time.Now().Add(churn); time.Now().Before(end); entries += 2 {
 		g := a.granted(a.lock("churn", dlmpb.Mode_MODE_EX))
@@ -247,17 +251,17 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 		gaps = append(gaps, times[i].Sub(times[i-1]))
 	}
 	t.Logf("%d events for %d entries in %v; gaps %v", len(times), entries, elapsed, gaps)
-	// Each event is sent at least eventInterval after the one before, the
+	// Each event is sent at least httpapi.EventInterval after the one before, the
 	// first one read included (sent after the feed was opened): no more of
 	// them fit in the time since.
-	if max := int(elapsed / eventInterval); len(times) > max {
-		t.Fatalf("%d events in %v after the first, at most %d fit one per %v: changes not coalesced", len(times), elapsed, max, eventInterval)
+	if max := int(elapsed / httpapi.EventInterval); len(times) > max {
+		t.Fatalf("%d events in %v after the first, at most %d fit one per %v: changes not coalesced", len(times), elapsed, max, httpapi.EventInterval)
 	}
 	// Changes are reported as they come, not at the refresh only, which
-	// would send one event per eventRefresh. (Not one per eventInterval
+	// would send one event per httpapi.EventRefresh. (Not one per httpapi.EventInterval
 	// either: the stream spaces events by ten times the time a snapshot
 	// takes to build, which a loaded machine stretches.)
-	if refreshOnly := int(elapsed/eventRefresh) + 1; len(times) < refreshOnly+2 {
+	if refreshOnly := int(elapsed/httpapi.EventRefresh) + 1; len(times) < refreshOnly+2 {
 		t.Fatalf("%d events for %d entries in %v, want more than the %d that the refresh alone sends", len(times), entries, elapsed, refreshOnly)
 	}
 	for i, gap := range gaps {
@@ -266,20 +270,20 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 		}
 	}
 
-	// Quiet: the refresh still comes (next waits up to 10 eventRefresh for
+	// Quiet: the refresh still comes (next waits up to 10 httpapi.EventRefresh for
 	// it), and not before its time (and the TTL left moves).
 	applied := s.Node().FSM().AppliedIndex()
-	s1 := f.await("the last entry", func(s *eventSnapshot) bool { return s.AppliedIndex == applied })
+	s1 := f.await("the last entry", func(s *httpapi.Snapshot) bool { return s.AppliedIndex == applied })
 	s2 := f.next()
 	gap := s2.Time.Sub(s1.Time)
-	t.Logf("quiet refresh after %v (eventRefresh %v)", gap, eventRefresh)
-	if gap < eventRefresh/2 {
-		t.Fatalf("quiet refresh after %v, want about %v", gap, eventRefresh)
+	t.Logf("quiet refresh after %v (httpapi.EventRefresh %v)", gap, httpapi.EventRefresh)
+	if gap < httpapi.EventRefresh/2 {
+		t.Fatalf("quiet refresh after %v, want about %v", gap, httpapi.EventRefresh)
 	}
 	if s1.AppliedIndex != s2.AppliedIndex {
 		t.Fatalf("applied index moved while quiet: %d then %d", s1.AppliedIndex, s2.AppliedIndex)
 	}
-	e1, e2 := s1.session(a.sid).ExpiresInMillis, s2.session(a.sid).ExpiresInMillis
+	e1, e2 := sessionOf(s1, a.sid).ExpiresInMillis, sessionOf(s2, a.sid).ExpiresInMillis
 	if e1 == nil || e2 == nil || *e2 >= *e1 {
 		t.Fatalf("TTL left does not move: %v then %v", e1, e2)
 	}
@@ -336,7 +340,7 @@ func TestEventsPrefixAndLimit(t *testing.T) {
 func streamGoroutines() int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "server.(*Server).streamEvents(")
+	return strings.Count(string(buf), "httpapi.(*eventFeed).stream(")
 }
 
 // waitStreams waits until n streams are served, by the metric and by the
@@ -368,7 +372,7 @@ func TestEventsStreamEndsWhenTheClientGoes(t *testing.T) {
 
 func TestEventsStreamsAreBounded(t *testing.T) {
 	s := startServer(t, Config{})
-	feeds := make([]*feed, MaxEventStreams)
+	feeds := make([]*feed, httpapi.MaxEventStreams)
 	for i := range feeds {
 		feeds[i] = openFeed(t, s, "")
 		feeds[i].next()
@@ -376,11 +380,11 @@ func TestEventsStreamsAreBounded(t *testing.T) {
 	resp := getEvents(t, t.Context(), s, "")
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("stream %d: %d (Retry-After %q), want 503 with Retry-After", MaxEventStreams+1, resp.StatusCode, resp.Header.Get("Retry-After"))
+		t.Fatalf("stream %d: %d (Retry-After %q), want 503 with Retry-After", httpapi.MaxEventStreams+1, resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	feeds[0].cancel()
 	<-feeds[0].done
-	waitStreams(t, s, MaxEventStreams-1)
+	waitStreams(t, s, httpapi.MaxEventStreams-1)
 	openFeed(t, s, "").next()
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlmhq/dlm/server/httpapi"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
 
@@ -57,7 +59,7 @@ func TestHTTPAuth(t *testing.T) {
 	if code, _ := httpGet(t, client, base+"/v1/members", as.tok["alice"]); code != http.StatusForbidden {
 		t.Fatalf("alice's /v1/members: %d, want 403", code)
 	}
-	var who whoami
+	var who httpapi.Whoami
 	if _, body := httpGet(t, client, base+"/v1/whoami", as.tok["alice"]); json.Unmarshal([]byte(body), &who) != nil ||
 		who.Identity != "alice" || !who.Auth || strings.Join(who.List, ",") != "a/" || who.Admin {
 		t.Fatalf("alice's /v1/whoami: %s", body)
@@ -155,9 +157,9 @@ func TestHTTPOpenWithoutAuth(t *testing.T) {
 }
 
 // eventOf decodes the first snapshot of an event stream.
-func eventOf(t *testing.T, body string) eventSnapshot {
+func eventOf(t *testing.T, body string) httpapi.Snapshot {
 	t.Helper()
-	var snap eventSnapshot
+	var snap httpapi.Snapshot
 	_, data, ok := strings.Cut(body, "\ndata: ")
 	if !ok {
 		t.Fatalf("no event in %q", body)

@@ -140,6 +140,9 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 		s.auth.Deny(p, auth.PermissionList, req.GetPrefix())
 		return nil, permissionDenied("identity " + p.Identity() + " may list nothing")
 	}
+	if err := validateList(req); err != nil { // the HTTP API calls List without the interceptor
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	after, skip, err := parseResourceCursor(req.GetAfter())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, "list: after: "+err.Error())

@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/dlmhq/dlm/server/auth"
+	"github.com/dlmhq/dlm/server/httpapi"
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"google.golang.org/grpc"
@@ -89,7 +92,7 @@ type Config struct {
 	MaxQueuedBytes int64
 	// MaxEventStreamsPerIdentity bounds the /v1/events streams one
 	// authenticated identity may have open at once (more are refused with
-	// 429 Too Many Requests); default DefaultMaxEventStreamsPerIdentity.
+	// 429 Too Many Requests); default httpapi.DefaultMaxEventStreamsPerIdentity.
 	// Without authentication it does not apply.
 	MaxEventStreamsPerIdentity int
 	// Logger receives the server's logs (and the node's, unless
@@ -139,7 +142,7 @@ func (c *Config) setDefaults() {
 		c.MaxStreamInflight = DefaultMaxStreamInflight
 	}
 	if c.MaxEventStreamsPerIdentity <= 0 {
-		c.MaxEventStreamsPerIdentity = DefaultMaxEventStreamsPerIdentity
+		c.MaxEventStreamsPerIdentity = httpapi.DefaultMaxEventStreamsPerIdentity
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -370,3 +373,18 @@ var (
 	errShutdown  = errors.New("dlm server: shutting down")
 	errNotLeader = errors.New("dlm server: no longer the leader")
 )
+
+// httpHandler is the server's HTTP API (package httpapi). It also hooks
+// the node's apply latency to the metrics, which only HTTP serves.
+func (s *Server) httpHandler() http.Handler {
+	s.metrics.instrument(s.node)
+	return httpapi.New(httpapi.Config{
+		Service:                    httpService{s},
+		Auth:                       s.auth,
+		Metrics:                    promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}),
+		EventStreams:               s.metrics.eventStreams,
+		MaxEventStreamsPerIdentity: s.cfg.MaxEventStreamsPerIdentity,
+		Logger:                     s.log,
+		Done:                       s.stop,
+	})
+}

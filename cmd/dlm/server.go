@@ -17,6 +17,7 @@ import (
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/fsm"
+	"github.com/dlmhq/dlm/server/httpapi"
 	"github.com/dlmhq/dlm/server/raftnode"
 )
 
@@ -72,7 +73,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
 	fs.IntVar(&f.quotas.SessionsPerIdentity, "max-sessions-per-identity", fsm.DefaultSessionsPerIdentity, "the most sessions one authenticated identity may have open (the same on every node)")
 	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", fsm.DefaultLocksPerIdentity, "the most locks, held or queued, one authenticated identity may have (the same on every node)")
-	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", server.DefaultMaxEventStreamsPerIdentity, "the most /v1/events streams one authenticated identity may have open")
+	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", httpapi.DefaultMaxEventStreamsPerIdentity, "the most /v1/events streams one authenticated identity may have open")
 	f.sec.register(fs)
 	registerLimits(fs, &f.limits)
 	if code, ok := parseFlags(fs, args, serverUsage, stderr); !ok {

@@ -20,6 +20,11 @@ import (
 	"github.com/dlmhq/dlm/server/raftnode"
 )
 
+// LeaderHeader is the gRPC trailer (and HTTP header) in which a node that
+// is not the leader names the leader's address (client address in gRPC,
+// HTTP address in a membership call's answer); empty when it knows none.
+const LeaderHeader = "dlm-leader"
+
 // JoinRequest is the body of POST /v1/cluster/join.
 type JoinRequest struct {
 	// ID and RaftAddr are the joining node's Raft id and address.

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -12,19 +12,19 @@ import (
 // 0 asks for credentials only. The login cookie counts for GET and HEAD
 // requests only, so that no state-changing request rides on it. Without
 // authentication, h serves everyone.
-func (s *Server) require(perm auth.Permission, h http.Handler) http.Handler {
+func (a *api) require(perm auth.Permission, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.auth.Enabled() {
+		if !a.auth.Enabled() {
 			h.ServeHTTP(w, r)
 			return
 		}
-		p, err := s.auth.FromHTTP(r, r.Method == http.MethodGet || r.Method == http.MethodHead)
+		p, err := a.auth.FromHTTP(r, r.Method == http.MethodGet || r.Method == http.MethodHead)
 		if err != nil {
 			unauthorized(w, err.Error())
 			return
 		}
 		if perm != 0 && !p.MayAny(perm) {
-			s.auth.Deny(p, perm, "")
+			a.auth.Deny(p, perm, "")
 			http.Error(w, auth.ErrPermissionDenied.Error()+": identity "+p.Identity()+" has no "+perm.String()+" permission", http.StatusForbidden)
 			return
 		}

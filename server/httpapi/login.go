@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -7,12 +7,12 @@ import (
 	"github.com/dlmhq/dlm/server/auth"
 )
 
-// httpLogin serves POST /v1/login: a request authenticated by a bearer
+// login serves POST /v1/login: a request authenticated by a bearer
 // token gets a login cookie (HttpOnly, SameSite=Strict, Secure over TLS,
 // path /), which GET requests may then use instead of the token. Without
 // authentication it answers 204 and sets nothing.
-func (s *Server) httpLogin(w http.ResponseWriter, r *http.Request) {
-	if !s.auth.Enabled() {
+func (a *api) login(w http.ResponseWriter, r *http.Request) {
+	if !a.auth.Enabled() {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -20,12 +20,12 @@ func (s *Server) httpLogin(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w, "send the token as Authorization: Bearer <token>")
 		return
 	}
-	p, err := s.auth.FromHTTP(r, false)
+	p, err := a.auth.FromHTTP(r, false)
 	if err != nil {
 		unauthorized(w, err.Error())
 		return
 	}
-	value, err := s.auth.Logins().Create(p.Identity(), time.Now())
+	value, err := a.auth.Logins().Create(p.Identity(), time.Now())
 	if err != nil {
 		http.Error(w, "cannot make a login", http.StatusInternalServerError)
 		return
@@ -34,15 +34,15 @@ func (s *Server) httpLogin(w http.ResponseWriter, r *http.Request) {
 		Name: auth.LoginCookie, Value: value, Path: "/", MaxAge: int(auth.LoginTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
-	s.log.Info("dlm server: dashboard login", "identity", p.Identity(), "remote", r.RemoteAddr)
+	a.log.Info("dlm server: dashboard login", "identity", p.Identity(), "remote", r.RemoteAddr)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// httpLogout serves POST /v1/logout: it ends the request's login, if any,
+// logout serves POST /v1/logout: it ends the request's login, if any,
 // and clears the cookie.
-func (s *Server) httpLogout(w http.ResponseWriter, r *http.Request) {
+func (a *api) logout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(auth.LoginCookie); err == nil {
-		s.auth.Logins().Remove(c.Value)
+		a.auth.Logins().Remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: auth.LoginCookie, Value: "", Path: "/", MaxAge: -1,
@@ -51,8 +51,8 @@ func (s *Server) httpLogout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// whoami is the answer of GET /v1/whoami.
-type whoami struct {
+// Whoami is the answer of GET /v1/whoami.
+type Whoami struct {
 	// Auth is true when the server authenticates clients.
 	Auth bool `json:"auth"`
 	// Identity is the caller's ("" without authentication).
@@ -64,12 +64,12 @@ type whoami struct {
 	Admin bool     `json:"admin"`
 }
 
-// httpWhoami serves GET /v1/whoami: the caller's identity and permissions
+// whoami serves GET /v1/whoami: the caller's identity and permissions
 // (401 without credentials).
-func (s *Server) httpWhoami(w http.ResponseWriter, r *http.Request) {
-	p := s.auth.Caller(r.Context())
-	writeJSON(w, whoami{
-		Auth: s.auth.Enabled(), Identity: p.Identity(),
+func (a *api) whoami(w http.ResponseWriter, r *http.Request) {
+	p := a.auth.Caller(r.Context())
+	writeJSON(w, Whoami{
+		Auth: a.auth.Enabled(), Identity: p.Identity(),
 		Lock: p.Prefixes(auth.PermissionLock), List: p.Prefixes(auth.PermissionList), Admin: p.MayAny(auth.PermissionAdmin),
 	})
 }

@@ -1,24 +1,20 @@
-package server
+package httpapi
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dlmhq/dlm/server/auth"
-
 	"github.com/dlmhq/dlm/server/raftnode"
-
-	"github.com/dlmhq/dlm/server/fsm"
-
-	"github.com/dlmhq/dlm/locktable"
 )
 
 // Limits of the live feed, GET /v1/events.
@@ -36,26 +32,19 @@ const (
 	// authenticated identity may have open at once; more are refused with
 	// 429 Too Many Requests.
 	DefaultMaxEventStreamsPerIdentity = 4
-	// MaxEventQueue bounds the locks a snapshot lists per holder list,
-	// conversion queue and wait queue of one resource (their full lengths
-	// are given beside them).
-	MaxEventQueue = 50
-	// MaxEventLocks bounds the locks one snapshot lists in all; the lists
-	// of the resources past it are cut short (full lengths still given).
-	MaxEventLocks = 5000
 )
 
 // Pacing of the feed.
 const (
-	// eventInterval is the shortest gap between two events of a stream, and
+	// EventInterval is the shortest gap between two events of a stream, and
 	// how often it looks at the applied index: changes applied meanwhile
 	// are coalesced into the next snapshot (at most 10 events a second).
-	eventInterval = 100 * time.Millisecond
-	// eventRefresh is the longest gap: a snapshot is sent at least this
+	EventInterval = 100 * time.Millisecond
+	// EventRefresh is the longest gap: a snapshot is sent at least this
 	// often, changed or not, so that times (held for, TTL left) move and
 	// membership and leadership, which the applied index does not follow,
 	// are refreshed.
-	eventRefresh = time.Second
+	EventRefresh = time.Second
 	// eventCostFactor spaces events by at least this many times the time
 	// the last snapshot took to build, so that on a large table a stream
 	// holds the FSM's read lock at most about 1/eventCostFactor of the time.
@@ -68,7 +57,7 @@ const (
 )
 
 // eventFeed serves GET /v1/events: a stream of Server-Sent Events, each a
-// JSON snapshot (an eventSnapshot) of the node, its cluster and the part of
+// JSON snapshot (a Snapshot) of the node, its cluster and the part of
 // the lock table whose resource names begin with ?prefix=, at most ?limit=
 // resources and sessions (default DefaultListLimit, at most MaxListLimit).
 // With authentication, only what the caller's list scope covers: the
@@ -76,8 +65,8 @@ const (
 // them, and the members only for an admin.
 //
 // A stream sends a snapshot at once, then whenever the FSM's applied index
-// moved (looked at every eventInterval: changes are coalesced), and at least
-// every eventRefresh. It ends when the client goes, the server closes, or
+// moved (looked at every EventInterval: changes are coalesced), and at least
+// every EventRefresh. It ends when the client goes, the server closes, or
 // the client does not take an event within eventWriteTimeout. The watching
 // costs nothing to the apply path: the stream reads the applied index, it
 // is not told of each command.
@@ -87,16 +76,22 @@ const (
 // Config.MaxEventStreamsPerIdentity per authenticated identity (429
 // Too Many Requests past it).
 type eventFeed struct {
-	s           *Server
+	api         *api
 	perIdentity int
+	streams     prometheus.Gauge // nil: not counted
+	done        <-chan struct{}
 
 	mu         sync.Mutex
 	open       int            // streams open
 	byIdentity map[string]int // streams open per authenticated identity
 }
 
-func newEventFeed(s *Server) *eventFeed {
-	return &eventFeed{s: s, perIdentity: s.cfg.MaxEventStreamsPerIdentity, byIdentity: make(map[string]int)}
+func newEventFeed(a *api, cfg Config) *eventFeed {
+	per := cfg.MaxEventStreamsPerIdentity
+	if per <= 0 {
+		per = DefaultMaxEventStreamsPerIdentity
+	}
+	return &eventFeed{api: a, perIdentity: per, streams: cfg.EventStreams, done: cfg.Done, byIdentity: make(map[string]int)}
 }
 
 // admit takes a stream slot for p and returns its release, or the HTTP
@@ -134,28 +129,21 @@ func (f *eventFeed) admit(p auth.Principal) (release func(), code int, msg strin
 	}, 0, ""
 }
 
+// ServeHTTP serves one stream of the feed.
 func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	prefix := q.Get("prefix")
-	if err := validateListArgs(prefix, ""); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if len(prefix) > f.s.node.Limits().MaxNameLen {
-		http.Error(w, "prefix: longer than any resource name", http.StatusBadRequest)
-		return
-	}
 	limit, err := strconv.Atoi(q.Get("limit"))
 	if q.Get("limit") != "" && (err != nil || limit < 0) {
 		http.Error(w, "limit: want a non-negative integer", http.StatusBadRequest)
 		return
 	}
-	if limit == 0 {
-		limit = DefaultListLimit
+	p := f.api.auth.Caller(r.Context())
+	first, err := f.api.svc.Snapshot(p, prefix, limit) // checks the prefix
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
-	limit = min(limit, MaxListLimit)
-
-	p := f.s.auth.Caller(r.Context())
 	release, code, msg := f.admit(p)
 	if release == nil {
 		w.Header().Set("Retry-After", "5")
@@ -163,31 +151,36 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	f.s.metrics.eventStreams.Inc()
-	defer f.s.metrics.eventStreams.Dec()
+	if f.streams != nil {
+		f.streams.Inc()
+		defer f.streams.Dec()
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	f.s.streamEvents(r.Context(), w, prefix, limit, scopeOf(p), func() bool { return f.s.auth.Current(p) })
+	f.stream(r.Context(), w, first, func() *Snapshot {
+		snap, _ := f.api.svc.Snapshot(p, prefix, limit)
+		return snap
+	}, func() bool { return f.api.auth.Current(p) })
 }
 
-// streamEvents writes snapshots to w until ctx ends, the server closes, a
-// write fails or current reports that the caller's credentials no longer
-// hold (a login cookie's login ended).
-func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix string, limit int, sc listScope, current func() bool) {
+// stream writes snapshots to w, first, then each that take returns, until
+// ctx ends, the server closes, a write fails or current reports that the
+// caller's credentials no longer hold (a login cookie's login ended).
+func (f *eventFeed) stream(ctx context.Context, w http.ResponseWriter, first *Snapshot, take func() *Snapshot, current func() bool) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{})
-	tick := time.NewTicker(eventInterval)
+	tick := time.NewTicker(EventInterval)
 	defer tick.Stop()
-	_, changed := s.node.Leadership()
+	_, changed := f.api.svc.Leadership()
 	var (
 		buf   bytes.Buffer
 		sent  time.Time // when the last snapshot was taken
 		index uint64    // its applied index
-		gap   = eventInterval
+		gap   = EventInterval
 		force = true
 	)
 	buf.WriteString("retry: " + strconv.FormatInt(eventRetry.Milliseconds(), 10) + "\n\n")
@@ -197,12 +190,16 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix
 		}
 		now := time.Now()
 		since := now.Sub(sent)
-		if force || since >= max(eventRefresh, gap) || (since >= gap && s.node.FSM().AppliedIndex() != index) {
-			snap := s.eventSnapshot(prefix, limit, sc)
-			gap = max(eventInterval, eventCostFactor*time.Since(now))
+		if force || since >= max(EventRefresh, gap) || (since >= gap && f.api.svc.Applied() != index) {
+			snap := first
+			if snap == nil {
+				snap = take()
+			}
+			first = nil
+			gap = max(EventInterval, eventCostFactor*time.Since(now))
 			buf.WriteString("event: snapshot\ndata: ")
 			if err := json.NewEncoder(&buf).Encode(snap); err != nil { // one line: JSON escapes newlines
-				s.log.Error("dlm server: encode event", "err", err)
+				f.api.log.Error("dlm server: encode event", "err", err)
 				return
 			}
 			buf.WriteString("\n")
@@ -219,48 +216,54 @@ func (s *Server) streamEvents(ctx context.Context, w http.ResponseWriter, prefix
 		select {
 		case <-tick.C:
 		case <-changed:
-			_, changed = s.node.Leadership()
+			_, changed = f.api.svc.Leadership()
 			force = true
 		case <-ctx.Done():
 			return
-		case <-s.stop:
+		case <-f.done:
 			return
 		}
 	}
 }
 
-// eventSnapshot is one event of /v1/events.
-type eventSnapshot struct {
+// Snapshot is one event of /v1/events.
+type Snapshot struct {
+	// NodeID is the node that answered.
 	NodeID string `json:"node_id"`
 	// Ready is true when this node serves requests (see Server.Ready).
 	Ready bool `json:"ready"`
 	// RaftState is this node's: follower, candidate, leader or shutdown.
-	RaftState     string `json:"raft_state"`
+	RaftState string `json:"raft_state"`
+	// LeaderID and LeaderAddress name the leader this node knows.
 	LeaderID      string `json:"leader_id"`
 	LeaderAddress string `json:"leader_address"`
 	// AppliedIndex is the Raft index of the state shown.
-	AppliedIndex uint64    `json:"applied_index"`
-	Time         time.Time `json:"time"`
-	Prefix       string    `json:"prefix"`
-	Limit        int       `json:"limit"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// Time is when the snapshot was taken; Prefix and Limit are its
+	// request's.
+	Time   time.Time `json:"time"`
+	Prefix string    `json:"prefix"`
+	Limit  int       `json:"limit"`
 	// Stats are the whole table's, whatever the prefix.
-	Stats   eventStats        `json:"stats"`
+	Stats   Stats             `json:"stats"`
 	Members []raftnode.Member `json:"members"`
 	// MembersHidden is true when the caller may not see the members
 	// (they need the admin permission).
 	MembersHidden bool `json:"members_hidden,omitempty"`
 	// Resources are those whose names begin with Prefix, in name order, at
 	// most Limit; MoreResources is true when there are more.
-	Resources     []eventResource `json:"resources"`
-	MoreResources bool            `json:"more_resources"`
+	Resources     []Resource `json:"resources"`
+	MoreResources bool       `json:"more_resources"`
 	// Sessions are, without a prefix, the open sessions in id order;
 	// with one, the sessions of the locks listed in Resources. At most
 	// Limit; MoreSessions is true when there are more.
-	Sessions     []eventSession `json:"sessions"`
+	Sessions     []EventSession `json:"sessions"`
 	MoreSessions bool           `json:"more_sessions"`
 }
 
-type eventStats struct {
+// Stats are the whole table's counts: sessions, resources and locks
+// open, requests queued, and the highest fencing token granted.
+type Stats struct {
 	Sessions  int    `json:"sessions"`
 	Resources int    `json:"resources"`
 	Locks     int    `json:"locks"`
@@ -268,7 +271,9 @@ type eventStats struct {
 	LastToken uint64 `json:"last_token"`
 }
 
-type eventResource struct {
+// Resource is one resource of a Snapshot: its name, kind, capacity and
+// permits used (semaphores), its holders and queues.
+type Resource struct {
 	Name     string `json:"name"`
 	Kind     string `json:"kind"` // lock or semaphore
 	Capacity uint32 `json:"capacity,omitempty"`
@@ -276,15 +281,16 @@ type eventResource struct {
 	// Holders in grant order, and the queues head first, each cut at
 	// MaxEventQueue (and MaxEventLocks in all); the totals are their full
 	// lengths.
-	Holders         []eventLock `json:"holders"`
-	Converting      []eventLock `json:"converting"`
-	Waiting         []eventLock `json:"waiting"`
+	Holders         []EventLock `json:"holders"`
+	Converting      []EventLock `json:"converting"`
+	Waiting         []EventLock `json:"waiting"`
 	HoldersTotal    int         `json:"holders_total"`
 	ConvertingTotal int         `json:"converting_total"`
 	WaitingTotal    int         `json:"waiting_total"`
 }
 
-type eventLock struct {
+// EventLock is one lock or request of a Snapshot's resource.
+type EventLock struct {
 	ID        uint64 `json:"id"`
 	Session   uint64 `json:"session"`
 	Owner     uint64 `json:"owner"`
@@ -302,7 +308,8 @@ type eventLock struct {
 	DeadlineMillis *int64 `json:"deadline_in_ms,omitempty"`
 }
 
-type eventSession struct {
+// EventSession is one session of a Snapshot.
+type EventSession struct {
 	ID       uint64    `json:"id"`
 	Label    string    `json:"label"`
 	TTLMilli int64     `json:"ttl_ms"`
@@ -316,134 +323,6 @@ type eventSession struct {
 	Waiting int `json:"waiting"`
 }
 
-// eventSnapshot takes a snapshot of the node and of the table's resources
-// whose names begin with prefix and that sc covers, under one FSM read
-// lock.
-func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *eventSnapshot {
-	snap := &eventSnapshot{
-		NodeID:    s.node.ID(),
-		Ready:     s.Ready(),
-		RaftState: strings.ToLower(s.node.State().String()),
-		Prefix:    prefix,
-		Limit:     limit,
-		Members:   []raftnode.Member{},
-		Resources: []eventResource{},
-		Sessions:  []eventSession{},
-	}
-	snap.LeaderID, snap.LeaderAddress = s.node.Leader()
-	if !sc.members {
-		snap.MembersHidden = true
-	} else if m, err := s.node.Members(); err == nil {
-		snap.Members = m
-	}
-	f := s.node.FSM()
-	f.Read(func(v fsm.View) {
-		t := v.Table()
-		now := time.Now()
-		snap.Time = now.UTC()
-		snap.AppliedIndex = v.Applied()
-		st := t.Stats()
-		snap.Stats = eventStats{Sessions: st.Sessions, Resources: st.Resources, Locks: st.Locks, Waiters: st.Pending, LastToken: st.LastToken}
-
-		infos := sc.resources(t, prefix, "", limit+1)
-		if len(infos) > limit {
-			infos, snap.MoreResources = infos[:limit], true
-		}
-		budget := MaxEventLocks
-		nowNanos := now.UnixNano()
-		list := func(ls []locktable.LockInfo) []eventLock {
-			n := min(len(ls), MaxEventQueue, budget)
-			budget -= n
-			out := make([]eventLock, n)
-			for i, l := range ls[:n] {
-				out[i] = eventLockOf(l, v.Metadata, nowNanos)
-			}
-			return out
-		}
-		var involved []locktable.SessionID // with a prefix: the sessions of the locks listed
-		for _, r := range infos {
-			er := eventResource{
-				Name: r.Name, Kind: r.Kind.String(), Capacity: r.Capacity, Used: r.Used,
-				Holders: list(r.Holders), Converting: list(r.Converting), Waiting: list(r.Waiting),
-				HoldersTotal: len(r.Holders), ConvertingTotal: len(r.Converting), WaitingTotal: len(r.Waiting),
-			}
-			snap.Resources = append(snap.Resources, er)
-			if prefix != "" || !sc.all() {
-				for _, ls := range [][]eventLock{er.Holders, er.Waiting} { // converting ones are holders
-					for _, l := range ls {
-						involved = append(involved, locktable.SessionID(l.Session))
-					}
-				}
-			}
-		}
-
-		var sessions []locktable.SessionInfo
-		if prefix == "" && sc.all() {
-			sessions = t.Sessions(0, limit+1)
-		} else {
-			slices.Sort(involved)
-			involved = slices.Compact(involved)
-			for _, id := range involved[:min(len(involved), limit+1)] {
-				if si, ok := t.Session(id); ok {
-					sessions = append(sessions, si)
-				}
-			}
-		}
-		if len(sessions) > limit {
-			sessions, snap.MoreSessions = sessions[:limit], true
-		}
-		for _, si := range sessions {
-			es := eventSession{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC()}
-			if rec, ok := v.Session(si.ID); ok {
-				es.TTLMilli = rec.TTL.Milliseconds()
-			}
-			if d, ok := s.live.deadline(si.ID); ok {
-				es.ExpiresInMillis = millis(d.Sub(now).Nanoseconds())
-			}
-			for _, l := range sc.locks(si.Locks) {
-				switch l.State {
-				case locktable.LockGranted:
-					es.Held++
-				case locktable.LockConverting:
-					es.Held++
-					es.Waiting++
-				case locktable.LockWaiting:
-					es.Waiting++
-				}
-			}
-			snap.Sessions = append(snap.Sessions, es)
-		}
-	})
-	return snap
-}
-
-// eventLockOf describes lock l as of now (Unix nanoseconds, table time).
-func eventLockOf(l locktable.LockInfo, meta metaFunc, now int64) eventLock {
-	e := eventLock{
-		ID: uint64(l.ID), Session: uint64(l.Session), Owner: uint64(l.Owner), State: l.State.String(),
-		Permits: l.Permits, Token: l.Token, Metadata: string(meta(l.ID)),
-	}
-	if l.Mode.Valid() {
-		e.Mode = l.Mode.String()
-	}
-	if l.Requested.Valid() {
-		e.Requested = l.Requested.String()
-	}
-	if l.State != locktable.LockWaiting {
-		e.HeldMillis = millis(now - l.GrantedAt)
-	}
-	if l.State != locktable.LockGranted {
-		e.WaitedMillis = millis(now - l.QueuedAt)
-		if l.Deadline != 0 {
-			e.DeadlineMillis = millis(l.Deadline - now)
-		}
-	}
-	return e
-}
-
-// millis converts nanoseconds to milliseconds, never below zero (the
-// leader's stamps may be ahead of this node's clock).
-func millis(nanos int64) *int64 {
-	v := max(nanos, 0) / int64(time.Millisecond)
-	return &v
-}
+// ErrBadRequest is wrapped by the Service's errors that are the request's
+// fault (HTTP 400).
+var ErrBadRequest = errors.New("dlm server: bad request")
