@@ -69,7 +69,8 @@ func sessionRequests() []*dlmpb.SessionRequest {
 		lock(14, "sem", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = math.MaxUint32, math.MaxUint32 }),
 		lock(15, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Metadata = make([]byte, MaxMetadataBytes+1) }),
 		lock(16, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.NoQueue = true }),
-		lock(17, "r", dlmpb.Mode_MODE_EX, oldTTL(durationpb.New(-time.Hour))), // an old client's ttl (field 7, reserved)
+		// an old client's lease TTL (field 7, reserved since), out of any bounds
+		lock(17, "r", dlmpb.Mode_MODE_EX, oldTTL(durationpb.New(-time.Hour))),
 		lock(1, "r", dlmpb.Mode_MODE_EX), // a repeated sequence
 		lock(0, "r", dlmpb.Mode_MODE_NL),
 		conv(20, 1, dlmpb.Mode_MODE_NL, nil),
