@@ -974,7 +974,7 @@ func (x *KeepAlive) GetSentUnixNano() int64 {
 
 // LockRequest asks for a lock (semaphore permits if capacity is set). The
 // lock is held while the session lives: a lease shorter than the session is
-// the client's to keep (the Go client releases the lock when its lease ends).
+// the client's to keep (the Go client enforces its lease TTL itself).
 //
 // wait bounds how long the request may stay queued, measured by the server,
 // so that a client needs no timer of its own to give up (the Go client
@@ -986,11 +986,11 @@ func (x *KeepAlive) GetSentUnixNano() int64 {
 //   - positive: if not granted at once it is answered Queued, and if it is
 //     still not granted once wait has passed on the server's replicated
 //     clock, counted from when the request was applied, it is removed from
-//     the queue and a TimedOut (lock_id, mode, no request id) is pushed;
-//     the lock id is then gone (REASON_UNKNOWN_LOCK). The TimedOut comes
-//     soon after the deadline (the leader times out waits as its clock
-//     passes them), never before it, and never after a Granted of the same
-//     lock: exactly one of the two ends the wait.
+//     the queue and a TimedOut is pushed (lock_id, the mode asked for,
+//     unset for semaphores; no request id); the lock id is then gone
+//     (REASON_UNKNOWN_LOCK). It comes soon after the deadline (the leader
+//     times out waits as its clock passes them), never before it, and a
+//     request is either granted or timed out, never both.
 //
 // A wait must be a valid Duration (seconds and nanos of one sign, within
 // ±10,000 years) and not negative, else the request is refused with
