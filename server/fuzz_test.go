@@ -123,6 +123,8 @@ func FuzzRequestCommand(f *testing.F) {
 		}
 		if to, reply, _ := answer(cmd, &r); m.GetClose() == nil && (reply == nil || to != sid) {
 			t.Fatalf("no answer to session %d for %v (%+v)", sid, cmd, r)
+		} else if m.GetClose() == nil && !proto.Equal(answerID(reply), id) {
+			t.Fatalf("answer %v to request %v: its id is not the request's", reply, id)
 		}
 		// The state machine's own invariants are checked by its fuzz
 		// targets (package fsm); here: it still snapshots and restores.

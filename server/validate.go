@@ -167,21 +167,6 @@ func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next g
 	return next(ctx, req)
 }
 
-// requestIDOf returns the id of a session request, nil if it has none.
-func requestIDOf(m *dlmpb.SessionRequest) *dlmpb.RequestID {
-	switch r := m.GetMsg().(type) {
-	case *dlmpb.SessionRequest_Lock:
-		return r.Lock.GetId()
-	case *dlmpb.SessionRequest_Convert:
-		return r.Convert.GetId()
-	case *dlmpb.SessionRequest_Release:
-		return r.Release.GetId()
-	case *dlmpb.SessionRequest_Cancel:
-		return r.Cancel.GetId()
-	}
-	return nil
-}
-
 // refusalReason is the reason of a request refused before it became a
 // command: REASON_INVALID unless the error has a more specific one.
 func refusalReason(err error) dlmpb.Reason {
