@@ -6,8 +6,6 @@ import (
 	"math"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/driver"
 )
@@ -36,9 +34,6 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 			return driver.Grant{}, fmt.Errorf("%w: mode %v", driver.ErrInvalid, req.Mode)
 		}
 		lr.Mode = dlmpb.Mode(req.Mode)
-	}
-	if req.TTL > 0 {
-		lr.Ttl = durationpb.New(req.TTL)
 	}
 
 	s.mu.Lock()

@@ -1641,24 +1641,19 @@ func TestAttackSemaphoreLimits(t *testing.T) {
 	r.granted(r.lock("sem/max", 0, sem(MaxCapacity, MaxCapacity)))
 }
 
-// TestAttackOtherClientLimits: the lease TTL a lock request carries, and its
-// wait, are checked as the Go client checks them; bad durations are refused
-// for that request only.
+// TestAttackOtherClientLimits: the wait a lock request carries is checked
+// as the Go client checks it; a bad one is refused for that request only.
+// (The lease TTL requests carried, and its bounds, are gone from the
+// protocol: see TestOldClientTTLIgnored.)
 func TestAttackOtherClientLimits(t *testing.T) {
 	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, 10*time.Second)
-	ttl := func(d *durationpb.Duration) func(*dlmpb.LockRequest) {
-		return func(l *dlmpb.LockRequest) { l.Ttl = d }
-	}
 	cases := []struct {
 		name string
 		mut  func(*dlmpb.LockRequest)
 		want string
 	}{
-		{"negative ttl", ttl(durationpb.New(-time.Second)), "ttl -1s"},
-		{"ttl under MinLockTTL", ttl(durationpb.New(time.Millisecond)), "ttl 1ms"},
-		{"ttl over MaxLockTTL", ttl(durationpb.New(MaxLockTTL + time.Hour)), "ttl 25h"},
-		{"malformed ttl", ttl(&durationpb.Duration{Seconds: 1, Nanos: -1}), "ttl"},
+		{"negative wait", func(l *dlmpb.LockRequest) { l.Wait = durationpb.New(-time.Second) }, "wait -1s"},
 		{"malformed wait", func(l *dlmpb.LockRequest) { l.Wait = &durationpb.Duration{Seconds: -1, Nanos: 1} }, "wait"},
 		{"empty name", func(l *dlmpb.LockRequest) { l.Resource = "" }, "empty"},
 		{"metadata too long", func(l *dlmpb.LockRequest) { l.Metadata = make([]byte, MaxMetadataBytes+1) }, fmt.Sprint(MaxMetadataBytes+1, " bytes")},
@@ -1669,7 +1664,7 @@ func TestAttackOtherClientLimits(t *testing.T) {
 			t.Errorf("%s: refusal %q does not say %q", c.name, m.GetMessage(), c.want)
 		}
 	}
-	r.granted(r.lock("limits", dlmpb.Mode_MODE_EX, ttl(durationpb.New(MaxLockTTL))))
+	r.granted(r.lock("limits", dlmpb.Mode_MODE_EX))
 }
 
 // TestAttackModesNamed: modes 7, -1 and 99999 were refused as "invalid lock

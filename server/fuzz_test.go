@@ -68,7 +68,9 @@ func sessionRequests() []*dlmpb.SessionRequest {
 		lock(13, "pool", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
 		lock(14, "sem", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = math.MaxUint32, math.MaxUint32 }),
 		lock(15, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Metadata = make([]byte, MaxMetadataBytes+1) }),
-		lock(16, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.NoQueue, r.Ttl = true, durationpb.New(-time.Hour) }),
+		lock(16, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.NoQueue = true }),
+		// an old client's lease TTL (field 7, reserved since), out of any bounds
+		lock(17, "r", dlmpb.Mode_MODE_EX, oldTTL(durationpb.New(-time.Hour))),
 		lock(1, "r", dlmpb.Mode_MODE_EX), // a repeated sequence
 		lock(0, "r", dlmpb.Mode_MODE_NL),
 		conv(20, 1, dlmpb.Mode_MODE_NL, nil),
@@ -121,6 +123,8 @@ func FuzzRequestCommand(f *testing.F) {
 		}
 		if to, reply, _ := answer(cmd, &r); m.GetClose() == nil && (reply == nil || to != sid) {
 			t.Fatalf("no answer to session %d for %v (%+v)", sid, cmd, r)
+		} else if m.GetClose() == nil && !proto.Equal(answerID(reply), id) {
+			t.Fatalf("answer %v to request %v: its id is not the request's", reply, id)
 		}
 		// The state machine's own invariants are checked by its fuzz
 		// targets (package fsm); here: it still snapshots and restores.

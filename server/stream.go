@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/dlmhq/dlm/server/auth"
-
-	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
 
@@ -191,65 +188,55 @@ func sendQueued(stream dlmpb.DLM_SessionServer, ob *outbox, buf []*dlmpb.Session
 	}
 }
 
-// submitted is a request handed to the node, awaiting its outcome.
-type submitted struct {
-	p  *raftnode.Pending
-	id *dlmpb.RequestID
-}
+// How a stream learns the outcome of its requests. The answer to every
+// request that was applied (granted, queued, refused by the table...) comes
+// through the hub, from the state machine's observer, in log order. What
+// the hub cannot tell is a request whose entry failed: not appended, or its
+// outcome unknown (leadership lost, node closed). The node itself tells
+// each submission's outcome, from its own goroutine and in submission order
+// while it runs (raftnode.Node.Submit), so no goroutine of the stream waits
+// on its requests: outcome, the function the stream hands the node with
+// each request, refuses the request if it failed; if it was applied, it
+// only gives back the request's inflight slot.
 
-// awaiting holds one stream's requests handed to the node, in order, until
-// their outcome is known. It takes no memory while empty and grows with use
-// up to its limit (MaxStreamInflight); its waiter, reportFailures, runs only
-// while it holds requests.
-type awaiting struct {
-	limit int
-	space chan struct{} // capacity 1: the queue shrank
+// inflight bounds one stream's requests handed to the node whose outcome
+// is not known yet (Config.MaxStreamInflight): a slot is taken before a
+// request is submitted, and given back once the node reports its outcome;
+// while every slot is taken, the stream's reader waits. Its elements take
+// no memory.
+type inflight chan struct{}
 
-	mu      sync.Mutex
-	queue   []submitted
-	waiting bool // a waiter runs
-}
-
-func newAwaiting(limit int) *awaiting {
-	return &awaiting{limit: limit, space: make(chan struct{}, 1)}
-}
-
-// add queues sub, waiting while the queue is full, and reports whether the
-// caller must start a waiter. It fails only with ctx's error.
-func (q *awaiting) add(ctx context.Context, sub submitted) (start bool, err error) {
-	q.mu.Lock()
-	for len(q.queue) >= q.limit {
-		q.mu.Unlock()
-		select {
-		case <-q.space:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-		q.mu.Lock()
-	}
-	defer q.mu.Unlock()
-	q.queue = append(q.queue, sub)
-	start, q.waiting = !q.waiting, true
-	return start, nil
-}
-
-// next takes the oldest request; once there is none, it reports false and
-// the waiter must stop.
-func (q *awaiting) next() (submitted, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.queue) == 0 {
-		q.queue, q.waiting = nil, false
-		return submitted{}, false
-	}
-	sub := q.queue[0]
-	q.queue[0] = submitted{}
-	q.queue = q.queue[1:]
+// take takes a slot, waiting while none is free; it fails only with ctx's
+// error. A free slot is taken even if ctx has ended.
+func (q inflight) take(ctx context.Context) error {
 	select {
-	case q.space <- struct{}{}:
+	case q <- struct{}{}:
+		return nil
 	default:
 	}
-	return sub, true
+	select {
+	case q <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// give gives a slot back.
+func (q inflight) give() { <-q }
+
+// outcome returns what the node calls with the outcome of request id, one
+// of the stream's: if it failed, it is refused with REASON_NOT_LEADER (it
+// was not applied, or its outcome is unknown; the client retries it with
+// the same request id on the leader, where a duplicate is answered from the
+// reply cache); either way its slot is given back. It never blocks.
+func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight) func([]fsm.Result, error) {
+	return func(_ []fsm.Result, err error) {
+		if err != nil {
+			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+		}
+		slots.give()
+	}
 }
 
 // read takes the client's messages until the stream ends. Requests are
@@ -261,7 +248,7 @@ func (q *awaiting) next() (submitted, bool) {
 // Keepalives are listed for acknowledgement without waiting.
 func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox, p auth.Principal, token string) {
 	defer s.wg.Done()
-	pend := newAwaiting(s.cfg.MaxStreamInflight)
+	slots := make(inflight, s.cfg.MaxStreamInflight)
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -298,104 +285,16 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		if lk := cmd.GetLock(); lk != nil && token != "" {
 			lk.Metadata = redactTokenBytes(lk.GetMetadata(), token)
 		}
-		p, err := s.node.Submit(ctx, cmd)
-		if err != nil {
+		if err := slots.take(ctx); err != nil {
+			return // the stream is gone
+		}
+		if err := s.node.Submit(ctx, outcome(ob, id, slots), cmd); err != nil {
+			slots.give()
 			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
 			ob.end(true, fmt.Errorf("dlm server: session %d: %w", sid, err))
 			return
 		}
-		start, err := pend.add(ctx, submitted{p: p, id: id})
-		if err != nil {
-			return // the stream is gone
-		}
-		if start {
-			s.wg.Add(1)
-			go s.reportFailures(pend, ob)
-		}
 	}
-}
-
-// reportFailures refuses, with REASON_NOT_LEADER, the requests whose entry
-// failed: they were not applied, or their outcome is unknown; the client
-// retries them with the same request id on the leader, where duplicates are
-// answered from the reply cache. It stops once pend is empty.
-func (s *Server) reportFailures(pend *awaiting, ob *outbox) {
-	defer s.wg.Done()
-	for {
-		sub, ok := pend.next()
-		if !ok {
-			return
-		}
-		if _, err := sub.p.Wait(context.Background()); err != nil {
-			ob.push(refused(sub.id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
-		}
-	}
-}
-
-// requestCommand turns a client request into a command of session sid.
-func requestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Command, *dlmpb.RequestID, error) {
-	if err := validateRequest(m); err != nil {
-		return nil, requestID(sid, requestIDOf(m)), err
-	}
-	s := uint64(sid)
-	switch r := m.GetMsg().(type) {
-	case *dlmpb.SessionRequest_Lock:
-		id := requestID(sid, r.Lock.GetId())
-		wait, err := waitNanos(r.Lock.GetWait())
-		if err != nil {
-			return nil, id, err
-		}
-		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
-			Session: s, Owner: r.Lock.GetOwner(), Resource: r.Lock.GetResource(), Mode: r.Lock.GetMode(),
-			NoQueue: r.Lock.GetNoQueue(), WaitNanos: wait, Capacity: r.Lock.GetCapacity(), Permits: r.Lock.GetPermits(),
-			Metadata: r.Lock.GetMetadata(),
-		}}}, id, nil
-	case *dlmpb.SessionRequest_Convert:
-		id := requestID(sid, r.Convert.GetId())
-		wait, err := waitNanos(r.Convert.GetWait())
-		if err != nil {
-			return nil, id, err
-		}
-		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Convert{Convert: &dlmpb.ConvertCmd{
-			Session: s, LockId: r.Convert.GetLockId(), Mode: r.Convert.GetMode(),
-			NoQueue: r.Convert.GetNoQueue(), QueueConvert: r.Convert.GetQueueConvert(), WaitNanos: wait,
-		}}}, id, nil
-	case *dlmpb.SessionRequest_Release:
-		id := requestID(sid, r.Release.GetId())
-		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{
-			Session: s, LockId: r.Release.GetLockId(),
-		}}}, id, nil
-	case *dlmpb.SessionRequest_Cancel:
-		id := requestID(sid, r.Cancel.GetId())
-		return &dlmpb.Command{Seq: id.Seq, Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{
-			Session: s, LockId: r.Cancel.GetLockId(),
-		}}}, id, nil
-	case *dlmpb.SessionRequest_Close:
-		return &dlmpb.Command{Op: &dlmpb.Command_CloseSession{CloseSession: &dlmpb.CloseSessionCmd{Session: s}}}, nil, nil
-	}
-	return nil, requestID(sid, nil), errors.New("dlm server: empty or unknown request")
-}
-
-// requestID is the id of a request of session sid: the stream's session,
-// whatever the client wrote, and the client's sequence number.
-func requestID(sid locktable.SessionID, id *dlmpb.RequestID) *dlmpb.RequestID {
-	return &dlmpb.RequestID{Session: uint64(sid), Seq: id.GetSeq()}
-}
-
-// waitNanos converts a wait duration: nil waits forever.
-func waitNanos(d *durationpb.Duration) (*int64, error) {
-	if d == nil {
-		return nil, nil
-	}
-	if err := d.CheckValid(); err != nil {
-		return nil, fmt.Errorf("dlm server: wait: %w", err)
-	}
-	w := d.AsDuration()
-	if w < 0 {
-		return nil, fmt.Errorf("dlm server: negative wait %s", w)
-	}
-	n := int64(w)
-	return &n, nil
 }
 
 // sessionTTL validates a requested session TTL; nil means the default.

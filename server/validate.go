@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
@@ -24,12 +23,6 @@ const (
 	// MaxCapacity is the largest number of permits of a semaphore
 	// (dlm.MaxCapacity).
 	MaxCapacity = 1 << 20
-	// MinLockTTL and MaxLockTTL bound the lease TTL a lock request may
-	// carry (dlm.MinTTL, dlm.MaxTTL). The server holds locks while their
-	// session lives and does not use the TTL, but refuses one that no
-	// client may ask for.
-	MinLockTTL = 10 * time.Millisecond
-	MaxLockTTL = 24 * time.Hour
 )
 
 // Errors of request validation, to be matched with errors.Is. A request
@@ -90,14 +83,6 @@ func validateLock(l *dlmpb.LockRequest) error {
 	}
 	if n := len(l.GetMetadata()); n > MaxMetadataBytes {
 		return invalid("metadata is %d bytes, the limit is %d", n, MaxMetadataBytes)
-	}
-	if d := l.GetTtl(); d != nil {
-		if err := d.CheckValid(); err != nil {
-			return invalid("ttl: %v", err)
-		}
-		if ttl := d.AsDuration(); ttl < MinLockTTL || ttl > MaxLockTTL {
-			return invalid("ttl %s is outside [%s, %s]", ttl, MinLockTTL, MaxLockTTL)
-		}
 	}
 	return nil
 }
@@ -180,21 +165,6 @@ func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next g
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return next(ctx, req)
-}
-
-// requestIDOf returns the id of a session request, nil if it has none.
-func requestIDOf(m *dlmpb.SessionRequest) *dlmpb.RequestID {
-	switch r := m.GetMsg().(type) {
-	case *dlmpb.SessionRequest_Lock:
-		return r.Lock.GetId()
-	case *dlmpb.SessionRequest_Convert:
-		return r.Convert.GetId()
-	case *dlmpb.SessionRequest_Release:
-		return r.Release.GetId()
-	case *dlmpb.SessionRequest_Cancel:
-		return r.Cancel.GetId()
-	}
-	return nil
 }
 
 // refusalReason is the reason of a request refused before it became a

@@ -972,7 +972,30 @@ func (x *KeepAlive) GetSentUnixNano() int64 {
 	return 0
 }
 
-// LockRequest asks for a lock (semaphore permits if capacity is set).
+// LockRequest asks for a lock (semaphore permits if capacity is set). The
+// lock is held while the session lives: a lease shorter than the session is
+// the client's to keep (the Go client enforces its lease TTL itself).
+//
+// wait bounds how long the request may stay queued, measured by the server,
+// so that a client needs no timer of its own to give up (the Go client
+// leaves it unset and cancels instead):
+//   - unset: the request waits until it is granted, cancelled
+//     (CancelRequest) or its session ends;
+//   - zero: it does not wait: granted at once, or refused with
+//     REASON_WOULD_BLOCK, as with no_queue;
+//   - positive: if not granted at once it is answered Queued, and if it is
+//     still not granted once wait has passed on the server's replicated
+//     clock, counted from when the request was applied, it is removed from
+//     the queue and a TimedOut is pushed (lock_id, the mode asked for,
+//     unset for semaphores; no request id); the lock id is then gone
+//     (REASON_UNKNOWN_LOCK). It comes soon after the deadline (the leader
+//     times out waits as its clock passes them), never before it, and a
+//     request is either granted or timed out, never both.
+//
+// A wait must be a valid Duration (seconds and nanos of one sign, within
+// ±10,000 years) and not negative, else the request is refused with
+// REASON_INVALID; a wait past the end of the clock's range waits forever.
+// no_queue takes precedence over wait.
 type LockRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            *RequestID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -980,8 +1003,7 @@ type LockRequest struct {
 	Mode          Mode                   `protobuf:"varint,3,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"`     // for locks; unset for semaphores
 	Owner         uint64                 `protobuf:"varint,4,opt,name=owner,proto3" json:"owner,omitempty"`                    // owner within the session (deadlock graph)
 	NoQueue       bool                   `protobuf:"varint,5,opt,name=no_queue,json=noQueue,proto3" json:"no_queue,omitempty"` // try-lock: refuse with WOULD_BLOCK instead of waiting
-	Wait          *durationpb.Duration   `protobuf:"bytes,6,opt,name=wait,proto3" json:"wait,omitempty"`                       // unset waits forever; zero does not wait
-	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`                         // the client's lease TTL; the server holds the lock while the session lives (the client enforces this TTL)
+	Wait          *durationpb.Duration   `protobuf:"bytes,6,opt,name=wait,proto3" json:"wait,omitempty"`                       // how long it may stay queued (see above): unset waits forever; zero does not wait
 	Metadata      []byte                 `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`               // holder description shown in listings, at most 1 KiB
 	Capacity      uint32                 `protobuf:"varint,9,opt,name=capacity,proto3" json:"capacity,omitempty"`              // semaphores: total permits (creates it)
 	Permits       uint32                 `protobuf:"varint,10,opt,name=permits,proto3" json:"permits,omitempty"`               // semaphores: permits to take
@@ -1061,13 +1083,6 @@ func (x *LockRequest) GetWait() *durationpb.Duration {
 	return nil
 }
 
-func (x *LockRequest) GetTtl() *durationpb.Duration {
-	if x != nil {
-		return x.Ttl
-	}
-	return nil
-}
-
 func (x *LockRequest) GetMetadata() []byte {
 	if x != nil {
 		return x.Metadata
@@ -1091,13 +1106,15 @@ func (x *LockRequest) GetPermits() uint32 {
 
 // ConvertRequest changes the mode of a granted lock.
 type ConvertRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *RequestID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
-	Mode          Mode                   `protobuf:"varint,3,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"`
-	NoQueue       bool                   `protobuf:"varint,4,opt,name=no_queue,json=noQueue,proto3" json:"no_queue,omitempty"`
-	QueueConvert  bool                   `protobuf:"varint,5,opt,name=queue_convert,json=queueConvert,proto3" json:"queue_convert,omitempty"` // wait behind queued conversions (VMS QUECVT)
-	Wait          *durationpb.Duration   `protobuf:"bytes,6,opt,name=wait,proto3" json:"wait,omitempty"`                                      // as in LockRequest
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           *RequestID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	LockId       uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Mode         Mode                   `protobuf:"varint,3,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"`
+	NoQueue      bool                   `protobuf:"varint,4,opt,name=no_queue,json=noQueue,proto3" json:"no_queue,omitempty"`
+	QueueConvert bool                   `protobuf:"varint,5,opt,name=queue_convert,json=queueConvert,proto3" json:"queue_convert,omitempty"` // wait behind queued conversions (VMS QUECVT)
+	// As in LockRequest; a conversion that times out (TimedOut with
+	// conversion set) leaves the lock granted in its old mode.
+	Wait          *durationpb.Duration `protobuf:"bytes,6,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4210,19 +4227,18 @@ const file_dlm_proto_rawDesc = "" +
 	"\fresume_token\x18\x04 \x01(\fR\vresumeToken\"C\n" +
 	"\tKeepAlive\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12$\n" +
-	"\x0esent_unix_nano\x18\x02 \x01(\x03R\fsentUnixNano\"\xcd\x02\n" +
+	"\x0esent_unix_nano\x18\x02 \x01(\x03R\fsentUnixNano\"\xab\x02\n" +
 	"\vLockRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x1a\n" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12 \n" +
 	"\x04mode\x18\x03 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\x04R\x05owner\x12\x19\n" +
 	"\bno_queue\x18\x05 \x01(\bR\anoQueue\x12-\n" +
-	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12+\n" +
-	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1a\n" +
+	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x1a\n" +
 	"\bmetadata\x18\b \x01(\fR\bmetadata\x12\x1a\n" +
 	"\bcapacity\x18\t \x01(\rR\bcapacity\x12\x18\n" +
 	"\apermits\x18\n" +
-	" \x01(\rR\apermits\"\xdd\x01\n" +
+	" \x01(\rR\apermitsJ\x04\b\a\x10\bR\x03ttl\"\xdd\x01\n" +
 	"\x0eConvertRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12 \n" +
@@ -4588,76 +4604,75 @@ var file_dlm_proto_depIdxs = []int32{
 	4,  // 14: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,  // 15: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
 	53, // 16: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	53, // 17: dlm.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 18: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
-	0,  // 19: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	53, // 20: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
-	4,  // 21: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
-	4,  // 22: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
-	17, // 23: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
-	18, // 24: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
-	19, // 25: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
-	20, // 26: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
-	21, // 27: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
-	22, // 28: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
-	23, // 29: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
-	24, // 30: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
-	25, // 31: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
-	26, // 32: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
-	28, // 33: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
-	27, // 34: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	16, // 35: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
-	1,  // 36: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	53, // 37: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	53, // 38: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
-	4,  // 39: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
-	0,  // 40: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
-	4,  // 41: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
-	4,  // 42: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
-	1,  // 43: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
-	4,  // 44: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
-	0,  // 45: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
-	4,  // 46: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
-	0,  // 47: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
-	4,  // 48: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
-	0,  // 49: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
-	5,  // 50: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
-	6,  // 51: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	53, // 52: dlm.v1.SessionSummary.ttl:type_name -> google.protobuf.Duration
-	34, // 53: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionSummary
-	39, // 54: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	41, // 55: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	42, // 56: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	43, // 57: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	44, // 58: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	45, // 59: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	46, // 60: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	47, // 61: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	48, // 62: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	40, // 63: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	0,  // 64: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,  // 65: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	51, // 66: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	40, // 67: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	52, // 68: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	50, // 69: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	2,  // 70: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,  // 71: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	7,  // 72: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	29, // 73: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	31, // 74: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	33, // 75: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	36, // 76: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	15, // 77: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	30, // 78: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	32, // 79: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	35, // 80: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	37, // 81: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	77, // [77:82] is the sub-list for method output_type
-	72, // [72:77] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	4,  // 17: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
+	0,  // 18: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
+	53, // 19: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	4,  // 20: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
+	4,  // 21: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
+	17, // 22: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
+	18, // 23: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
+	19, // 24: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
+	20, // 25: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
+	21, // 26: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
+	22, // 27: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
+	23, // 28: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
+	24, // 29: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
+	25, // 30: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
+	26, // 31: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
+	28, // 32: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
+	27, // 33: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
+	16, // 34: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
+	1,  // 35: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
+	53, // 36: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	53, // 37: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	4,  // 38: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
+	0,  // 39: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
+	4,  // 40: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
+	4,  // 41: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
+	1,  // 42: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
+	4,  // 43: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
+	0,  // 44: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
+	4,  // 45: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
+	0,  // 46: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
+	4,  // 47: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
+	0,  // 48: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
+	5,  // 49: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
+	6,  // 50: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
+	53, // 51: dlm.v1.SessionSummary.ttl:type_name -> google.protobuf.Duration
+	34, // 52: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionSummary
+	39, // 53: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	41, // 54: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	42, // 55: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	43, // 56: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	44, // 57: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	45, // 58: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	46, // 59: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	47, // 60: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	48, // 61: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	40, // 62: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	0,  // 63: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,  // 64: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	51, // 65: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	40, // 66: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	52, // 67: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	50, // 68: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	2,  // 69: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,  // 70: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	7,  // 71: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	29, // 72: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	31, // 73: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	33, // 74: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	36, // 75: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	15, // 76: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	30, // 77: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	32, // 78: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	35, // 79: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	37, // 80: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	76, // [76:81] is the sub-list for method output_type
+	71, // [71:76] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }

@@ -224,3 +224,87 @@ func TestOpenRefusesAnOldLogFormat(t *testing.T) {
 		t.Fatalf("error does not say why: %v", err)
 	}
 }
+
+// TestSubmitTellsEachOutcomeOnce: Submit returns at once and the node calls
+// each proposal's done exactly once: while it runs, with the results, in
+// submission order; at Close, with the results or an error, before Close
+// returns; after Close, never (Submit fails).
+func TestSubmitTellsEachOutcomeOnce(t *testing.T) {
+	defer servertest.CheckNoLeaks(t)
+	n := openNode(t, Config{InMemory: true})
+	type call struct {
+		i       int
+		results []fsm.Result
+		err     error
+	}
+	var (
+		mu    sync.Mutex
+		calls []call
+	)
+	all := make(chan struct{}, 1)
+	submit := func(i, want int) error {
+		return n.Submit(testCtx(t), func(rs []fsm.Result, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, call{i, rs, err})
+			if len(calls) == want {
+				all <- struct{}{}
+			}
+		}, servertest.Open(fmt.Sprint("s", i)))
+	}
+	const count = 200
+	for i := range count {
+		if err := submit(i, count); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-all:
+	case <-testCtx(t).Done():
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%d of %d proposals answered", len(calls), count)
+	}
+	mu.Lock()
+	for k, c := range calls {
+		if c.i != k || c.err != nil || len(c.results) != 1 || c.results[0].Session == 0 ||
+			(k > 0 && c.results[0].Index < calls[k-1].results[0].Index) {
+			t.Fatalf("call %d: %+v, want proposal %d applied after the one before", k, c, k)
+		}
+	}
+	calls = nil
+	mu.Unlock()
+
+	// At Close: every proposal is answered once, before Close returns.
+	for i := range count {
+		if err := submit(i, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	seen := map[int]bool{}
+	for _, c := range calls {
+		if seen[c.i] {
+			t.Fatalf("proposal %d answered twice", c.i)
+		}
+		seen[c.i] = true
+		if c.err != nil && !errors.Is(c.err, ErrClosed) && !errors.Is(c.err, ErrLeadershipLost) {
+			t.Fatalf("proposal %d: %v", c.i, c.err)
+		}
+	}
+	if len(seen) != count {
+		t.Fatalf("%d of %d proposals answered by Close", len(seen), count)
+	}
+	mu.Unlock()
+	if err := submit(count, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Submit after Close: %v, want ErrClosed", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != count {
+		t.Fatal("done called for a proposal Submit refused")
+	}
+}

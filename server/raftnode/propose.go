@@ -21,11 +21,12 @@ const (
 	batchStampField    protowire.Number = 2
 )
 
-// proposal is one Propose call: its encoded commands and where to answer.
+// proposal is one Submit call: its encoded commands and whom to tell the
+// outcome.
 type proposal struct {
 	cmds      [][]byte
-	done      chan proposed // buffered: the waiter never blocks
-	submitted time.Time     // for the apply latency
+	done      func([]fsm.Result, error) // called once, by the batcher or the waiter
+	submitted time.Time                 // for the apply latency
 }
 
 // ObserveApplyLatency makes the node call fn, from its waiter goroutine,
@@ -34,7 +35,7 @@ type proposal struct {
 // node closes.
 func (n *Node) ObserveApplyLatency(fn func(time.Duration)) { n.applyObserver.Store(&fn) }
 
-// proposed is the answer to a proposal.
+// proposed is the outcome of a proposal, as Propose receives it.
 type proposed struct {
 	results []fsm.Result
 	err     error
@@ -57,53 +58,49 @@ func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]fsm.Resul
 	if len(cmds) == 0 {
 		return nil, nil
 	}
-	p, err := n.Submit(ctx, cmds...)
+	out := make(chan proposed, 1) // buffered: the node never blocks on it
+	err := n.Submit(ctx, func(results []fsm.Result, err error) { out <- proposed{results, err} }, cmds...)
 	if err != nil {
 		return nil, err
 	}
-	return p.Wait(ctx)
-}
-
-// Pending is a proposal handed to the node, whose results are to come.
-type Pending struct {
-	done chan proposed // buffered: the node never blocks on it
+	select {
+	case r := <-out:
+		return r.results, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("dlm server: propose (outcome unknown): %w", ctx.Err())
+	}
 }
 
 // Submit hands cmds to the node and returns without waiting for them to be
-// applied. Proposals submitted one after another by one goroutine are
-// applied in that order. It blocks only while the node's pipeline is full
-// (back-pressure), or until ctx ends or the node closes.
-func (n *Node) Submit(ctx context.Context, cmds ...*dlmpb.Command) (*Pending, error) {
+// applied. Once their outcome is known the node calls done, exactly once:
+// with one Result per command once applied, or with the error Propose
+// would return (the entry's failure, outcome unknown; or ErrClosed). It
+// calls done from its own goroutines, so done must be quick, must not
+// block and must not call the node. Proposals submitted one after another
+// by one goroutine are applied, and their done called, in that order;
+// only at Close may the proposals not yet in an entry be told ErrClosed
+// before earlier ones are answered. Submit blocks only while the node's pipeline is full
+// (back-pressure), or until ctx ends or the node closes; if it returns an
+// error, the commands were not handed over and done is never called.
+func (n *Node) Submit(ctx context.Context, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("dlm server: propose: %w", err)
+		return fmt.Errorf("dlm server: propose: %w", err)
 	}
-	p := &proposal{cmds: make([][]byte, len(cmds)), done: make(chan proposed, 1), submitted: time.Now()}
+	p := &proposal{cmds: make([][]byte, len(cmds)), done: done, submitted: time.Now()}
 	for i, c := range cmds {
 		b, err := proto.Marshal(c)
 		if err != nil {
-			return nil, fmt.Errorf("dlm server: encode command: %w", err)
+			return fmt.Errorf("dlm server: encode command: %w", err)
 		}
 		p.cmds[i] = b
 	}
 	select {
 	case n.proposals <- p:
-		return &Pending{done: p.done}, nil
+		return nil
 	case <-n.stop:
-		return nil, ErrClosed
+		return ErrClosed
 	case <-ctx.Done():
-		return nil, fmt.Errorf("dlm server: propose: %w", ctx.Err())
-	}
-}
-
-// Wait returns the proposal's results (as Propose does) once it is applied,
-// or ctx's error wrapped, in which case the outcome is unknown and Wait may
-// be called again. Once it has returned the results, it must not be.
-func (p *Pending) Wait(ctx context.Context) ([]fsm.Result, error) {
-	select {
-	case r := <-p.done:
-		return r.results, r.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("dlm server: propose (outcome unknown): %w", ctx.Err())
+		return fmt.Errorf("dlm server: propose: %w", ctx.Err())
 	}
 }
 
@@ -137,7 +134,7 @@ func (n *Node) batch() {
 		case slots <- struct{}{}:
 		case <-n.stop:
 			for _, p := range pending {
-				p.done <- proposed{err: ErrClosed}
+				p.done(nil, ErrClosed)
 			}
 			return
 		}
@@ -187,8 +184,9 @@ func encodeBatch(props []*proposal, count int, stamp int64) []byte {
 	return protowire.AppendVarint(b, uint64(stamp))
 }
 
-// await is the waiter goroutine: it waits for each entry in order, hands
-// each proposal its slice of the results and frees the entry's slot.
+// await is the waiter goroutine: it waits for each entry in order, tells
+// each proposal its outcome (its slice of the results, or the entry's
+// error) and frees the entry's slot.
 func (n *Node) await() {
 	defer n.pipeline.Done()
 	for e := range n.inflight {
@@ -200,10 +198,10 @@ func (n *Node) await() {
 		off := 0
 		for _, p := range e.props {
 			if err != nil {
-				p.done <- proposed{err: err}
+				p.done(nil, err)
 				continue
 			}
-			p.done <- proposed{results: results[off : off+len(p.cmds) : off+len(p.cmds)]}
+			p.done(results[off:off+len(p.cmds):off+len(p.cmds)], nil)
 			off += len(p.cmds)
 		}
 		if fn := n.applyObserver.Load(); fn != nil && err == nil {
