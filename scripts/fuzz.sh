@@ -26,13 +26,12 @@ minimize=${FUZZMINIMIZETIME:-100x}
 targets=(
 	"./locktable/ FuzzTable"         # lock table operations, checked against a shadow table
 	"./locktable/ FuzzRestore"       # lock table snapshots
-	"./locktable/ FuzzParseMode"     # mode names
-	"./driver/ FuzzParseMode"        # mode names, the stores' view
-	"./server/fsm/ FuzzFSMApply"       # Raft log entries
-	"./server/fsm/ FuzzFSMRestore"     # Raft snapshots
-	"./server/ FuzzRequestCommand"   # client requests, into commands
+	"./driver/ FuzzParseMode"        # mode names
+	"./server/fsm/ FuzzFSMApply"     # Raft log entries
+	"./server/fsm/ FuzzFSMRestore"   # Raft snapshots
+	"./server/protocol/ FuzzRequestCommand" # client requests, into commands
 	"./server/ FuzzSessionStream 0"  # client requests on a running server's session stream
-	"./server/ FuzzUTF8Codec"        # client messages with invalid UTF-8, repaired and refused per request
+	"./server/protocol/ FuzzUTF8Codec"     # client messages with invalid UTF-8, repaired and refused per request
 	"./server/raftnode/ FuzzParsePeers" # dlm server -peers
 	"./storeurl/ FuzzParse"          # store URLs
 	"./storeurl/ FuzzParseSecret"    # store URLs with a password: never shown

@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/server/httpapi"
 
 	"github.com/dlmhq/dlm/server/auth"
@@ -482,7 +484,7 @@ func TestAttackServerWideLockCap(t *testing.T) {
 // metadata of 1 KiB each), so that a listing must cut "big" across pages.
 // It returns the sessions.
 func bigResource(t *testing.T, s *Server) []*rawSession {
-	meta := func(l *dlmpb.LockRequest) { l.Metadata = []byte(strings.Repeat("m", MaxMetadataBytes)) }
+	meta := func(l *dlmpb.LockRequest) { l.Metadata = []byte(strings.Repeat("m", protocol.MaxMetadataBytes)) }
 	var rs []*rawSession
 	for range 2 {
 		r, _ := open(t, s, 0, 10*time.Second)
@@ -756,7 +758,7 @@ func TestAttackListPageSizeWorstCase(t *testing.T) {
 		t.Skip("fills a resource with 10,000 locks")
 	}
 	s := startServer(t, Config{})
-	meta := func(l *dlmpb.LockRequest) { l.Metadata = []byte(strings.Repeat("m", MaxMetadataBytes)) }
+	meta := func(l *dlmpb.LockRequest) { l.Metadata = []byte(strings.Repeat("m", protocol.MaxMetadataBytes)) }
 	big := strings.Repeat("b", raftnode.DefaultMaxNameLen)
 	n := locktable.DefaultMaxLocksPerResource
 	for range n / locktable.DefaultMaxLocksPerSession {
@@ -809,7 +811,7 @@ func TestAttackListPageSizeWorstCase(t *testing.T) {
 		}
 	}
 	t.Logf("%d locks on one resource and %d one-lock resources, names of %d bytes, metadata of %d: %d pages, the largest %d bytes in gRPC, %d in JSON; the largest page of /v1/sessions %d bytes",
-		n, MaxListLimit, raftnode.DefaultMaxNameLen, MaxMetadataBytes, pages+1, largest, largestJSON, largestSessions)
+		n, MaxListLimit, raftnode.DefaultMaxNameLen, protocol.MaxMetadataBytes, pages+1, largest, largestJSON, largestSessions)
 	if largest > grpcMax/3 || largestJSON > grpcMax/2 || largestSessions > grpcMax/2 {
 		t.Fatalf("largest page %d bytes (gRPC), %d (JSON of /v1/resources), %d (/v1/sessions): over a third (half) of gRPC's 4 MB", largest, largestJSON, largestSessions)
 	}
@@ -1579,12 +1581,6 @@ func encode(t *testing.T, m proto.Message) rawBytes {
 	return b
 }
 
-func lockMsg(seq uint64, resource string, mode dlmpb.Mode) *dlmpb.SessionRequest {
-	return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: &dlmpb.LockRequest{
-		Id: &dlmpb.RequestID{Seq: seq}, Resource: resource, Mode: mode, Owner: seq,
-	}}}
-}
-
 // wantRefusal fails unless m refuses request seq with reason, its message
 // containing every one of want.
 func wantRefusal(t *testing.T, m *dlmpb.SessionResponse, seq uint64, reason dlmpb.Reason, want ...string) {
@@ -1602,7 +1598,7 @@ func wantRefusal(t *testing.T, m *dlmpb.SessionResponse, seq uint64, reason dlmp
 
 // TestAttackSemaphoreLimits: a semaphore of 4294967295 permits was granted;
 // the server now checks what the Go client checks (capacity in [1,
-// MaxCapacity], permits in [1, capacity], a mode or a capacity), naming the
+// protocol.MaxCapacity], permits in [1, capacity], a mode or a capacity), naming the
 // value sent.
 func TestAttackSemaphoreLimits(t *testing.T) {
 	s := startServer(t, Config{})
@@ -1617,7 +1613,7 @@ func TestAttackSemaphoreLimits(t *testing.T) {
 		want string
 	}{
 		{"capacity 2^32-1", 0, sem(math.MaxUint32, 1), "capacity 4294967295"},
-		{"capacity over MaxCapacity", 0, sem(MaxCapacity+1, 1), fmt.Sprint("capacity ", MaxCapacity+1)},
+		{"capacity over protocol.MaxCapacity", 0, sem(protocol.MaxCapacity+1, 1), fmt.Sprint("capacity ", protocol.MaxCapacity+1)},
 		{"no permits", 0, sem(4, 0), "0 permits"},
 		{"permits over capacity", 0, sem(4, 5), "5 permits"},
 		{"permits without capacity", dlmpb.Mode_MODE_EX, sem(0, 3), "3 permits"},
@@ -1638,7 +1634,7 @@ func TestAttackSemaphoreLimits(t *testing.T) {
 		t.Fatalf("refused requests left %d resources, %d locks", st.GetResources(), st.GetLocks())
 	}
 	// The largest semaphore is still granted.
-	r.granted(r.lock("sem/max", 0, sem(MaxCapacity, MaxCapacity)))
+	r.granted(r.lock("sem/max", 0, sem(protocol.MaxCapacity, protocol.MaxCapacity)))
 }
 
 // TestAttackOtherClientLimits: the wait a lock request carries is checked
@@ -1656,7 +1652,7 @@ func TestAttackOtherClientLimits(t *testing.T) {
 		{"negative wait", func(l *dlmpb.LockRequest) { l.Wait = durationpb.New(-time.Second) }, "wait -1s"},
 		{"malformed wait", func(l *dlmpb.LockRequest) { l.Wait = &durationpb.Duration{Seconds: -1, Nanos: 1} }, "wait"},
 		{"empty name", func(l *dlmpb.LockRequest) { l.Resource = "" }, "empty"},
-		{"metadata too long", func(l *dlmpb.LockRequest) { l.Metadata = make([]byte, MaxMetadataBytes+1) }, fmt.Sprint(MaxMetadataBytes+1, " bytes")},
+		{"metadata too long", func(l *dlmpb.LockRequest) { l.Metadata = make([]byte, protocol.MaxMetadataBytes+1) }, fmt.Sprint(protocol.MaxMetadataBytes+1, " bytes")},
 	}
 	for _, c := range cases {
 		m := r.refusal(r.lock("limits", dlmpb.Mode_MODE_EX, c.mut), dlmpb.Reason_REASON_INVALID)
@@ -1703,13 +1699,13 @@ func TestAttackInvalidUTF8Name(t *testing.T) {
 			t.Fatalf("want %s, got %v %v", want, m, err)
 		}
 	}
-	r.send(withRaw(t, lockMsg(1, "utf8/@@@", dlmpb.Mode_MODE_EX), "@@@", "\xff\xfeA"))
+	r.send(withRaw(t, servertest.LockMsg(1, "utf8/@@@", dlmpb.Mode_MODE_EX), "@@@", "\xff\xfeA"))
 	m, err := r.recv()
 	if err != nil {
 		t.Fatalf("invalid UTF-8 resource ended the stream: %v", err)
 	}
 	wantRefusal(t, m, 1, dlmpb.Reason_REASON_INVALID, "resource", "UTF-8", "byte 5")
-	r.send(encode(t, lockMsg(2, "utf8/ok", dlmpb.Mode_MODE_EX)))
+	r.send(encode(t, servertest.LockMsg(2, "utf8/ok", dlmpb.Mode_MODE_EX)))
 	if m, err := r.recv(); err != nil || m.GetGranted().GetId().GetSeq() != 2 {
 		t.Fatalf("the next request on the stream: %v %v, want Granted", m, err)
 	}

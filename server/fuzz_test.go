@@ -1,17 +1,15 @@
 package server
 
 // Fuzz targets for what reaches the service from the network: client
-// requests (requestCommand, and the session stream of a running server).
+// requests (protocol.RequestCommand, and the session stream of a running server).
 // `go test` runs their seed corpora; scripts/fuzz.sh fuzzes each for a
 // while. The state machine's are in package fsm.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"testing"
 	"time"
 
@@ -25,143 +23,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/locktable"
-	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/internal/servertest"
 )
-
-// sessionRequests are client requests of every kind with the values that
-// matter: waits unset, zero, negative and out of range, modes unset and
-// unknown, names empty and too long, metadata too long, capacity and mode
-// together, sequences repeated and zero.
-func sessionRequests() []*dlmpb.SessionRequest {
-	lock := func(seq uint64, res string, m dlmpb.Mode, edit ...func(*dlmpb.LockRequest)) *dlmpb.SessionRequest {
-		r := &dlmpb.LockRequest{Id: &dlmpb.RequestID{Seq: seq}, Resource: res, Mode: m, Owner: seq}
-		for _, e := range edit {
-			e(r)
-		}
-		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: r}}
-	}
-	wait := func(d *durationpb.Duration) func(*dlmpb.LockRequest) {
-		return func(r *dlmpb.LockRequest) { r.Wait = d }
-	}
-	conv := func(seq, id uint64, m dlmpb.Mode, w *durationpb.Duration) *dlmpb.SessionRequest {
-		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
-			Id: &dlmpb.RequestID{Seq: seq}, LockId: id, Mode: m, Wait: w}}}
-	}
-	return []*dlmpb.SessionRequest{
-		lock(1, "r", dlmpb.Mode_MODE_EX),
-		lock(2, "r", dlmpb.Mode_MODE_PR, wait(durationpb.New(0))),
-		lock(3, "r1", dlmpb.Mode_MODE_EX, wait(durationpb.New(time.Second))),
-		lock(4, "r", dlmpb.Mode_MODE_EX, wait(durationpb.New(-time.Second))),
-		lock(5, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: math.MaxInt64})),
-		lock(6, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 315576000000})),
-		lock(7, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 1, Nanos: -1})),
-		lock(8, "", dlmpb.Mode_MODE_EX),
-		lock(9, string(make([]byte, raftnode.DefaultMaxNameLen+1)), dlmpb.Mode_MODE_EX),
-		lock(10, "r", dlmpb.Mode(99)),
-		lock(11, "r", dlmpb.Mode_MODE_UNSPECIFIED),
-		lock(12, "pool", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
-		lock(13, "pool", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
-		lock(14, "sem", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = math.MaxUint32, math.MaxUint32 }),
-		lock(15, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Metadata = make([]byte, MaxMetadataBytes+1) }),
-		lock(16, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.NoQueue = true }),
-		// an old client's lease TTL (field 7, reserved since), out of any bounds
-		lock(17, "r", dlmpb.Mode_MODE_EX, oldTTL(durationpb.New(-time.Hour))),
-		lock(1, "r", dlmpb.Mode_MODE_EX), // a repeated sequence
-		lock(0, "r", dlmpb.Mode_MODE_NL),
-		conv(20, 1, dlmpb.Mode_MODE_NL, nil),
-		conv(21, 4, dlmpb.Mode_MODE_PR, durationpb.New(0)),
-		conv(22, 3, dlmpb.Mode_MODE_EX, nil),
-		conv(23, 1, dlmpb.Mode(7), &durationpb.Duration{Nanos: 2e9}),
-		conv(24, 999, dlmpb.Mode_MODE_EX, nil),
-		{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{Id: &dlmpb.RequestID{Session: 77, Seq: 30}, LockId: 4}}},
-		{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{LockId: 2}}},
-		{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{Id: &dlmpb.RequestID{Seq: 31}, LockId: 1}}},
-		{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{Id: &dlmpb.RequestID{Seq: 32}, LockId: 4}}},
-		{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{Seq: 1, SentUnixNano: -1}}},
-		{},
-	}
-}
-
-// FuzzRequestCommand turns arbitrary client requests into commands of
-// session 1 of a busy FSM and applies them. A request is refused (with its
-// id, in the stream's session) or becomes a command of the stream's session
-// that encodes; applied, it is answered, and a refusal carries a reason.
-func FuzzRequestCommand(f *testing.F) {
-	for _, m := range sessionRequests() {
-		data, err := proto.Marshal(m)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Add(protowire.AppendTag(nil, 99, protowire.VarintType)) // an unknown request
-	const sid = locktable.SessionID(1)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var m dlmpb.SessionRequest
-		if proto.Unmarshal(data, &m) != nil || m.GetOpen() != nil || m.GetKeepAlive() != nil {
-			return // not decoded by gRPC, or handled before requestCommand
-		}
-		cmd, id, err := requestCommand(sid, &m)
-		if err != nil {
-			if cmd != nil || id == nil || id.GetSession() != uint64(sid) {
-				t.Fatalf("refused request: command %v, id %v", cmd, id)
-			}
-			return
-		}
-		if m.GetClose() == nil && (id == nil || id.GetSession() != uint64(sid) || cmd.GetSeq() != id.GetSeq()) {
-			t.Fatalf("command %v: request id %v, want session %d and the command's seq", cmd, id, sid)
-		}
-		f := populatedFSM(t)
-		r := applyBatch(t, f, uint64(len(servertest.Populate())+1), &dlmpb.Batch{Commands: []*dlmpb.Command{cmd}})[0]
-		if r.Err != nil && ReasonOf(r.Err) == dlmpb.Reason_REASON_UNSPECIFIED {
-			t.Fatalf("refusal %v has no reason code", r.Err)
-		}
-		if to, reply, _ := answer(cmd, &r); m.GetClose() == nil && (reply == nil || to != sid) {
-			t.Fatalf("no answer to session %d for %v (%+v)", sid, cmd, r)
-		} else if m.GetClose() == nil && !proto.Equal(answerID(reply), id) {
-			t.Fatalf("answer %v to request %v: its id is not the request's", reply, id)
-		}
-		// The state machine's own invariants are checked by its fuzz
-		// targets (package fsm); here: it still snapshots and restores.
-		snap := servertest.SnapshotBytes(t, f)
-		if err := fsm.NewFSM(locktable.Limits{}).Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
-			t.Fatalf("after %v the snapshot does not restore: %v", cmd, err)
-		}
-	})
-}
-
-// populatedFSM returns a state machine holding one of everything the log
-// can create (servertest.Populate).
-func populatedFSM(t *testing.T) *fsm.FSM {
-	f := fsm.NewFSM(locktable.Limits{})
-	for i, b := range servertest.Populate() {
-		for _, r := range applyBatch(t, f, uint64(i+1), b) {
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		}
-	}
-	return f
-}
-
-// applyBatch applies b to f as the Raft log entry at index.
-func applyBatch(t *testing.T, f *fsm.FSM, index uint64, b *dlmpb.Batch) []fsm.Result {
-	t.Helper()
-	data, err := proto.Marshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, ok := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data}).([]fsm.Result)
-	if !ok {
-		t.Fatalf("entry %d was not applied", index)
-	}
-	return rs
-}
 
 // fuzzFrames encodes session requests as FuzzSessionStream reads them: each
 // a varint length and that many bytes.
@@ -204,7 +68,7 @@ func parseFrames(data []byte, max int) []*dlmpb.SessionRequest {
 // refusal with a reason for nonsense), a close ends the stream with
 // SessionClosed, and the server then still grants a lock to a new session.
 func FuzzSessionStream(f *testing.F) {
-	reqs := sessionRequests()
+	reqs := servertest.SessionRequests()
 	openReq := func(sid uint64, ttl *durationpb.Duration, label string) *dlmpb.SessionRequest {
 		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Session: sid, Ttl: ttl, Label: label}}}
 	}
@@ -375,7 +239,7 @@ func fuzzStream(t *testing.T, s *Server, msgs []*dlmpb.SessionRequest) {
 		if r := m.GetRefused(); r != nil && (r.GetReason() == dlmpb.Reason_REASON_UNSPECIFIED || r.GetMessage() == "") {
 			t.Fatalf("refusal without a reason or message: %v", m)
 		}
-		if id := answerID(m); id != nil {
+		if id := servertest.AnswerID(m); id != nil {
 			answered++
 			if id.GetSession() != sid {
 				t.Fatalf("session %d got an answer for session %d: %v", sid, id.GetSession(), m)
@@ -395,23 +259,6 @@ func fuzzStream(t *testing.T, s *Server, msgs []*dlmpb.SessionRequest) {
 			return
 		}
 	}
-}
-
-// answerID returns the request id of an answer, nil for a pushed event.
-func answerID(m *dlmpb.SessionResponse) *dlmpb.RequestID {
-	switch msg := m.GetMsg().(type) {
-	case *dlmpb.SessionResponse_Granted:
-		return msg.Granted.GetId()
-	case *dlmpb.SessionResponse_Queued:
-		return msg.Queued.GetId()
-	case *dlmpb.SessionResponse_Refused:
-		return msg.Refused.GetId()
-	case *dlmpb.SessionResponse_Released:
-		return msg.Released.GetId()
-	case *dlmpb.SessionResponse_Cancelled:
-		return msg.Cancelled.GetId()
-	}
-	return nil
 }
 
 // checkServes opens a session, takes an exclusive lock on the free resource

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -150,7 +152,7 @@ func (s *Server) visibleSessions(t *locktable.Table, sc listScope, q locktable.S
 }
 
 // lockOf describes lock l for /v1/sessions.
-func lockOf(l locktable.LockInfo, meta metaFunc) httpapi.Lock {
+func lockOf(l locktable.LockInfo, meta protocol.MetaFunc) httpapi.Lock {
 	j := httpapi.Lock{ID: uint64(l.ID), Resource: l.Resource, State: l.State.String(), Permits: l.Permits, Token: l.Token, Metadata: string(meta(l.ID))}
 	if l.Mode.Valid() {
 		j.Mode = l.Mode.String()
@@ -175,7 +177,7 @@ const (
 // Snapshot checks the feed's prefix and limit, then takes the snapshot of
 // what p may see.
 func (h httpService) Snapshot(p auth.Principal, prefix string, limit int) (*httpapi.Snapshot, error) {
-	if err := validateListArgs(prefix, ""); err != nil {
+	if err := protocol.ValidateListArgs(prefix, ""); err != nil {
 		return nil, fmt.Errorf("%w: %v", httpapi.ErrBadRequest, err)
 	}
 	if len(prefix) > h.s.node.Limits().MaxNameLen {
@@ -289,7 +291,7 @@ func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *httpapi.
 }
 
 // eventLockOf describes lock l as of now (Unix nanoseconds, table time).
-func eventLockOf(l locktable.LockInfo, meta metaFunc, now int64) httpapi.EventLock {
+func eventLockOf(l locktable.LockInfo, meta protocol.MetaFunc, now int64) httpapi.EventLock {
 	e := httpapi.EventLock{
 		ID: uint64(l.ID), Session: uint64(l.Session), Owner: uint64(l.Owner), State: l.State.String(),
 		Permits: l.Permits, Token: l.Token, Metadata: string(meta(l.ID)),

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/server/fsm"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -71,7 +73,7 @@ func (h *hub) endAll(err error) {
 // route sends each answer and event of an applied command to the stream of
 // the session concerned.
 func (h *hub) route(c *dlmpb.Command, r *fsm.Result) {
-	sid, reply, skip := answer(c, r)
+	sid, reply, skip := protocol.Answer(c, r)
 	if reply == nil && len(r.Events) == 0 {
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/server/auth"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -23,7 +25,7 @@ import (
 // page is bounded both by resources (sessions) and by locks: a resource
 // (session) with more locks than are left is cut and continued on the
 // next page. With names of 512 bytes (the default bound) and metadata of
-// MaxMetadataBytes, the largest page is about 1.1 MB in gRPC and 1.6 MB in
+// protocol.MaxMetadataBytes, the largest page is about 1.1 MB in gRPC and 1.6 MB in
 // the JSON of /v1/resources, well inside gRPC's 4 MB.
 const (
 	// DefaultListLimit is the number of resources (sessions) of a page
@@ -140,7 +142,7 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 		s.auth.Deny(p, auth.PermissionList, req.GetPrefix())
 		return nil, permissionDenied("identity " + p.Identity() + " may list nothing")
 	}
-	if err := validateList(req); err != nil { // the HTTP API calls List without the interceptor
+	if err := protocol.ValidateList(req); err != nil { // the HTTP API calls List without the interceptor
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	after, skip, err := parseResourceCursor(req.GetAfter())
@@ -163,7 +165,7 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 		resp.Resources = make([]*dlmpb.ResourceInfo, len(infos))
 		now := time.Now()
 		for i, r := range infos {
-			ri := resourceInfoPB(r, v.Metadata)
+			ri := protocol.ResourceInfo(r, v.Metadata)
 			ri.HoldersTotal, ri.ConvertingTotal, ri.WaitingTotal = uint32(r.HoldersTotal), uint32(r.ConvertingTotal), uint32(r.WaitingTotal)
 			ri.First, ri.Continues = uint32(r.First), r.Continues
 			for _, q := range [][]*dlmpb.LockInfo{ri.Holders, ri.Converting, ri.Waiting} {

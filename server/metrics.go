@@ -3,6 +3,8 @@ package server
 import (
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -96,7 +98,7 @@ func (m *serverMetrics) instrument(n *raftnode.Node) {
 // count counts the events and refusals of an applied command.
 func (m *serverMetrics) count(r *fsm.Result) {
 	if r.Err != nil && !r.Duplicate {
-		m.refused.WithLabelValues(ReasonOf(r.Err).String()).Inc()
+		m.refused.WithLabelValues(protocol.ReasonOf(r.Err).String()).Inc()
 	}
 	for i := range r.Events {
 		m.events.WithLabelValues(r.Events[i].Kind.String()).Inc()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/raftnode"
@@ -31,7 +33,7 @@ func TestStreamOutcomeReportsOnlyFailures(t *testing.T) {
 		t.Fatalf("take with every slot taken: %v, want the context's error", err)
 	}
 
-	outcome(ob, requestID(1, 7), slots)([]fsm.Result{{Index: 3}}, nil)
+	outcome(ob, protocol.RequestID(1, 7), slots)([]fsm.Result{{Index: 3}}, nil)
 	if msgs, _, _ := ob.take(nil); len(msgs) != 0 {
 		t.Fatalf("an applied request's outcome queued %v", msgs)
 	}
@@ -39,7 +41,7 @@ func TestStreamOutcomeReportsOnlyFailures(t *testing.T) {
 		t.Fatalf("the applied request's slot was not given back: %v", err)
 	}
 
-	outcome(ob, requestID(1, 8), slots)(nil, raftnode.ErrLeadershipLost)
+	outcome(ob, protocol.RequestID(1, 8), slots)(nil, raftnode.ErrLeadershipLost)
 	msgs, _, _ := ob.take(nil)
 	if len(msgs) != 1 || msgs[0].GetRefused().GetReason() != dlmpb.Reason_REASON_NOT_LEADER ||
 		msgs[0].GetRefused().GetId().GetSeq() != 8 || msgs[0].GetRefused().GetId().GetSession() != 1 {

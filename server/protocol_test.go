@@ -10,26 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
+	"github.com/dlmhq/dlm/server/internal/servertest"
+
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
-
-// oldTTL sets, as a client built before its removal would, the lock
-// request's field 7 (ttl, now reserved) to d: the message carries it as an
-// unknown field, which is sent as it is.
-func oldTTL(d *durationpb.Duration) func(*dlmpb.LockRequest) {
-	return func(l *dlmpb.LockRequest) {
-		b, err := proto.Marshal(d)
-		if err != nil {
-			panic(err) // a Duration always encodes
-		}
-		raw := protowire.AppendBytes(protowire.AppendTag(nil, 7, protowire.BytesType), b)
-		l.ProtoReflect().SetUnknown(append(l.ProtoReflect().GetUnknown(), raw...))
-	}
-}
 
 // convertWait sends a conversion of lock to mode with wait and returns its seq.
 func (r *rawSession) convertWait(lock uint64, mode dlmpb.Mode, wait *durationpb.Duration) uint64 {
@@ -125,7 +111,7 @@ func TestOldClientTTLIgnored(t *testing.T) {
 	s := startServer(t, Config{})
 	r, _ := open(t, s, 0, time.Minute)
 	for i, ttl := range []*durationpb.Duration{durationpb.New(time.Millisecond), durationpb.New(48 * time.Hour), {Seconds: 1, Nanos: -1}} {
-		g := r.granted(r.lock(fmt.Sprint("old/", i), dlmpb.Mode_MODE_EX, oldTTL(ttl)))
+		g := r.granted(r.lock(fmt.Sprint("old/", i), dlmpb.Mode_MODE_EX, servertest.OldTTL(ttl)))
 		r.release(g.GetLockId())
 		if rel := r.recvSkipAcks().GetReleased(); rel.GetLockId() != g.GetLockId() {
 			t.Fatalf("release of %d answered %v", g.GetLockId(), rel)

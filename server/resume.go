@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/server/auth"
 
 	"google.golang.org/grpc/codes"
@@ -28,7 +30,7 @@ func (s *Server) refuseResume(ctx context.Context, p auth.Principal, sid locktab
 		Reason:  dlmpb.Reason_REASON_BAD_RESUME_TOKEN,
 		Message: fmt.Sprintf("dlm server: a resume of session %d from %s with a wrong or missing resume token was refused; this stream and the session go on", sid, from),
 	})
-	return status.Error(codes.PermissionDenied, fmt.Sprintf("%s: session %d: a resume needs the session's resume token (SessionOpened.resume_token)", ErrBadResumeToken, sid))
+	return status.Error(codes.PermissionDenied, fmt.Sprintf("%s: session %d: a resume needs the session's resume token (SessionOpened.resume_token)", protocol.ErrBadResumeToken, sid))
 }
 
 // warn sends w to session sid's stream, if it has one on this node.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dlmhq/dlm/server/auth"
@@ -56,8 +58,6 @@ const (
 	StreamMessageOverhead = 256
 	// MaxMessageBytes is the largest message a client may send.
 	MaxMessageBytes = 64 << 10
-	// MaxMetadataBytes bounds a lock's holder description.
-	MaxMetadataBytes = 1024
 )
 
 // Config configures a Server.
@@ -290,7 +290,7 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 	}
 	// Strings that are not UTF-8 are refused request by request (after
 	// authentication), not as undecodable messages: see utf8Codec.
-	opts = append(opts, grpc.ForceServerCodecV2(newUTF8Codec()), grpc.ChainUnaryInterceptor(validateUnary))
+	opts = append(opts, grpc.ForceServerCodecV2(protocol.NewCodec()), grpc.ChainUnaryInterceptor(protocol.ValidateUnary))
 	return opts
 }
 

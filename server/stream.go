@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/server/auth"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -37,7 +39,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	if !p.Authenticated() {
 		return status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
 	}
-	if err := validateOpen(first); err != nil {
+	if err := protocol.ValidateOpen(first); err != nil {
 		return err
 	}
 	token := auth.PresentedToken(ctx)
@@ -88,7 +90,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 				Session: uint64(sid), Ttl: pbDuration(rec.TTL), Resumed: open.GetSession() != 0, ResumeToken: resumeToken,
 			}}},
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Sync{Sync: &dlmpb.SessionSync{
-				Session: uint64(sid), Index: v.Applied(), Locks: lockInfosPB(info.Locks, noMetadata),
+				Session: uint64(sid), Index: v.Applied(), Locks: protocol.LockInfos(info.Locks, protocol.NoMetadata),
 			}}},
 		)
 	})
@@ -273,9 +275,9 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 			ob.end(false, status.Error(codes.InvalidArgument, "dlm server: open sent twice on one stream"))
 			return
 		}
-		cmd, id, err := requestCommand(sid, m)
+		cmd, id, err := protocol.RequestCommand(sid, m)
 		if err != nil {
-			ob.push(refused(id, refusalReason(err), err.Error()))
+			ob.push(refused(id, protocol.RefusalReason(err), err.Error()))
 			continue
 		}
 		if msg, ok := s.authorize(p, sid, cmd); !ok {

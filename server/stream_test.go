@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/server/protocol"
+
 	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"github.com/dlmhq/dlm/server/raftnode"
@@ -241,7 +243,7 @@ func TestStreamRefusesBadRequests(t *testing.T) {
 	r.refusal(r.lock("r", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Wait = durationpb.New(-time.Second) }), dlmpb.Reason_REASON_INVALID)
 	r.refusal(r.lock("sem", 0, func(l *dlmpb.LockRequest) { l.Capacity, l.Permits = 2, 3 }), dlmpb.Reason_REASON_INVALID)
 
-	r.refusal(r.lock("r", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = make([]byte, MaxMetadataBytes+1) }), dlmpb.Reason_REASON_INVALID)
+	r.refusal(r.lock("r", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = make([]byte, protocol.MaxMetadataBytes+1) }), dlmpb.Reason_REASON_INVALID)
 
 	// A granted lock; then requests about it from the wrong session.
 	g := r.granted(r.lock("r", dlmpb.Mode_MODE_EX))

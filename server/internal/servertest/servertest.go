@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -17,6 +18,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/internal/devcert"
@@ -291,4 +295,97 @@ func (p *PKI) ClientTLS(t testing.TB, client string) *tls.Config {
 		c.Certificates = []tls.Certificate{pair}
 	}
 	return c
+}
+
+// SessionRequests are client requests of every kind with the values that
+// matter: waits unset, zero, negative and out of range, modes unset and
+// unknown, names empty and too long, metadata too long, capacity and mode
+// together, sequences repeated and zero.
+func SessionRequests() []*dlmpb.SessionRequest {
+	lock := func(seq uint64, res string, m dlmpb.Mode, edit ...func(*dlmpb.LockRequest)) *dlmpb.SessionRequest {
+		r := &dlmpb.LockRequest{Id: &dlmpb.RequestID{Seq: seq}, Resource: res, Mode: m, Owner: seq}
+		for _, e := range edit {
+			e(r)
+		}
+		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: r}}
+	}
+	wait := func(d *durationpb.Duration) func(*dlmpb.LockRequest) {
+		return func(r *dlmpb.LockRequest) { r.Wait = d }
+	}
+	conv := func(seq, id uint64, m dlmpb.Mode, w *durationpb.Duration) *dlmpb.SessionRequest {
+		return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
+			Id: &dlmpb.RequestID{Seq: seq}, LockId: id, Mode: m, Wait: w}}}
+	}
+	return []*dlmpb.SessionRequest{
+		lock(1, "r", dlmpb.Mode_MODE_EX),
+		lock(2, "r", dlmpb.Mode_MODE_PR, wait(durationpb.New(0))),
+		lock(3, "r1", dlmpb.Mode_MODE_EX, wait(durationpb.New(time.Second))),
+		lock(4, "r", dlmpb.Mode_MODE_EX, wait(durationpb.New(-time.Second))),
+		lock(5, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: math.MaxInt64})),
+		lock(6, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 315576000000})),
+		lock(7, "r", dlmpb.Mode_MODE_EX, wait(&durationpb.Duration{Seconds: 1, Nanos: -1})),
+		lock(8, "", dlmpb.Mode_MODE_EX),
+		lock(9, string(make([]byte, 513)) /* one byte over the default longest name */, dlmpb.Mode_MODE_EX),
+		lock(10, "r", dlmpb.Mode(99)),
+		lock(11, "r", dlmpb.Mode_MODE_UNSPECIFIED),
+		lock(12, "pool", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
+		lock(13, "pool", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = 4, 1 }),
+		lock(14, "sem", dlmpb.Mode_MODE_UNSPECIFIED, func(r *dlmpb.LockRequest) { r.Capacity, r.Permits = math.MaxUint32, math.MaxUint32 }),
+		lock(15, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Metadata = make([]byte, 1025) /* one byte over the longest metadata */ }),
+		lock(16, "r", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.NoQueue = true }),
+		// an old client's lease TTL (field 7, reserved since), out of any bounds
+		lock(17, "r", dlmpb.Mode_MODE_EX, OldTTL(durationpb.New(-time.Hour))),
+		lock(1, "r", dlmpb.Mode_MODE_EX), // a repeated sequence
+		lock(0, "r", dlmpb.Mode_MODE_NL),
+		conv(20, 1, dlmpb.Mode_MODE_NL, nil),
+		conv(21, 4, dlmpb.Mode_MODE_PR, durationpb.New(0)),
+		conv(22, 3, dlmpb.Mode_MODE_EX, nil),
+		conv(23, 1, dlmpb.Mode(7), &durationpb.Duration{Nanos: 2e9}),
+		conv(24, 999, dlmpb.Mode_MODE_EX, nil),
+		{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{Id: &dlmpb.RequestID{Session: 77, Seq: 30}, LockId: 4}}},
+		{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{LockId: 2}}},
+		{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{Id: &dlmpb.RequestID{Seq: 31}, LockId: 1}}},
+		{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{Id: &dlmpb.RequestID{Seq: 32}, LockId: 4}}},
+		{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{Seq: 1, SentUnixNano: -1}}},
+		{},
+	}
+}
+
+// OldTTL sets, as a client built before its removal would, the lock
+// request's field 7 (ttl, now reserved) to d: the message carries it as an
+// unknown field, which is sent as it is.
+func OldTTL(d *durationpb.Duration) func(*dlmpb.LockRequest) {
+	return func(l *dlmpb.LockRequest) {
+		b, err := proto.Marshal(d)
+		if err != nil {
+			panic(err) // a Duration always encodes
+		}
+		raw := protowire.AppendBytes(protowire.AppendTag(nil, 7, protowire.BytesType), b)
+		l.ProtoReflect().SetUnknown(append(l.ProtoReflect().GetUnknown(), raw...))
+	}
+}
+
+// LockMsg is a session request for resource in mode, numbered seq (its
+// owner too).
+func LockMsg(seq uint64, resource string, mode dlmpb.Mode) *dlmpb.SessionRequest {
+	return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Lock{Lock: &dlmpb.LockRequest{
+		Id: &dlmpb.RequestID{Seq: seq}, Resource: resource, Mode: mode, Owner: seq,
+	}}}
+}
+
+// AnswerID returns the request id of an answer, nil for a pushed event.
+func AnswerID(m *dlmpb.SessionResponse) *dlmpb.RequestID {
+	switch msg := m.GetMsg().(type) {
+	case *dlmpb.SessionResponse_Granted:
+		return msg.Granted.GetId()
+	case *dlmpb.SessionResponse_Queued:
+		return msg.Queued.GetId()
+	case *dlmpb.SessionResponse_Refused:
+		return msg.Refused.GetId()
+	case *dlmpb.SessionResponse_Released:
+		return msg.Released.GetId()
+	case *dlmpb.SessionResponse_Cancelled:
+		return msg.Cancelled.GetId()
+	}
+	return nil
 }

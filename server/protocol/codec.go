@@ -1,4 +1,4 @@
-package server
+package protocol
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ type utf8Codec struct {
 	encoding.CodecV2
 }
 
-func newUTF8Codec() utf8Codec {
+func NewCodec() utf8Codec {
 	return utf8Codec{encoding.GetCodecV2(grpcproto.Name)}
 }
 

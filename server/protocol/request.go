@@ -1,16 +1,16 @@
-package server
+package protocol
 
 // The one path of a client request through the service, from the session
 // stream to the log and back:
 //
-//	SessionRequest --requestCommand--> Command --(log, state machine)--> Result
+//	SessionRequest --RequestCommand--> Command --(log, state machine)--> Result
 //	Command + Result --answer--> SessionResponse to the requesting session
 //
-// requestCommand validates the request (validate.go) and turns it into a
+// RequestCommand validates the request (validate.go) and turns it into a
 // command of the stream's session, one function per kind; answer turns an
 // applied command and its result back into the answer, which the hub
 // (hub.go) routes to the session's stream. Both name the request with
-// requestID.
+// RequestID.
 //
 // The request is copied into a command, not embedded in it: the command is
 // the Raft log's format, which every node replays from old entries and
@@ -34,10 +34,10 @@ import (
 	"github.com/dlmhq/dlm/server/fsm"
 )
 
-// requestID is the id of request seq of session sid, as answers carry it:
+// RequestID is the id of request seq of session sid, as answers carry it:
 // the stream's session, whatever the client wrote, and the client's
 // sequence number.
-func requestID(sid locktable.SessionID, seq uint64) *dlmpb.RequestID {
+func RequestID(sid locktable.SessionID, seq uint64) *dlmpb.RequestID {
 	return &dlmpb.RequestID{Session: uint64(sid), Seq: seq}
 }
 
@@ -56,12 +56,12 @@ func requestIDOf(m *dlmpb.SessionRequest) *dlmpb.RequestID {
 	return nil
 }
 
-// requestCommand turns a client request into a command of session sid and
+// RequestCommand turns a client request into a command of session sid and
 // returns the request's id (nil for a close, which has none). A request
 // that is refused (invalid, or of no known kind) has no command; its id
 // names the refusal.
-func requestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Command, *dlmpb.RequestID, error) {
-	id := requestID(sid, requestIDOf(m).GetSeq())
+func RequestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Command, *dlmpb.RequestID, error) {
+	id := RequestID(sid, requestIDOf(m).GetSeq())
 	if err := validateRequest(m); err != nil {
 		return nil, id, err
 	}
@@ -126,7 +126,7 @@ func convertCommand(sid locktable.SessionID, c *dlmpb.ConvertRequest) (*dlmpb.Co
 }
 
 // releaseCommand is the command of release r of session sid (answered by
-// answer as Released or Refused).
+// Answer as Released or Refused).
 func releaseCommand(sid locktable.SessionID, r *dlmpb.ReleaseRequest) *dlmpb.Command {
 	return &dlmpb.Command{Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{
 		Session: uint64(sid), LockId: r.GetLockId(),
@@ -134,7 +134,7 @@ func releaseCommand(sid locktable.SessionID, r *dlmpb.ReleaseRequest) *dlmpb.Com
 }
 
 // cancelCommand is the command of cancel c of session sid (answered by
-// answer as Cancelled or Refused).
+// Answer as Cancelled or Refused).
 func cancelCommand(sid locktable.SessionID, c *dlmpb.CancelRequest) *dlmpb.Command {
 	return &dlmpb.Command{Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{
 		Session: uint64(sid), LockId: c.GetLockId(),
@@ -157,10 +157,10 @@ func waitNanos(d *durationpb.Duration) (*int64, error) {
 	return &n, nil
 }
 
-// answer is the inverse of requestCommand: it returns the requesting
+// Answer is the inverse of RequestCommand: it returns the requesting
 // session of command c, the answer to send it (nil for commands that have
 // none), and which of the result's events the answer already reports.
-func answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.SessionResponse, func(*locktable.Event) bool) {
+func Answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.SessionResponse, func(*locktable.Event) bool) {
 	none := func(*locktable.Event) bool { return false }
 	var sid locktable.SessionID
 	var conversion bool
@@ -178,7 +178,7 @@ func answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.Sessio
 	default:
 		return 0, nil, none
 	}
-	id := requestID(sid, c.GetSeq())
+	id := RequestID(sid, c.GetSeq())
 	lock := uint64(r.Lock)
 	if r.Err != nil {
 		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Refused{Refused: &dlmpb.Refused{

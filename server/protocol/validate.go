@@ -1,4 +1,4 @@
-package server
+package protocol
 
 import (
 	"context"
@@ -23,6 +23,8 @@ const (
 	// MaxCapacity is the largest number of permits of a semaphore
 	// (dlm.MaxCapacity).
 	MaxCapacity = 1 << 20
+	// MaxMetadataBytes bounds a lock's holder description.
+	MaxMetadataBytes = 1024
 )
 
 // Errors of request validation, to be matched with errors.Is. A request
@@ -34,6 +36,10 @@ var (
 	// package driver (CheckName)), an empty resource name, a bad duration, a
 	// semaphore's capacity or permits out of range...
 	ErrInvalidRequest = errors.New("dlm server: invalid request")
+	// ErrBadResumeToken means a resume of a session came without its resume
+	// token, or with another (gRPC PermissionDenied): nothing was attached,
+	// and the session's stream was warned (REASON_BAD_RESUME_TOKEN).
+	ErrBadResumeToken = errors.New("dlm server: wrong or missing resume token")
 )
 
 // invalid returns an ErrInvalidRequest saying what is wrong.
@@ -107,10 +113,10 @@ func validateName(what, name string) error {
 	return nil
 }
 
-// validateOpen checks the first message of a session stream, an open
+// ValidateOpen checks the first message of a session stream, an open
 // request: its label may be empty, else must be a valid name. The error
 // is a gRPC status (InvalidArgument) that ends the stream.
-func validateOpen(m *dlmpb.SessionRequest) error {
+func ValidateOpen(m *dlmpb.SessionRequest) error {
 	var err error
 	if bad := badUTF8(m); bad != "" {
 		err = invalid("%s", bad)
@@ -123,12 +129,12 @@ func validateOpen(m *dlmpb.SessionRequest) error {
 	return nil
 }
 
-// validateListArgs checks the arguments of a listing (gRPC List, GET
+// ValidateListArgs checks the arguments of a listing (gRPC List, GET
 // /v1/resources, GET /v1/events): a prefix is allowed by package
 // driver.CheckName (it can match no other name); after, a name from an
 // earlier page, need only be UTF-8, as names created before the names
 // rule may hold any character.
-func validateListArgs(prefix, after string) error {
+func ValidateListArgs(prefix, after string) error {
 	if err := driver.CheckName(prefix); err != nil {
 		return invalid("prefix %q: %v", prefix, err)
 	}
@@ -138,20 +144,20 @@ func validateListArgs(prefix, after string) error {
 	return nil
 }
 
-// validateList checks a gRPC List request: its strings, and a limit that
+// ValidateList checks a gRPC List request: its strings, and a limit that
 // is not negative (0 asks for DefaultListLimit; more than MaxListLimit
 // gets MaxListLimit).
-func validateList(l *dlmpb.ListRequest) error {
+func ValidateList(l *dlmpb.ListRequest) error {
 	if l.GetLimit() < 0 {
 		return invalid("list limit %d is negative", l.GetLimit())
 	}
-	return validateListArgs(l.GetPrefix(), l.GetAfter())
+	return ValidateListArgs(l.GetPrefix(), l.GetAfter())
 }
 
-// validateUnary is a unary interceptor that refuses, with InvalidArgument,
+// ValidateUnary is a unary interceptor that refuses, with InvalidArgument,
 // a request whose strings are not UTF-8 (see utf8Codec) or whose
-// arguments validateListArgs refuses.
-func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+// arguments ValidateListArgs refuses.
+func ValidateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 	var err error
 	if m, ok := req.(proto.Message); ok {
 		if bad := badUTF8(m); bad != "" {
@@ -159,7 +165,7 @@ func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next g
 		}
 	}
 	if l, ok := req.(*dlmpb.ListRequest); ok && err == nil {
-		err = validateList(l)
+		err = ValidateList(l)
 	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -167,9 +173,9 @@ func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next g
 	return next(ctx, req)
 }
 
-// refusalReason is the reason of a request refused before it became a
+// RefusalReason is the reason of a request refused before it became a
 // command: REASON_INVALID unless the error has a more specific one.
-func refusalReason(err error) dlmpb.Reason {
+func RefusalReason(err error) dlmpb.Reason {
 	if r := ReasonOf(err); r != dlmpb.Reason_REASON_UNSPECIFIED {
 		return r
 	}

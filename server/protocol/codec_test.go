@@ -1,7 +1,9 @@
-package server
+package protocol
 
 import (
 	"testing"
+
+	"github.com/dlmhq/dlm/server/internal/servertest"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -16,19 +18,19 @@ import (
 // refuses, the codec refuses too or decodes marked, with every string
 // valid UTF-8.
 func FuzzUTF8Codec(f *testing.F) {
-	for _, m := range sessionRequests() {
+	for _, m := range servertest.SessionRequests() {
 		b, err := proto.Marshal(m)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
-	lock, _ := proto.Marshal(lockMsg(1, "r-@", dlmpb.Mode_MODE_EX))
+	lock, _ := proto.Marshal(servertest.LockMsg(1, "r-@", dlmpb.Mode_MODE_EX))
 	f.Add(withRawBytes(lock, "@", "\xff"))
 	list, _ := proto.Marshal(&dlmpb.ListRequest{Prefix: "p@", After: "a@"})
 	f.Add(withRawBytes(list, "@", "\x80"))
 	f.Add(protowire.AppendString(protowire.AppendTag(nil, badUTF8Field, protowire.BytesType), "forged"))
-	codec := newUTF8Codec()
+	codec := NewCodec()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, pair := range [][2]proto.Message{
 			{&dlmpb.SessionRequest{}, &dlmpb.SessionRequest{}},

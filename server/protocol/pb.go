@@ -1,21 +1,21 @@
-package server
+package protocol
 
 import (
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
 )
 
-// metaFunc returns the holder description of a lock (FSM.metadataOf).
-type metaFunc func(locktable.LockID) []byte
+// MetaFunc returns the holder description of a lock (FSM.metadataOf).
+type MetaFunc func(locktable.LockID) []byte
 
-// noMetadata is the metaFunc of a session's sync message: the client sent
+// NoMetadata is the MetaFunc of a session's sync message: the client sent
 // its locks' metadata itself, and leaving it out keeps the sync of a full
 // session (MaxLocksPerSession locks with 1 KiB each) within gRPC's default
 // 4 MiB message size.
-func noMetadata(locktable.LockID) []byte { return nil }
+func NoMetadata(locktable.LockID) []byte { return nil }
 
-// lockInfoPB converts a lock description to its protocol form.
-func lockInfoPB(l locktable.LockInfo, meta metaFunc) *dlmpb.LockInfo {
+// LockInfo converts a lock description to its protocol form.
+func LockInfo(l locktable.LockInfo, meta MetaFunc) *dlmpb.LockInfo {
 	return &dlmpb.LockInfo{
 		Metadata:          meta(l.ID),
 		LockId:            uint64(l.ID),
@@ -34,23 +34,23 @@ func lockInfoPB(l locktable.LockInfo, meta metaFunc) *dlmpb.LockInfo {
 	}
 }
 
-func lockInfosPB(ls []locktable.LockInfo, meta metaFunc) []*dlmpb.LockInfo {
+func LockInfos(ls []locktable.LockInfo, meta MetaFunc) []*dlmpb.LockInfo {
 	out := make([]*dlmpb.LockInfo, len(ls))
 	for i, l := range ls {
-		out[i] = lockInfoPB(l, meta)
+		out[i] = LockInfo(l, meta)
 	}
 	return out
 }
 
-// resourceInfoPB converts a resource description to its protocol form.
-func resourceInfoPB(r locktable.ResourceInfo, meta metaFunc) *dlmpb.ResourceInfo {
+// ResourceInfo converts a resource description to its protocol form.
+func ResourceInfo(r locktable.ResourceInfo, meta MetaFunc) *dlmpb.ResourceInfo {
 	return &dlmpb.ResourceInfo{
 		Name:       r.Name,
 		Semaphore:  r.Kind == locktable.KindSemaphore,
 		Capacity:   r.Capacity,
 		Used:       r.Used,
-		Holders:    lockInfosPB(r.Holders, meta),
-		Converting: lockInfosPB(r.Converting, meta),
-		Waiting:    lockInfosPB(r.Waiting, meta),
+		Holders:    LockInfos(r.Holders, meta),
+		Converting: LockInfos(r.Converting, meta),
+		Waiting:    LockInfos(r.Waiting, meta),
 	}
 }
