@@ -2,7 +2,7 @@
 //
 // A Client wraps a lock store and gives every store the same policy:
 // validation, waiting with backoff and jitter, auto-renewal, lost-lock
-// notification and metrics. The stores are the dlm server (package remote;
+// notification and metrics. The stores are the dlm server (package dlmserver;
 // `dlm server` runs it), a single Redis (redis), Redlock across several
 // Redis masters (redlock), PostgreSQL (postgres), etcd (etcd), and one
 // process's memory (memory). Package storeurl opens any of them but the

@@ -2,7 +2,7 @@ package driver
 
 // The rule for the names dlm accepts, resource names and session labels,
 // lives here, beside the contract every store shares, so that the Go client
-// (package dlm), package remote and the dlm server refuse the same names.
+// (package dlm), package dlmserver and the dlm server refuse the same names.
 //
 // A name is valid UTF-8 with no Unicode control character (general
 // category Cc: U+0000-U+001F and U+007F-U+009F) and no bidirectional

@@ -35,8 +35,8 @@ targets=(
 	"./server/raftnode/ FuzzParsePeers" # dlm server -peers
 	"./storeurl/ FuzzParse"          # store URLs
 	"./storeurl/ FuzzParseSecret"    # store URLs with a password: never shown
-	"./remote/ FuzzParseAddrs"       # the dlm store's server addresses
-	"./remote/ FuzzLeaderHint"       # the leader a server names
+	"./dlmserver/ FuzzParseAddrs"       # the dlm store's server addresses
+	"./dlmserver/ FuzzLeaderHint"       # the leader a server names
 	"./internal/redislua/ FuzzNameOf"        # Redis keys found by SCAN
 	"./internal/redislua/ FuzzParseResource" # Redis replies to the listing script
 	"./cmd/dlm/ FuzzSettings"        # dlm's other flags and environment

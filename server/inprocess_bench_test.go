@@ -8,13 +8,13 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/storetest"
-	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/raftnode"
 )
 
-// BenchmarkInProcess runs the remote store's workloads against a server in
+// BenchmarkInProcess runs the dlmserver store's workloads against a server in
 // the benchmark's own process (in-memory log), to set apart what the lock
 // service costs from what a round trip between two processes costs:
 //
@@ -32,7 +32,7 @@ func BenchmarkInProcess(b *testing.B) {
 	if err := s.WaitReady(ctx); err != nil {
 		b.Fatal(err)
 	}
-	store, err := remote.Dial(ctx, s.Addr())
+	store, err := dlmserver.Dial(ctx, s.Addr())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/devcert"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 	"github.com/dlmhq/dlm/storeurl"
 )
 
@@ -120,7 +120,7 @@ func TestOpenDLMSecure(t *testing.T) {
 	if s, err := storeurl.Open(ctx, base+"&server_name=elsewhere.example&cert="+filepath.Join(dir, ccert)+"&key="+filepath.Join(dir, ckey)); err == nil {
 		s.Close(ctx)
 		t.Fatal("opened with a server name the certificate does not have")
-	} else if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, remote.ErrUnauthenticated) {
+	} else if !errors.Is(err, dlm.ErrUnavailable) || errors.Is(err, dlmserver.ErrUnauthenticated) {
 		t.Fatalf("wrong server name: %v", err)
 	}
 }

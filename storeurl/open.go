@@ -15,12 +15,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/etcd"
 	"github.com/dlmhq/dlm/postgres"
 	"github.com/dlmhq/dlm/redis"
 	"github.com/dlmhq/dlm/redlock"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // Store is an open store and the connections it owns.
@@ -77,7 +77,7 @@ func WithClientOptions(opts ...dlm.ClientOption) Option {
 }
 
 // WithTokenFile names the file holding the bearer token for a dlm server
-// (see remote.WithTokenFile) when the URL has no token_file parameter; ""
+// (see dlmserver.WithTokenFile) when the URL has no token_file parameter; ""
 // does nothing, and other stores ignore it. The token is only sent over
 // TLS: with a dlm URL without TLS, Open fails. `dlm` passes
 // $DLM_TOKEN_FILE.
@@ -152,33 +152,33 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 
 // openDLM opens a session on the leader among the URL's servers.
 func (s *Store) openDLM(ctx context.Context, o openOptions) error {
-	ttl, err := s.spec.duration("session_ttl", remote.DefaultSessionTTL)
+	ttl, err := s.spec.duration("session_ttl", dlmserver.DefaultSessionTTL)
 	if err != nil {
 		return err
 	}
-	ropts := []remote.Option{remote.WithSessionTTL(ttl)}
+	ropts := []dlmserver.Option{dlmserver.WithSessionTTL(ttl)}
 	if _, ok := s.spec.Params["keepalive"]; ok {
 		ka, err := s.spec.duration("keepalive", 0)
 		if err != nil {
 			return err
 		}
-		ropts = append(ropts, remote.WithKeepAliveInterval(ka))
+		ropts = append(ropts, dlmserver.WithKeepAliveInterval(ka))
 	}
 	if l, ok := s.spec.Params["label"]; ok {
 		o.label = l
 	}
 	if o.label != "" {
-		ropts = append(ropts, remote.WithLabel(o.label))
+		ropts = append(ropts, dlmserver.WithLabel(o.label))
 	}
 	if o.log != nil {
-		ropts = append(ropts, remote.WithLogger(o.log))
+		ropts = append(ropts, dlmserver.WithLogger(o.log))
 	}
 	tlsCfg, tokenFile, err := s.spec.DLMSecurity()
 	if err != nil {
 		return err
 	}
 	if tlsCfg != nil {
-		ropts = append(ropts, remote.WithTLS(tlsCfg))
+		ropts = append(ropts, dlmserver.WithTLS(tlsCfg))
 	}
 	if tokenFile == "" {
 		tokenFile = o.tokenFile
@@ -187,11 +187,11 @@ func (s *Store) openDLM(ctx context.Context, o openOptions) error {
 		if tlsCfg == nil {
 			return fmt.Errorf("%w: a token file is given, but %s has no TLS: a token is never sent in plaintext (use dlms:// or tls=true)", ErrBadURL, s)
 		}
-		ropts = append(ropts, remote.WithTokenFile(tokenFile))
+		ropts = append(ropts, dlmserver.WithTokenFile(tokenFile))
 	}
 	// One store over every address: it keeps its session on the leader
 	// and follows it.
-	st, err := remote.Dial(ctx, strings.Join(s.spec.Hosts, ","), ropts...)
+	st, err := dlmserver.Dial(ctx, strings.Join(s.spec.Hosts, ","), ropts...)
 	if err != nil {
 		return err
 	}

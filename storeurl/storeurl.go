@@ -41,7 +41,7 @@ const DefaultURL = "dlm://127.0.0.1:7420"
 const MaxURLBytes = 4096
 
 // MaxHosts is the largest number of hosts in one URL (a dlm:// URL takes at
-// most remote.MaxServers).
+// most dlmserver.MaxServers).
 const MaxHosts = 64
 
 // Default ports, used when a host has none.

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // UnreachableError is a store whose servers could not be reached, in one
@@ -54,7 +54,7 @@ func (s *Spec) Unreachable(err error, waited time.Duration) error {
 	switch {
 	case err == nil || errors.As(err, &ue):
 		return err
-	case errors.Is(err, remote.ErrUnauthenticated) || errors.Is(err, remote.ErrPermissionDenied) ||
+	case errors.Is(err, dlmserver.ErrUnauthenticated) || errors.Is(err, dlmserver.ErrPermissionDenied) ||
 		errors.Is(err, driver.ErrInvalid) || errors.Is(err, driver.ErrUnsupported) || errors.Is(err, driver.ErrTaken) ||
 		errors.Is(err, driver.ErrDeadlock) || errors.Is(err, driver.ErrNotHeld):
 		return err

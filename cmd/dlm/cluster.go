@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/cluster"
 )
@@ -74,7 +74,7 @@ func (f *adminFlags) options() ([]cluster.Option, error) {
 		if len(opts) == 0 {
 			return nil, errors.New("a token is only sent over HTTPS: add --ca FILE (or --tls)")
 		}
-		tok, err := remote.ReadTokenFile(f.tokenFile)
+		tok, err := dlmserver.ReadTokenFile(f.tokenFile)
 		if err != nil {
 			return nil, err
 		}

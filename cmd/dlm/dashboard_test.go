@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // browserDir is test/browser, from this package's directory.
@@ -90,8 +90,8 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 	}
 	// Loopback only: the tokens go in plaintext, by explicit choice.
 	srv := testenv.StartDLM(t, dlmBin(t), "-auth-tokens", tokFile, "-auth-rules", rules)
-	dashboardScenario(t, script, srv, tokens, func(label string) []remote.Option {
-		return []remote.Option{remote.WithToken(tokens[label]), remote.AllowTokenOverPlaintext()}
+	dashboardScenario(t, script, srv, tokens, func(label string) []dlmserver.Option {
+		return []dlmserver.Option{dlmserver.WithToken(tokens[label]), dlmserver.AllowTokenOverPlaintext()}
 	}, []string{"--token", tokens["ops"]})
 }
 
@@ -101,7 +101,7 @@ func TestDashboardLoginInBrowser(t *testing.T) {
 // polls uses ops's. storeOpts adds each client's options; args go to the
 // script.
 func dashboardScenario(t *testing.T, script string, srv *testenv.DLM, tokens map[string]string,
-	storeOpts func(label string) []remote.Option, args []string) {
+	storeOpts func(label string) []dlmserver.Option, args []string) {
 	t.Helper()
 	// Bounds for a hung browser or server, with room for a loaded machine,
 	// where a headless chromium takes seconds to start and render: each
@@ -111,11 +111,11 @@ func dashboardScenario(t *testing.T, script string, srv *testenv.DLM, tokens map
 	defer cancel()
 
 	client := func(label string) *dlm.Client {
-		opts := []remote.Option{remote.WithLabel(label)}
+		opts := []dlmserver.Option{dlmserver.WithLabel(label)}
 		if storeOpts != nil {
 			opts = append(opts, storeOpts(label)...)
 		}
-		store, err := remote.Dial(ctx, srv.Addr(), opts...)
+		store, err := dlmserver.Dial(ctx, srv.Addr(), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/server/auth"
 )
 
@@ -22,7 +22,7 @@ const (
 // denied reports whether err is a dlm server's refusal of credentials or
 // rights.
 func denied(err error) bool {
-	return errors.Is(err, remote.ErrUnauthenticated) || errors.Is(err, remote.ErrPermissionDenied) ||
+	return errors.Is(err, dlmserver.ErrUnauthenticated) || errors.Is(err, dlmserver.ErrPermissionDenied) ||
 		errors.Is(err, auth.ErrUnauthenticated) || errors.Is(err, auth.ErrPermissionDenied)
 }
 

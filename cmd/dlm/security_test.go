@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // secureFiles are the files of a secured deployment, made as docs/security.md's
@@ -65,8 +65,8 @@ func (f *secureFiles) serverFlags(id string) []string {
 		"-auth-tokens", f.tokens, "-auth-rules", f.rules, "-raft-timeout", "500ms"}
 }
 
-// dial opens a remote store as identity id over TLS.
-func (f *secureFiles) dial(t *testing.T, addrs, id string) *remote.Store {
+// dial opens a dlmserver store as identity id over TLS.
+func (f *secureFiles) dial(t *testing.T, addrs, id string) *dlmserver.Store {
 	t.Helper()
 	pem, err := os.ReadFile(f.path("ca.pem"))
 	if err != nil {
@@ -76,8 +76,8 @@ func (f *secureFiles) dial(t *testing.T, addrs, id string) *remote.Store {
 	pool.AppendCertsFromPEM(pem)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	s, err := remote.Dial(ctx, addrs, remote.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}),
-		remote.WithTokenFile(f.tokenFile[id]), remote.WithLabel(id))
+	s, err := dlmserver.Dial(ctx, addrs, dlmserver.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}),
+		dlmserver.WithTokenFile(f.tokenFile[id]), dlmserver.WithLabel(id))
 	if err != nil {
 		t.Fatalf("%s: %v", id, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/cluster"
 )
@@ -101,7 +101,7 @@ func (f *securityFlags) load(join bool) (security, error) {
 		sec.join = append(sec.join, cluster.WithTLS(c))
 	}
 	if f.joinTokenFile != "" {
-		tok, err := remote.ReadTokenFile(f.joinTokenFile)
+		tok, err := dlmserver.ReadTokenFile(f.joinTokenFile)
 		if err != nil {
 			return sec, fmt.Errorf("-join-token-file: %w", err)
 		}

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/storeurl"
 )
 
@@ -146,7 +146,7 @@ func dialAdmin(url string) ([]*grpc.ClientConn, error) {
 		if tlsCfg == nil {
 			return nil, errors.New("a token file is given, but the URL has no TLS: a token is never sent in plaintext (use dlms:// or tls=true)")
 		}
-		tok, err := remote.ReadTokenFile(tokenFile)
+		tok, err := dlmserver.ReadTokenFile(tokenFile)
 		if err != nil {
 			return nil, err
 		}

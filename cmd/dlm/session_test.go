@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // sessionList runs dlm session ls --json with args and returns its sessions
@@ -43,11 +43,11 @@ func sessionList(t *testing.T, env []string, args ...string) ([]sessionJSON, *ow
 }
 
 // dialOpen opens a session on an open-mode server, labelled label.
-func dialOpen(t *testing.T, addr, label string) *remote.Store {
+func dialOpen(t *testing.T, addr, label string) *dlmserver.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	s, err := remote.Dial(ctx, addr, remote.WithLabel(label))
+	s, err := dlmserver.Dial(ctx, addr, dlmserver.WithLabel(label))
 	if err != nil {
 		t.Fatal(err)
 	}

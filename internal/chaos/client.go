@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 )
 
 // clientEnv, when set in a process's environment, makes it a chaos client
@@ -137,12 +137,12 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 		d := net.Dialer{LocalAddr: src}
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	var store *remote.Store
+	var store *dlmserver.Store
 	for {
 		ctx, cancel := context.WithTimeout(stopCtx, 5*time.Second)
 		var err error
-		store, err = remote.Dial(ctx, cfg.Servers, remote.WithSessionTTL(cfg.SessionTTL), remote.WithLabel(cfg.Name),
-			remote.WithLogger(log), remote.WithDialOptions(grpc.WithContextDialer(dialer)))
+		store, err = dlmserver.Dial(ctx, cfg.Servers, dlmserver.WithSessionTTL(cfg.SessionTTL), dlmserver.WithLabel(cfg.Name),
+			dlmserver.WithLogger(log), dlmserver.WithDialOptions(grpc.WithContextDialer(dialer)))
 		cancel()
 		if err == nil {
 			break

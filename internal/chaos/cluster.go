@@ -386,7 +386,7 @@ func (c *Cluster) AwaitHealthy(ctx context.Context, timeout time.Duration) (*Nod
 }
 
 // ClientAddrs returns the client proxies' addresses, comma-separated, as
-// remote.Dial takes them.
+// dlmserver.Dial takes them.
 func (c *Cluster) ClientAddrs() string {
 	var a []string
 	for _, n := range c.Nodes {

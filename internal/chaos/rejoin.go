@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 )
 
 // RejoinConfig configures MeasureRejoin.
@@ -189,7 +189,7 @@ func rejoinCycle(ctx context.Context, c *Cluster, w *rejoinWriter, cfg RejoinCon
 type rejoinWriter struct {
 	addrs string
 	dial  grpc.DialOption
-	store *remote.Store
+	store *dlmserver.Store
 	n     int
 }
 
@@ -211,8 +211,8 @@ func (w *rejoinWriter) write(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if w.store == nil {
-		s, err := remote.Dial(ctx, w.addrs, remote.WithSessionTTL(2*time.Second), remote.WithLabel("rejoin"),
-			remote.WithDialOptions(w.dial))
+		s, err := dlmserver.Dial(ctx, w.addrs, dlmserver.WithSessionTTL(2*time.Second), dlmserver.WithLabel("rejoin"),
+			dlmserver.WithDialOptions(w.dial))
 		if err != nil {
 			return err
 		}

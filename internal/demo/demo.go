@@ -32,7 +32,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/raftnode"
 )
@@ -191,7 +191,7 @@ func (r *Report) Problems() []string {
 type instance struct {
 	id    int
 	db    conn
-	store *remote.Store
+	store *dlmserver.Store
 	locks *dlm.Client
 }
 
@@ -275,7 +275,7 @@ func (r *run) setup(ctx context.Context) error {
 		if in.db, err = r.shop.connect(); err != nil {
 			return err
 		}
-		in.store, err = remote.Dial(wctx, srv.Addr(), remote.WithLabel("demo instance "+strconv.Itoa(in.id)), remote.WithLogger(r.log))
+		in.store, err = dlmserver.Dial(wctx, srv.Addr(), dlmserver.WithLabel("demo instance "+strconv.Itoa(in.id)), dlmserver.WithLogger(r.log))
 		if err != nil {
 			return fmt.Errorf("demo: instance %d: %w", in.id, err)
 		}

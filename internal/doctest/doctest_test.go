@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/raftnode"
 )
@@ -151,7 +151,7 @@ func TestFromCheckout(t *testing.T) {
 	}
 
 	// It released the lock: another client takes it at once.
-	store, err := remote.Dial(ctx, srv.Addr())
+	store, err := dlmserver.Dial(ctx, srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

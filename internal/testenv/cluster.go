@@ -127,7 +127,7 @@ func (c *Cluster) AwaitLeader(timeout time.Duration) (*DLM, error) {
 }
 
 // Addrs returns the nodes' client addresses, comma-separated, as
-// remote.Dial and dlm:// URLs take them.
+// dlmserver.Dial and dlm:// URLs take them.
 func (c *Cluster) Addrs() string {
 	addrs := make([]string, len(c.Nodes))
 	for i, d := range c.Nodes {

@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // A cluster loses its leader to kill -9: the client, given every address
@@ -45,8 +45,8 @@ func failover(t *testing.T, nodes int) {
 
 	// The fail-over (an election, a reconnect) must fit in the session TTL
 	// as the client counts it, however loaded the machine.
-	sa := dial(t, list, remote.WithSessionTTL(30*time.Second))
-	sb := dial(t, list, remote.WithSessionTTL(30*time.Second))
+	sa := dial(t, list, dlmserver.WithSessionTTL(30*time.Second))
+	sb := dial(t, list, dlmserver.WithSessionTTL(30*time.Second))
 	a, b := dlm.New(sa), dlm.New(sb)
 	held, err := a.Acquire(ctx, "failover", dlm.WithTTL(time.Minute))
 	if err != nil {

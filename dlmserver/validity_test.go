@@ -1,11 +1,11 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 )
 
 // A lock of the dlm server lives as long as its session: a lease with a
@@ -15,7 +15,7 @@ func TestDeadlineIsTheSessionValidity(t *testing.T) {
 	// A session TTL that keepalives keep ahead of now however loaded the
 	// machine, and a lock TTL much longer.
 	const sessionTTL = 5 * time.Second
-	c, _ := newClient(t, remote.WithSessionTTL(sessionTTL))
+	c, _ := newClient(t, dlmserver.WithSessionTTL(sessionTTL))
 	l, err := c.Acquire(t.Context(), "validity/"+t.Name(), dlm.WithTTL(time.Minute), dlm.WithAutoRenew(false))
 	if err != nil {
 		t.Fatal(err)

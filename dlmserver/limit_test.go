@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
-// A request refused by one of the server's limits is remote.ErrLimit, which
+// A request refused by one of the server's limits is dlmserver.ErrLimit, which
 // is also dlm.ErrUnavailable (retried with backoff), and the message names
 // the bound; once a lock is released, the same request goes through.
 func TestLimitRefusalIsErrLimit(t *testing.T) {
@@ -25,8 +25,8 @@ func TestLimitRefusalIsErrLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Acquire(ctx, "limit/b", dlm.WithTTL(10*time.Second), dlm.WithRetry(dlm.NoRetry()))
-	if !errors.Is(err, remote.ErrLimit) || !errors.Is(err, dlm.ErrUnavailable) {
-		t.Fatalf("second lock of a session limited to one: %v, want remote.ErrLimit and dlm.ErrUnavailable", err)
+	if !errors.Is(err, dlmserver.ErrLimit) || !errors.Is(err, dlm.ErrUnavailable) {
+		t.Fatalf("second lock of a session limited to one: %v, want dlmserver.ErrLimit and dlm.ErrUnavailable", err)
 	}
 	if errors.Is(err, dlm.ErrInvalid) {
 		t.Fatalf("a limit is not an invalid argument: %v", err)

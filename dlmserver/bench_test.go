@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 	"github.com/dlmhq/dlm/internal/testenv"
 )
 
-// go test -run '^$' -bench . -benchtime 2s ./remote/
+// go test -run '^$' -bench . -benchtime 2s ./dlmserver/
 //
 // Each benchmark runs against the shared durable server (an fsync per Raft
 // entry) and against a server with an in-memory log.

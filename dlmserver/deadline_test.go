@@ -1,13 +1,13 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // A lease's deadline never moves later because the store stopped vouching
@@ -20,7 +20,7 @@ import (
 func TestDeadlineStaysAfterLoss(t *testing.T) {
 	const ttl = 2 * time.Second
 	proxy := testenv.StartProxy(t, shared.Addr())
-	c := dlm.New(dial(t, proxy.Addr(), remote.WithSessionTTL(ttl)))
+	c := dlm.New(dial(t, proxy.Addr(), dlmserver.WithSessionTTL(ttl)))
 	ctx := storetest.Context(t)
 	l, err := c.Acquire(ctx, storetest.Resource(t), dlm.WithTTL(time.Minute), dlm.WithAutoRenew(true))
 	if err != nil {

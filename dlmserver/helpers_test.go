@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // bin is the dlm binary the tests run; shared is the server most tests use.
@@ -39,11 +39,11 @@ func TestMain(m *testing.M) {
 }
 
 // dial opens a store on addr for the test and closes it at the end.
-func dial(t testing.TB, addr string, opts ...remote.Option) *remote.Store {
+func dial(t testing.TB, addr string, opts ...dlmserver.Option) *dlmserver.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := remote.Dial(ctx, addr, opts...)
+	s, err := dlmserver.Dial(ctx, addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func dial(t testing.TB, addr string, opts ...remote.Option) *remote.Store {
 }
 
 // newClient returns a dlm client over a new store on the shared server.
-func newClient(t testing.TB, opts ...remote.Option) (*dlm.Client, *remote.Store) {
+func newClient(t testing.TB, opts ...dlmserver.Option) (*dlm.Client, *dlmserver.Store) {
 	s := dial(t, shared.Addr(), opts...)
 	return dlm.New(s), s
 }

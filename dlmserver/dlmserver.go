@@ -1,4 +1,4 @@
-// Package remote is the dlm store for the dlm server.
+// Package dlmserver is the dlm store for the dlm server.
 //
 // A Store keeps one session with the server over one gRPC stream, and every
 // lock of the process goes through it: requests go up, grants and every other
@@ -40,7 +40,7 @@
 // (ErrUnauthenticated) and requests its identity may not make
 // (ErrPermissionDenied); both match dlm.ErrInvalid, so they are not
 // retried.
-package remote
+package dlmserver
 
 import (
 	"context"

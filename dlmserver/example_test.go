@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/storeurl"
 )
 
@@ -15,7 +15,7 @@ import (
 // hold every lock taken through it.
 func Example() {
 	ctx := context.Background()
-	store, err := remote.Dial(ctx, "127.0.0.1:7420")
+	store, err := dlmserver.Dial(ctx, "127.0.0.1:7420")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 func TestMutualExclusion(t *testing.T) {
@@ -121,13 +121,13 @@ func TestDoRunsUnderTheLock(t *testing.T) {
 }
 
 func TestNoGoroutineLeak(t *testing.T) {
-	s, err := remote.Dial(t.Context(), shared.Addr())
+	s, err := dlmserver.Dial(t.Context(), shared.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := dlm.New(s)
 	storetest.NoGoroutineLeak(t, c, 8, func() { s.Close(context.Background()) },
-		"github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/remote.", "google.golang.org/grpc")
+		"github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/dlmserver.", "google.golang.org/grpc")
 }
 
 // kill -9 a client process holding a lock: the server releases it when the
@@ -175,7 +175,7 @@ func TestStalledClientLosesBeforeRegrant(t *testing.T) {
 	// the handshake, which Dial gives a keepalive interval (TTL/4).
 	const ttl = 2 * time.Second
 	proxy := testenv.StartProxy(t, shared.Addr())
-	stalled := dlm.New(dial(t, proxy.Addr(), remote.WithSessionTTL(ttl)))
+	stalled := dlm.New(dial(t, proxy.Addr(), dlmserver.WithSessionTTL(ttl)))
 	other, _ := newClient(t)
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
@@ -245,7 +245,7 @@ func validity(l *dlm.Lease) <-chan time.Time {
 // misses the handshake, which Dial gives a keepalive interval, TTL/4.)
 func TestLostWhenServerDies(t *testing.T) {
 	srv := testenv.StartDLM(t, bin)
-	c := dlm.New(dial(t, srv.Addr(), remote.WithSessionTTL(2*time.Second)))
+	c := dlm.New(dial(t, srv.Addr(), dlmserver.WithSessionTTL(2*time.Second)))
 	storetest.LostWhenServerDies(t, c, srv.Kill)
 	storetest.UnavailableIsNotContention(t, c)
 }
@@ -258,7 +258,7 @@ func TestRestartKeepsLocksAndTokens(t *testing.T) {
 			srv := testenv.StartDLM(t, bin)
 			// The restart must fit in the session TTL, however loaded the
 			// machine.
-			store := dial(t, srv.Addr(), remote.WithSessionTTL(30*time.Second))
+			store := dial(t, srv.Addr(), dlmserver.WithSessionTTL(30*time.Second))
 			c := dlm.New(store)
 			ctx := storetest.Context(t)
 			name := storetest.Resource(t)
@@ -346,7 +346,7 @@ func TestAbandonedConversionKeepsTheOldMode(t *testing.T) {
 func TestReleasesSurviveAReconnect(t *testing.T) {
 	srv := testenv.StartDLM(t, bin)
 	// The restart must fit in the session TTL, however loaded the machine.
-	c := dlm.New(dial(t, srv.Addr(), remote.WithSessionTTL(30*time.Second)))
+	c := dlm.New(dial(t, srv.Addr(), dlmserver.WithSessionTTL(30*time.Second)))
 	ctx := storetest.Context(t)
 	const n = 60
 	names := make([]string, n)

@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/devcert"
 	"github.com/dlmhq/dlm/internal/testenv"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // secureEnv is a CA and the token files of alice and carol.
@@ -83,7 +83,7 @@ func TestTLSAndToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	alice := dial(t, srv.Addr(), remote.WithTLS(trust(t, caFile)), remote.WithTokenFile(e.tokenFile["alice"]), remote.WithLabel("alice"))
+	alice := dial(t, srv.Addr(), dlmserver.WithTLS(trust(t, caFile)), dlmserver.WithTokenFile(e.tokenFile["alice"]), dlmserver.WithLabel("alice"))
 	c := dlm.New(alice)
 	l, err := c.Acquire(ctx, "a/job", dlm.WithWait(0))
 	if err != nil {
@@ -92,7 +92,7 @@ func TestTLSAndToken(t *testing.T) {
 	// A wait that a refusal ends at once; long enough that a loaded machine
 	// does not end it first (it would then read as contention).
 	_, err = c.Acquire(ctx, "b/job", dlm.WithWait(10*time.Second))
-	if !errors.Is(err, remote.ErrPermissionDenied) || !errors.Is(err, dlm.ErrInvalid) || errors.Is(err, dlm.ErrUnavailable) {
+	if !errors.Is(err, dlmserver.ErrPermissionDenied) || !errors.Is(err, dlm.ErrInvalid) || errors.Is(err, dlm.ErrUnavailable) {
 		t.Fatalf("alice on b/: %v, want ErrPermissionDenied (and ErrInvalid, not ErrUnavailable)", err)
 	}
 	l2, err := c.Acquire(ctx, "a/job2", dlm.WithWait(0))
@@ -107,16 +107,16 @@ func TestTLSAndToken(t *testing.T) {
 	l2.Release(ctx)
 
 	// carol is authenticated, without rights.
-	carol := dial(t, srv.Addr(), remote.WithTLS(trust(t, caFile)), remote.WithToken(e.token["carol"]))
-	if _, err := carol.Status(ctx); !errors.Is(err, remote.ErrPermissionDenied) {
+	carol := dial(t, srv.Addr(), dlmserver.WithTLS(trust(t, caFile)), dlmserver.WithToken(e.token["carol"]))
+	if _, err := carol.Status(ctx); !errors.Is(err, dlmserver.ErrPermissionDenied) {
 		t.Fatalf("carol's status: %v, want ErrPermissionDenied", err)
 	}
 
-	refused := func(what string, want error, opts ...remote.Option) {
+	refused := func(what string, want error, opts ...dlmserver.Option) {
 		t.Helper()
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer dcancel()
-		s, err := remote.Dial(dctx, srv.Addr(), opts...)
+		s, err := dlmserver.Dial(dctx, srv.Addr(), opts...)
 		if err == nil {
 			s.Close(ctx)
 			t.Fatalf("%s: dialled", what)
@@ -130,12 +130,12 @@ func TestTLSAndToken(t *testing.T) {
 			}
 		}
 	}
-	refused("no token", remote.ErrUnauthenticated, remote.WithTLS(trust(t, caFile)))
-	refused("unknown token", remote.ErrUnauthenticated, remote.WithTLS(trust(t, caFile)), remote.WithToken("mallory-0123456789abcdef"))
-	refused("a token without TLS", dlm.ErrInvalid, remote.WithToken(e.token["alice"]))
+	refused("no token", dlmserver.ErrUnauthenticated, dlmserver.WithTLS(trust(t, caFile)))
+	refused("unknown token", dlmserver.ErrUnauthenticated, dlmserver.WithTLS(trust(t, caFile)), dlmserver.WithToken("mallory-0123456789abcdef"))
+	refused("a token without TLS", dlm.ErrInvalid, dlmserver.WithToken(e.token["alice"]))
 	refused("a plaintext client", dlm.ErrUnavailable)
-	refused("a client trusting another CA", dlm.ErrUnavailable, remote.WithTLS(trust(t, e.otherCA)), remote.WithToken(e.token["alice"]))
-	refused("a token file with two lines", dlm.ErrInvalid, remote.WithTLS(trust(t, caFile)), remote.WithTokenFile(e.tokens))
+	refused("a client trusting another CA", dlm.ErrUnavailable, dlmserver.WithTLS(trust(t, e.otherCA)), dlmserver.WithToken(e.token["alice"]))
+	refused("a token file with two lines", dlm.ErrInvalid, dlmserver.WithTLS(trust(t, caFile)), dlmserver.WithTokenFile(e.tokens))
 }
 
 // A token goes over plaintext only when the store says so explicitly (a
@@ -145,13 +145,13 @@ func TestTokenOverPlaintextOptIn(t *testing.T) {
 	srv := testenv.StartDLM(t, bin, "-in-memory", "-auth-tokens", e.tokens, "-auth-rules", e.rules)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if s, err := remote.Dial(ctx, srv.Addr(), remote.WithToken(e.token["alice"])); err == nil {
+	if s, err := dlmserver.Dial(ctx, srv.Addr(), dlmserver.WithToken(e.token["alice"])); err == nil {
 		s.Close(ctx)
 		t.Fatal("a token was sent over plaintext without the opt-in")
 	} else if !errors.Is(err, dlm.ErrInvalid) || !strings.Contains(err.Error(), "TLS") {
 		t.Fatalf("without the opt-in: %v", err)
 	}
-	s := dial(t, srv.Addr(), remote.WithToken(e.token["alice"]), remote.AllowTokenOverPlaintext())
+	s := dial(t, srv.Addr(), dlmserver.WithToken(e.token["alice"]), dlmserver.AllowTokenOverPlaintext())
 	l, err := dlm.New(s).Acquire(ctx, "a/plain", dlm.WithWait(0))
 	if err != nil {
 		t.Fatal(err)

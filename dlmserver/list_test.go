@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"cmp"
@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // id identifies a holder or waiter across sessions.
@@ -28,7 +28,7 @@ func TestListHolderAndWaitersInOrder(t *testing.T) {
 		Holder: hc, Waiters: wc, Lister: ws, ID: id,
 		Tokens: true, Since: true, Metadata: "host-c pid 3", WaiterMetadata: true,
 		// The session's time left; +1s: the leader's margin.
-		MaxTTL: remote.DefaultSessionTTL + time.Second,
+		MaxTTL: dlmserver.DefaultSessionTTL + time.Second,
 		CheckHolder: func(t *testing.T, h driver.HolderInfo, _ *dlm.Lease) {
 			if h.Session != strconv.FormatUint(hs.Session(), 10) || h.Owner == "" ||
 				h.Since.Before(start.Add(-time.Second)) || h.Since.After(time.Now().Add(time.Second)) {

@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/dlmserver"
 	"github.com/dlmhq/dlm/internal/storetest"
-	"github.com/dlmhq/dlm/remote"
 )
 
 // syncBuffer is a log destination safe for concurrent writes.
@@ -41,7 +41,7 @@ func (b *syncBuffer) String() string {
 // lock, and logs the server's warning at Warn.
 func TestGuessedSessionIDIsRefusedAndLogged(t *testing.T) {
 	logs := &syncBuffer{}
-	c, s := newClient(t, remote.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	c, s := newClient(t, dlmserver.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	ctx := storetest.Context(t)
 	l, err := c.Acquire(ctx, storetest.Resource(t))
 	if err != nil {

@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 )
 
 // A session label the server would refuse (not UTF-8, control or
@@ -24,7 +24,7 @@ func TestBadLabelIsInvalid(t *testing.T) {
 		"bad\xff":   "byte 3 (0xff) is not valid UTF-8",
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		s, err := remote.Dial(ctx, shared.Addr(), remote.WithLabel(label))
+		s, err := dlmserver.Dial(ctx, shared.Addr(), dlmserver.WithLabel(label))
 		cancel()
 		if err == nil {
 			s.Close(context.Background())
@@ -41,7 +41,7 @@ func TestBadLabelIsInvalid(t *testing.T) {
 func TestDefaultLabelNamesHostAndPid(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := remote.Dial(ctx, shared.Addr())
+	s, err := dlmserver.Dial(ctx, shared.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package remote_test
+package dlmserver_test
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
-	"github.com/dlmhq/dlm/remote"
+	"github.com/dlmhq/dlm/dlmserver"
 )
 
 // childEnv makes the test binary run as a client process that takes a lock
@@ -30,7 +30,7 @@ func runChild(spec string) int {
 		return 2
 	}
 	ctx := context.Background()
-	s, err := remote.Dial(ctx, parts[0], remote.WithSessionTTL(ttl), remote.WithLabel("child"))
+	s, err := dlmserver.Dial(ctx, parts[0], dlmserver.WithSessionTTL(ttl), dlmserver.WithLabel("child"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
