@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlmhq/dlm/internal/demo"
+	"github.com/dlmhq/dlm/cmd/dlm/internal/demo"
 )
 
 // runDemo runs `dlm demo`: exit 0 when the story came out as it should, 1

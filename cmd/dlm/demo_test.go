@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlmhq/dlm/internal/demo"
+	"github.com/dlmhq/dlm/cmd/dlm/internal/demo"
 	"github.com/dlmhq/dlm/internal/testenv"
 )
 
