@@ -37,7 +37,7 @@ func TestParseTokens(t *testing.T) {
 		"three fields":          "alice " + secret + " extra\n",
 		"reserved identity":     "* " + secret + "\n",
 		"non-ASCII identity":    "alicé " + secret + "\n",
-		"non-Printable token":   "a " + secret + "\x01\n",
+		"non-printable token":   "a " + secret + "\x01\n",
 		"long identity":         strings.Repeat("i", MaxIdentityBytes+1) + " " + secret + "\n",
 		"long token":            "a " + strings.Repeat("t", MaxTokenBytes+1) + "\n",
 		"empty file":            "# nothing\n",
@@ -126,11 +126,11 @@ bob   lock  *
 }
 
 func TestNormalizePrefixes(t *testing.T) {
-	got := NormalizePrefixes([]string{"b/", "a/x", "a/", "c", "cd", "a/"})
+	got := normalizePrefixes([]string{"b/", "a/x", "a/", "c", "cd", "a/"})
 	if want := []string{"a/", "b/", "c"}; !slices.Equal(got, want) {
-		t.Fatalf("NormalizePrefixes = %q, want %q", got, want)
+		t.Fatalf("normalizePrefixes = %q, want %q", got, want)
 	}
-	if got := NormalizePrefixes([]string{"x", ""}); !slices.Equal(got, []string{""}) {
+	if got := normalizePrefixes([]string{"x", ""}); !slices.Equal(got, []string{""}) {
 		t.Fatalf("with the empty prefix: %q", got)
 	}
 }

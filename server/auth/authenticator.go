@@ -115,7 +115,7 @@ type Config struct {
 // neither tokens nor client certificates. It fails with ErrAuthConfig for
 // rules without either.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{tokens: cfg.Tokens, certs: cfg.ClientCerts, rules: cfg.Rules, logins: NewLogins(),
+	a := &Authenticator{tokens: cfg.Tokens, certs: cfg.ClientCerts, rules: cfg.Rules, logins: newLogins(),
 		log: cfg.Logger, refused: cfg.Refused}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -151,9 +151,9 @@ func (a *Authenticator) Caller(ctx context.Context) Principal {
 // Enabled reports whether authentication is on.
 func (a *Authenticator) Enabled() bool { return a.tokens != nil || a.certs }
 
-// FromGRPC authenticates a gRPC call: its bearer token if it sends one,
+// fromGRPC authenticates a gRPC call: its bearer token if it sends one,
 // else its verified client certificate.
-func (a *Authenticator) FromGRPC(ctx context.Context) (Principal, error) {
+func (a *Authenticator) fromGRPC(ctx context.Context) (Principal, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	remote := ""
 	var state *credentials.TLSInfo
@@ -235,7 +235,7 @@ func (a *Authenticator) identify(headers []string, other func() (string, bool)) 
 		return id, "", nil
 	}
 	if id, ok := other(); ok {
-		if CheckCertIdentity(id) != nil {
+		if checkCertIdentity(id) != nil {
 			return "", "certificate common name is not a valid identity", ErrUnauthenticated
 		}
 		return id, "", nil
@@ -267,12 +267,12 @@ func bearerToken(v string) (string, bool) {
 		return "", false
 	}
 	tok = strings.TrimLeft(tok, " ")
-	return tok, tok != "" && Printable(tok)
+	return tok, tok != "" && printable(tok)
 }
 
 // UnaryInterceptor authenticates unary calls.
 func (a *Authenticator) UnaryInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	p, err := a.FromGRPC(ctx)
+	p, err := a.fromGRPC(ctx)
 	if err != nil {
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
@@ -281,7 +281,7 @@ func (a *Authenticator) UnaryInterceptor(ctx context.Context, req any, _ *grpc.U
 
 // StreamInterceptor authenticates streams, before their first message.
 func (a *Authenticator) StreamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	p, err := a.FromGRPC(ss.Context())
+	p, err := a.fromGRPC(ss.Context())
 	if err != nil {
 		return status.Error(codes.Unauthenticated, err.Error())
 	}

@@ -236,17 +236,17 @@ func (r *Rules) add(rule Rule) error {
 // finish merges AnyIdentity's grants into every identity's and normalizes
 // the prefix lists.
 func (r *Rules) finish() {
-	r.any.lock, r.any.list = NormalizePrefixes(r.any.lock), NormalizePrefixes(r.any.list)
+	r.any.lock, r.any.list = normalizePrefixes(r.any.lock), normalizePrefixes(r.any.list)
 	for _, g := range r.byIdentity {
-		g.lock = NormalizePrefixes(append(g.lock, r.any.lock...))
-		g.list = NormalizePrefixes(append(g.list, r.any.list...))
+		g.lock = normalizePrefixes(append(g.lock, r.any.lock...))
+		g.list = normalizePrefixes(append(g.list, r.any.list...))
 		g.admin = g.admin || r.any.admin
 	}
 }
 
-// NormalizePrefixes sorts prefixes and drops those that another one
+// normalizePrefixes sorts prefixes and drops those that another one
 // covers. The result's prefixes cover disjoint name ranges, in name order.
-func NormalizePrefixes(ps []string) []string {
+func normalizePrefixes(ps []string) []string {
 	slices.Sort(ps)
 	out := ps[:0]
 	for _, p := range ps {

@@ -34,8 +34,8 @@ type login struct {
 	expires  time.Time
 }
 
-// NewLogins returns an empty set of logins.
-func NewLogins() *Logins { return &Logins{m: map[[sha256.Size]byte]login{}} }
+// newLogins returns an empty set of logins.
+func newLogins() *Logins { return &Logins{m: map[[sha256.Size]byte]login{}} }
 
 // Create makes a login for identity and returns the cookie value.
 func (l *Logins) Create(identity string, now time.Time) (string, error) {

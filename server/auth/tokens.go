@@ -35,9 +35,9 @@ var ErrAuthConfig = errors.New("dlm server: bad authentication configuration")
 //
 // A token file has one "identity token" pair per line, separated by spaces
 // or tabs; blank lines and lines whose first non-blank character is '#' are
-// ignored. An identity is 1 to MaxIdentityBytes Printable ASCII characters
+// ignored. An identity is 1 to MaxIdentityBytes printable ASCII characters
 // without spaces, and not "*"; it may have several tokens (to rotate them).
-// A token is MinTokenBytes to MaxTokenBytes Printable ASCII characters
+// A token is MinTokenBytes to MaxTokenBytes printable ASCII characters
 // without spaces, and appears once in the file. At most MaxTokens tokens,
 // MaxAuthFileBytes bytes.
 type Tokens struct {
@@ -128,7 +128,7 @@ func (t *Tokens) Identity(token string) (string, bool) {
 	return t.entries[found].identity, true
 }
 
-// checkIdentity accepts 1 to MaxIdentityBytes Printable ASCII characters
+// checkIdentity accepts 1 to MaxIdentityBytes printable ASCII characters
 // without spaces, other than "*" (which rules use for any identity).
 func checkIdentity(id string) error {
 	switch {
@@ -136,37 +136,37 @@ func checkIdentity(id string) error {
 		return fmt.Errorf("identity: want 1 to %d characters", MaxIdentityBytes)
 	case id == "*":
 		return errors.New(`identity "*" is reserved for rules (any identity)`)
-	case !Printable(id):
-		return errors.New("identity: want Printable ASCII without spaces")
+	case !printable(id):
+		return errors.New("identity: want printable ASCII without spaces")
 	}
 	return nil
 }
 
-// CheckCertIdentity accepts a client certificate's common name as an
+// checkCertIdentity accepts a client certificate's common name as an
 // identity: as checkIdentity, but with spaces inside allowed (such
 // an identity can only be matched by "*" rules, whose fields are separated
 // by spaces).
-func CheckCertIdentity(id string) error {
+func checkCertIdentity(id string) error {
 	if strings.HasPrefix(id, " ") || strings.HasSuffix(id, " ") {
 		return errors.New("identity: no leading or trailing spaces")
 	}
 	return checkIdentity(strings.ReplaceAll(id, " ", "_"))
 }
 
-// checkToken accepts MinTokenBytes to MaxTokenBytes Printable ASCII
+// checkToken accepts MinTokenBytes to MaxTokenBytes printable ASCII
 // characters without spaces. Its errors never quote the token.
 func checkToken(tok string) error {
 	switch {
 	case len(tok) < MinTokenBytes || len(tok) > MaxTokenBytes:
 		return fmt.Errorf("token: want %d to %d characters, got %d", MinTokenBytes, MaxTokenBytes, len(tok))
-	case !Printable(tok):
-		return errors.New("token: want Printable ASCII without spaces")
+	case !printable(tok):
+		return errors.New("token: want printable ASCII without spaces")
 	}
 	return nil
 }
 
-// Printable reports whether s is all printable ASCII without spaces.
-func Printable(s string) bool {
+// printable reports whether s is all printable ASCII without spaces.
+func printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e {
 			return false
