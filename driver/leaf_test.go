@@ -42,7 +42,7 @@ func TestDriverIsALeaf(t *testing.T) {
 // locktable, the dlm server's state machine). The memory store is the lock
 // table in process, and uses it.
 func TestStoresDoNotCompileTheLockTable(t *testing.T) {
-	for _, pkg := range []string{"", "/redis", "/redlock", "/postgres", "/etcd", "/remote", "/storeurl"} {
+	for _, pkg := range []string{"", "/redis", "/redlock", "/postgres", "/etcd", "/dlmserver", "/storeurl"} {
 		if slices.Contains(nonStandardDeps(t, module+pkg), module+"/locktable") {
 			t.Errorf("%s compiles %s/locktable", module+pkg, module)
 		}
