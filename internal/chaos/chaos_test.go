@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm/internal/chaos/history"
+
 	"github.com/anishathalye/porcupine"
 )
 
@@ -152,7 +154,7 @@ func TestChaosCatchesBrokenPromotion(t *testing.T) {
 	}
 	r := res.Report
 	t.Logf("%s", r.Summary())
-	if r.ViolationCount[PropBelief] == 0 {
+	if r.ViolationCount[history.PropBelief] == 0 {
 		t.Errorf("the checker saw no belief violation against the broken server")
 	}
 	if r.Linearizability.Result != porcupine.Illegal {

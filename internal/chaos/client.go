@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlmhq/dlm/internal/chaos/history"
+
 	"google.golang.org/grpc"
 
 	"github.com/dlmhq/dlm"
@@ -78,7 +80,7 @@ type emitter struct {
 	err  error
 }
 
-func (em *emitter) emit(e Event) {
+func (em *emitter) emit(e history.Event) {
 	e.Client = em.name
 	b, _ := json.Marshal(e)
 	em.mu.Lock()
@@ -153,7 +155,7 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 		log.Warn("chaos client: dial", "err", err)
 		time.Sleep(100 * time.Millisecond)
 	}
-	em.emit(Event{At: Now(), Kind: Note, Note: "session open"})
+	em.emit(history.Event{At: history.Now(), Kind: history.Note, Note: "session open"})
 	c := dlm.New(store, dlm.WithLogger(log))
 	fc := newFencedClient(cfg.Fenced)
 
@@ -183,7 +185,7 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err := store.Close(ctx); err != nil {
 		log.Warn("chaos client: close", "err", err)
 	}
-	em.emit(Event{At: Now(), Kind: Note, Note: "done"})
+	em.emit(history.Event{At: history.Now(), Kind: history.Note, Note: "done"})
 	if em.err != nil {
 		return 1
 	}
@@ -193,21 +195,21 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 // acquire is one acquisition and its critical section; it reports whether
 // the lock was granted.
 func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitter, cfg ClientConfig, seq uint64, res string, hold time.Duration, long bool) bool {
-	ev := func(k Kind, token uint64, note string) Event {
-		return Event{At: Now(), Kind: k, Lease: seq, Resource: res, Token: token, Note: note}
+	ev := func(k history.Kind, token uint64, note string) history.Event {
+		return history.Event{At: history.Now(), Kind: k, Lease: seq, Resource: res, Token: token, Note: note}
 	}
 	note := ""
 	if long {
 		note = "long hold " + hold.String()
 	}
-	em.emit(ev(Requested, 0, note))
+	em.emit(ev(history.Requested, 0, note))
 	wait := cfg.Wait
 	if long {
 		wait = max(wait, 5*time.Second)
 	}
 	l, err := c.Acquire(stopCtx, res, dlm.WithTTL(cfg.LeaseTTL), dlm.WithWait(wait), dlm.WithAutoRenew(true))
 	if err != nil {
-		em.emit(ev(AcquireFailed, 0, err.Error()))
+		em.emit(ev(history.AcquireFailed, 0, err.Error()))
 		if !errors.Is(err, dlm.ErrNotAcquired) {
 			select { // the store is unavailable: do not spin
 			case <-time.After(20 * time.Millisecond):
@@ -218,8 +220,8 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 	}
 	token := l.Token()
 	deadline := l.Deadline()
-	g := ev(Granted, token, note)
-	g.Deadline = monotonic(deadline)
+	g := ev(history.Granted, token, note)
+	g.Deadline = history.Monotonic(deadline)
 	em.emit(g)
 
 	// Record Lost the moment it fires, and each move of the deadline (the
@@ -234,20 +236,20 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 		for {
 			select {
 			case <-lost:
-				em.emit(ev(Lost, token, l.Err().Error()))
+				em.emit(ev(history.Lost, token, l.Err().Error()))
 				return
 			case <-released:
 				select { // lost just as the release returned
 				case <-lost:
-					em.emit(ev(Lost, token, "seen at release: "+l.Err().Error()))
+					em.emit(ev(history.Lost, token, "seen at release: "+l.Err().Error()))
 				default:
 				}
 				return
 			case <-tick.C:
 				if d := l.Deadline(); d.After(deadline) {
 					deadline = d
-					v := ev(Valid, token, "")
-					v.Deadline = monotonic(d)
+					v := ev(history.Valid, token, "")
+					v.Deadline = history.Monotonic(d)
 					em.emit(v)
 				}
 			}
@@ -263,7 +265,7 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 	// token. The
 	// section's own work ignores the stop request: it finishes first.
 	ctx := context.Background()
-	start := Now()
+	start := history.Now()
 	w := Write{Resource: res, Token: token, Client: cfg.Name, Lease: seq, Phase: "begin", Start: start}
 	done := !valid() || fc.write(ctx, w) != nil
 	if !done {
@@ -295,11 +297,11 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 	case <-lost:
 	default:
 		if !done && valid() {
-			w.Phase, w.End = "end", Now()
+			w.Phase, w.End = "end", history.Now()
 			_ = fc.write(ctx, w)
 		}
 	}
-	em.emit(ev(ReleaseSent, token, ""))
+	em.emit(ev(history.ReleaseSent, token, ""))
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err = l.Release(rctx)
 	cancel()
@@ -309,6 +311,6 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 	if err != nil {
 		note = err.Error()
 	}
-	em.emit(ev(Released, token, note))
+	em.emit(ev(history.Released, token, note))
 	return true
 }

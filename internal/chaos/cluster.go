@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dlmhq/dlm/internal/chaos/history"
 )
 
 // readyLine is the log line every `dlm server` prints once it serves its
@@ -155,7 +157,7 @@ func (n *Node) start(ctx context.Context) error {
 		seen := false
 		for sc.Scan() {
 			line := sc.Text()
-			fmt.Fprintf(n.log, "%.3f %s\n", float64(Now())/1e9, line)
+			fmt.Fprintf(n.log, "%.3f %s\n", float64(history.Now())/1e9, line)
 			mu.Lock()
 			tail = append(tail, line)
 			if len(tail) > 20 {

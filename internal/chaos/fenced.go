@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/dlmhq/dlm/internal/chaos/history"
 )
 
 // Write is what a critical section writes to the fenced store: its token,
@@ -30,7 +32,7 @@ type Write struct {
 // with a lower one. It records every decision in the history
 // (WriteAccepted, WriteRejected), stamped when it is taken.
 type FencedStore struct {
-	h   *History
+	h   *history.History
 	ln  net.Listener
 	srv *http.Server
 
@@ -40,7 +42,7 @@ type FencedStore struct {
 }
 
 // StartFenced starts a fenced store recording into h.
-func StartFenced(h *History) (*FencedStore, error) {
+func StartFenced(h *history.History) (*FencedStore, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("chaos: fenced store: %w", err)
@@ -66,9 +68,9 @@ func (f *FencedStore) Apply(w Write) (ok bool, max uint64) {
 	defer f.mu.Unlock()
 	max = f.max[w.Resource]
 	ok = w.Token >= max
-	e := Event{Kind: WriteRejected, Client: w.Client, Lease: w.Lease, Resource: w.Resource, Token: w.Token}
+	e := history.Event{Kind: history.WriteRejected, Client: w.Client, Lease: w.Lease, Resource: w.Resource, Token: w.Token}
 	if ok {
-		e.Kind = WriteAccepted
+		e.Kind = history.WriteAccepted
 		f.max[w.Resource] = w.Token
 		f.last[w.Resource] = w
 		max = w.Token
@@ -76,7 +78,7 @@ func (f *FencedStore) Apply(w Write) (ok bool, max uint64) {
 	} else {
 		e.Note = fmt.Sprintf("%s: token %d is below %d", w.Phase, w.Token, max)
 	}
-	e.At = Now()
+	e.At = history.Now()
 	f.h.Add(e)
 	return ok, max
 }

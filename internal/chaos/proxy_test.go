@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlmhq/dlm/internal/chaos/history"
 )
 
 // echo serves lines back on a free port until the test ends.
@@ -106,7 +108,7 @@ func TestNetCutsPairs(t *testing.T) {
 // The fenced store accepts a token at least as high as the greatest it has
 // seen for the resource, rejects a lower one, and records both.
 func TestFencedStore(t *testing.T) {
-	h := NewHistory(nil)
+	h := history.NewHistory(nil)
 	f, err := StartFenced(h)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +123,7 @@ func TestFencedStore(t *testing.T) {
 	}{
 		{"r", 5, nil}, {"r", 5, nil}, {"r", 7, nil}, {"r", 6, ErrFenced}, {"s", 1, nil},
 	} {
-		err := fc.write(ctx, Write{Resource: step.res, Token: step.token, Client: "c", Lease: step.token, Phase: "begin", Start: Now()})
+		err := fc.write(ctx, Write{Resource: step.res, Token: step.token, Client: "c", Lease: step.token, Phase: "begin", Start: history.Now()})
 		if !errors.Is(err, step.want) || (err != nil && step.want == nil) {
 			t.Fatalf("write %s token %d: %v, want %v", step.res, step.token, err, step.want)
 		}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dlmhq/dlm/internal/chaos/history"
+
 	"google.golang.org/grpc"
 
 	"github.com/dlmhq/dlm"
@@ -252,7 +254,7 @@ func RejoinSummary(rs []Rejoin) string {
 		behind = max(behind, r.Behind)
 	}
 	line := func(name string, ds []time.Duration) string {
-		return fmt.Sprintf("%s: p50 %s p99 %s max %s\n", name, roundMs(Percentile(ds, 50)), roundMs(Percentile(ds, 99)), roundMs(Percentile(ds, 100)))
+		return fmt.Sprintf("%s: p50 %s p99 %s max %s\n", name, roundMs(history.Percentile(ds, 50)), roundMs(history.Percentile(ds, 99)), roundMs(history.Percentile(ds, 100)))
 	}
 	return fmt.Sprintf("%d cycles, up to %d entries behind\n", len(rs), behind) +
 		line("caught up after serving (ready -> healthy)", catchUp) +

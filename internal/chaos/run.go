@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/dlmhq/dlm/internal/chaos/history"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -31,7 +32,7 @@ const (
 	PartitionLeader = "partition-leader"
 	// PauseClient: SIGSTOP a client process while it holds a lock, past its
 	// TTLs; heal: SIGCONT.
-	PauseClient = FaultPauseClient
+	PauseClient = history.FaultPauseClient
 	// IsolateClient: cut a client holding a lock off from every node, past
 	// its session TTL; heal: mend. Its lease must end on its side before
 	// anyone else is granted the lock.
@@ -124,9 +125,9 @@ func (c *Config) setDefaults() {
 
 // Result is a run's outcome.
 type Result struct {
-	Report  *Report
-	Events  []Event // the history, sorted
-	History string  // the history's file (JSON lines)
+	Report  *history.Report
+	Events  []history.Event // the history, sorted
+	History string          // the history's file (JSON lines)
 	Dir     string
 	Errors  []string // trouble of the harness itself (not violations)
 }
@@ -158,7 +159,7 @@ func (c *client) command(line string) {
 
 type harness struct {
 	cfg      Config
-	h        *History
+	h        *history.History
 	fenced   *FencedStore
 	net      *Net
 	cluster  *Cluster
@@ -198,7 +199,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer live.Close()
-	hs := &harness{cfg: cfg, h: NewHistory(live), net: NewNet(), rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4a05))}
+	hs := &harness{cfg: cfg, h: history.NewHistory(live), net: NewNet(), rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4a05))}
 	for i := range cfg.Resources {
 		hs.resource = append(hs.resource, fmt.Sprintf("r%d", i))
 	}
@@ -228,9 +229,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	hs.cluster.Close()
 
 	res.Events = hs.h.Events()
-	res.Report = Check(res.Events, CheckConfig{RecoveryBound: cfg.RecoveryBound})
+	res.Report = history.Check(res.Events, history.CheckConfig{RecoveryBound: cfg.RecoveryBound})
 	if f, err := os.Create(res.History); err == nil {
-		if err := WriteEvents(f, res.Events); err != nil {
+		if err := history.WriteEvents(f, res.Events); err != nil {
 			hs.errorf("write history: %v", err)
 		}
 		f.Close()
@@ -298,8 +299,8 @@ func (hs *harness) startClients(ctx context.Context) error {
 	}
 	for _, c := range hs.clients {
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		_, err := hs.h.Await(wctx, from, func(e Event) bool {
-			return e.Client == c.name && ((e.Kind == Note && e.Note == "session open") || e.Kind == Exited)
+		_, err := hs.h.Await(wctx, from, func(e history.Event) bool {
+			return e.Client == c.name && ((e.Kind == history.Note && e.Note == "session open") || e.Kind == history.Exited)
 		})
 		cancel()
 		if err != nil {
@@ -315,7 +316,7 @@ func (hs *harness) readClient(c *client, out io.Reader) {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var e Event
+		var e history.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			hs.errorf("%s: unreadable event %q: %v", c.name, sc.Text(), err)
 			continue
@@ -327,7 +328,7 @@ func (hs *harness) readClient(c *client, out io.Reader) {
 	if err != nil {
 		note = err.Error()
 	}
-	hs.h.Add(Event{At: Now(), Kind: Exited, Client: c.name, Note: note})
+	hs.h.Add(history.Event{At: history.Now(), Kind: history.Exited, Client: c.name, Note: note})
 	close(c.done)
 }
 
@@ -381,7 +382,7 @@ func (hs *harness) rounds(ctx context.Context) {
 			return
 		}
 		if hs.cfg.StopOnViolation {
-			if r := Check(hs.h.Events(), CheckConfig{RecoveryBound: hs.cfg.RecoveryBound}); r.TotalViolations() > 0 {
+			if r := history.Check(hs.h.Events(), history.CheckConfig{RecoveryBound: hs.cfg.RecoveryBound}); r.TotalViolations() > 0 {
 				hs.logf("round %d: %d violations so far; stopping", round, r.TotalViolations())
 				return
 			}
@@ -402,7 +403,7 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 		hs.logf("round %d: waited %s for every node to catch up with %s", round, took.Round(time.Millisecond), leader.ID)
 	}
 	// Grants flow before anything is broken.
-	if _, err := hs.awaitGrant(ctx, hs.h.Len(), Now(), 10*time.Second); err != nil {
+	if _, err := hs.awaitGrant(ctx, hs.h.Len(), history.Now(), 10*time.Second); err != nil {
 		return fmt.Errorf("no grant before the fault: %w", err)
 	}
 
@@ -421,20 +422,20 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 	from := hs.h.Len()
 	victim.command(fmt.Sprintf("%s %s %s", cmdLong, res, long))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	g, err := hs.h.Await(wctx, from, func(e Event) bool {
-		return e.Client == victim.name && e.Kind == Granted && strings.HasPrefix(e.Note, "long")
+	g, err := hs.h.Await(wctx, from, func(e history.Event) bool {
+		return e.Client == victim.name && e.Kind == history.Granted && strings.HasPrefix(e.Note, "long")
 	})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%s did not get its long hold: %w", victim.name, err)
 	}
 	wctx, cancel = context.WithTimeout(ctx, 2*time.Second)
-	_, _ = hs.h.Await(wctx, from, func(e Event) bool { // best effort
-		return e.Client != victim.name && e.Kind == Requested && e.Resource == res && e.At > g.At
+	_, _ = hs.h.Await(wctx, from, func(e history.Event) bool { // best effort
+		return e.Client != victim.name && e.Kind == history.Requested && e.Resource == res && e.At > g.At
 	})
 	cancel()
 
-	f := Event{Kind: Fault, Round: round, Fault: kind}
+	f := history.Event{Kind: history.Fault, Round: round, Fault: kind}
 	var heal func() error
 	switch kind {
 	case KillLeader, KillFollower:
@@ -442,7 +443,7 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 		if kind == KillFollower {
 			n = hs.follower(leader)
 		}
-		f.Target, f.At = n.ID, Now()
+		f.Target, f.At = n.ID, history.Now()
 		n.Kill()
 		heal = func() error { // even when the run is interrupted: leave no node down
 			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -450,13 +451,13 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 			return n.Restart(rctx)
 		}
 	case StopLeader:
-		f.Target, f.At = leader.ID, Now()
+		f.Target, f.At = leader.ID, history.Now()
 		if err := leader.Stop(); err != nil {
 			return err
 		}
 		heal = leader.Cont
 	case PartitionLeader:
-		f.Target, f.At = leader.ID, Now()
+		f.Target, f.At = leader.ID, history.Now()
 		for _, n := range hs.cluster.Nodes {
 			if n != leader {
 				hs.net.Cut(leader.ID, n.ID)
@@ -467,13 +468,13 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 		}
 		heal = func() error { hs.net.MendAll(); return nil }
 	case PauseClient:
-		f.Target, f.At = victim.name, Now()
+		f.Target, f.At = victim.name, history.Now()
 		if err := victim.signal(syscall.SIGSTOP); err != nil {
 			return err
 		}
 		heal = func() error { return victim.signal(syscall.SIGCONT) }
 	case IsolateClient:
-		f.Target, f.At = victim.name, Now()
+		f.Target, f.At = victim.name, history.Now()
 		for _, n := range hs.cluster.Nodes {
 			hs.net.Cut(victim.name, n.ID)
 		}
@@ -490,7 +491,7 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 	}
 
 	herr := heal()
-	h := Event{At: Now(), Kind: Heal, Round: round, Fault: kind, Target: f.Target}
+	h := history.Event{At: history.Now(), Kind: history.Heal, Round: round, Fault: kind, Target: f.Target}
 	if herr != nil {
 		h.Note = herr.Error()
 	}
@@ -515,10 +516,10 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 
 // awaitGrant waits for a Granted event stamped after the instant after,
 // looking at events added at index from or later.
-func (hs *harness) awaitGrant(ctx context.Context, from int, after int64, timeout time.Duration) (Event, error) {
+func (hs *harness) awaitGrant(ctx context.Context, from int, after int64, timeout time.Duration) (history.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return hs.h.Await(ctx, from, func(e Event) bool { return e.Kind == Granted && e.At > after })
+	return hs.h.Await(ctx, from, func(e history.Event) bool { return e.Kind == history.Granted && e.At > after })
 }
 
 // follower picks a running node other than the leader.

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlmhq/dlm/internal/chaos/history"
+
 	"github.com/anishathalye/porcupine"
 
 	"github.com/dlmhq/dlm/internal/chaos"
@@ -183,7 +185,7 @@ func checkFile(path string, cfg chaos.Config) int {
 		return 1
 	}
 	defer f.Close()
-	evs, err := chaos.ReadEvents(f)
+	evs, err := history.ReadEvents(f)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dlm-chaos:", err)
 		return 1
@@ -192,7 +194,7 @@ func checkFile(path string, cfg chaos.Config) int {
 	if bound == 0 {
 		bound = cfg.RaftTimeout + time.Second
 	}
-	r := chaos.Check(evs, chaos.CheckConfig{RecoveryBound: bound})
+	r := history.Check(evs, history.CheckConfig{RecoveryBound: bound})
 	fmt.Print(r.Summary())
 	if r.TotalViolations() > 0 || r.Linearizability.Result != porcupine.Ok {
 		return 1

@@ -1,4 +1,4 @@
-package chaos
+package history
 
 import (
 	"time"
@@ -14,7 +14,7 @@ import (
 func Now() int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic("chaos: CLOCK_MONOTONIC: " + err.Error()) // never on Linux
+		panic("history: CLOCK_MONOTONIC: " + err.Error()) // never on Linux
 	}
 	return ts.Nano()
 }
@@ -22,6 +22,6 @@ func Now() int64 {
 // Since returns the time elapsed since the monotonic instant at.
 func Since(at int64) time.Duration { return time.Duration(Now() - at) }
 
-// monotonic returns the instant t on the clock of Now, from the time left
+// Monotonic returns the instant t on the clock of Now, from the time left
 // until t (t's own monotonic reading where it has one).
-func monotonic(t time.Time) int64 { return Now() + int64(time.Until(t)) }
+func Monotonic(t time.Time) int64 { return Now() + int64(time.Until(t)) }
