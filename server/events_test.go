@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -445,14 +444,11 @@ func TestDashboardAndMembers(t *testing.T) {
 		t.Fatalf("/no-such-file: %d, want 404", resp.StatusCode)
 	}
 	resp, body = get("/v1/members")
-	var m struct {
-		LeaderID string            `json:"leader_id"`
-		Members  []raftnode.Member `json:"members"`
-	}
-	if err := json.Unmarshal([]byte(body), &m); err != nil || resp.StatusCode != 200 {
+	var m dlmpb.MemberList
+	if err := protojson.Unmarshal([]byte(body), &m); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/v1/members: %d %v\n%s", resp.StatusCode, err, body)
 	}
-	if m.LeaderID != "node-1" || len(m.Members) != 1 || !m.Members[0].Leader || !m.Members[0].Self {
+	if m.GetLeaderId() != "node-1" || len(m.GetMembers()) != 1 || !m.GetMembers()[0].GetLeader() || !m.GetMembers()[0].GetSelf() {
 		t.Fatalf("/v1/members:\n%s", body)
 	}
 }
