@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/driver"
@@ -92,9 +93,9 @@ func resourceInfo(r *dlmpb.ResourceInfo) driver.ResourceInfo {
 			SessionLabel: l.GetSessionLabel(),
 			Mode:         driver.Mode(l.GetMode()),
 			Token:        l.GetToken(),
-			TTL:          time.Duration(l.GetSessionExpiresInMs()) * time.Millisecond,
-			Since:        unixNano(l.GetGrantedAtUnixNano()),
-			Metadata:     string(l.GetMetadata()),
+			TTL:          l.GetSessionExpiresIn().AsDuration(),
+			Since:        timeOf(l.GetGrantedAt()),
+			Metadata:     l.GetMetadata(),
 		}
 		if sem {
 			h.Permits = int(l.GetPermits())
@@ -109,8 +110,8 @@ func resourceInfo(r *dlmpb.ResourceInfo) driver.ResourceInfo {
 				SessionLabel: l.GetSessionLabel(),
 				Mode:         driver.Mode(l.GetRequested()),
 				Conversion:   l.GetState() == dlmpb.LockInfo_STATE_CONVERTING,
-				Since:        unixNano(l.GetQueuedAtUnixNano()),
-				Metadata:     string(l.GetMetadata()),
+				Since:        timeOf(l.GetQueuedAt()),
+				Metadata:     l.GetMetadata(),
 			}
 			if sem {
 				w.Permits = int(l.GetPermits())
@@ -121,13 +122,13 @@ func resourceInfo(r *dlmpb.ResourceInfo) driver.ResourceInfo {
 	return info
 }
 
-// unixNano returns the time of a Unix time in nanoseconds, or the zero time
-// for 0.
-func unixNano(ns int64) time.Time {
-	if ns == 0 {
+// timeOf returns the time of a Timestamp, or the zero time if it is unset
+// (an older server, or a time that does not apply).
+func timeOf(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
 		return time.Time{}
 	}
-	return time.Unix(0, ns)
+	return ts.AsTime()
 }
 
 // open returns an error once the store is closed.

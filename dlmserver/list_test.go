@@ -116,7 +116,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Unix(0, st.GetNowUnixNano())
+	now := st.GetNow().AsTime()
 	if st.GetNodeId() == "" || !st.GetLeader() || st.GetLastToken() < l.Token() || st.GetAppliedIndex() == 0 ||
 		st.GetSessions() < 1 || st.GetResources() < 1 || st.GetLocks() < 1 || time.Since(now).Abs() > time.Minute {
 		t.Fatalf("status = %v, want a leader that issued token %d and holds a lock", st, l.Token())

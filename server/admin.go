@@ -12,6 +12,7 @@ import (
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/server/fsm"
+	"github.com/dlmhq/dlm/server/protocol"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,7 +44,7 @@ func (s *Server) requireAdmin(ctx context.Context, what string) (auth.Principal,
 
 // ListSessions lists open sessions in id order, with the identity that
 // opened each: see dlmpb.DLMServer. It reads this node's state (on a
-// follower, expires_in_ms is 0 and the state may lag). With
+// follower, expires_in is absent and the state may lag). With
 // authentication, it needs the admin permission.
 func (s *Server) ListSessions(ctx context.Context, req *dlmpb.ListSessionsRequest) (*dlmpb.ListSessionsResponse, error) {
 	if _, err := s.requireAdmin(ctx, "list sessions"); err != nil {
@@ -69,18 +70,10 @@ func (s *Server) ListSessions(ctx context.Context, req *dlmpb.ListSessionsReques
 			ids = ids[:limit]
 			resp.Next = uint64(ids[limit-1])
 		}
-		now := time.Now()
+		src := s.source(v, time.Now(), true)
 		for _, id := range ids {
 			si, _ := t.Session(id)
-			rec, _ := v.Session(id)
-			ss := &dlmpb.SessionSummary{
-				Id: uint64(id), Label: si.Label, Owner: rec.Owner, OpenedAtUnixNano: si.OpenedAt,
-				Locks: int64(len(si.Locks)), Ttl: pbDuration(rec.TTL),
-			}
-			if d, ok := s.live.deadline(id); ok {
-				ss.ExpiresInMs = max(d.Sub(now).Milliseconds(), 1)
-			}
-			resp.Sessions = append(resp.Sessions, ss)
+			resp.Sessions = append(resp.Sessions, protocol.SessionSummary(si, src))
 		}
 		if owner != "" {
 			sessions, locks := v.Usage(owner)

@@ -91,7 +91,7 @@ func TestAdminSessionsOpenMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := c.ListSessions(ctx, &dlmpb.ListSessionsRequest{})
-	if err != nil || len(resp.GetSessions()) != 2 || resp.GetSessions()[0].GetOwner() != "" || resp.GetSessions()[0].GetLocks() != 2 {
+	if err != nil || len(resp.GetSessions()) != 2 || resp.GetSessions()[0].GetOwner() != "" || resp.GetSessions()[0].GetLockCount() != 2 {
 		t.Fatalf("ListSessions: %v, %v", resp, err)
 	}
 	_, err = c.KillSessions(ctx, &dlmpb.KillSessionsRequest{})

@@ -679,16 +679,6 @@ func TestAttackHTTPListingsBounded(t *testing.T) {
 	joinPages(t, s, readResources("locks=50&limit=3"), 50)
 
 	// Sessions: each page at most limit sessions and locks locks.
-	type sessionPage struct {
-		Sessions []struct {
-			ID         uint64
-			LocksTotal int  `json:"locks_total"`
-			First      int  `json:"first"`
-			Continues  bool `json:"continues"`
-			Locks      []struct{ ID uint64 }
-		}
-		Next string
-	}
 	readSessions := func(query string, maxSessions, maxLocks int) map[uint64][]uint64 {
 		got := map[uint64][]uint64{}
 		after := ""
@@ -696,28 +686,33 @@ func TestAttackHTTPListingsBounded(t *testing.T) {
 			if pages > 1000 {
 				t.Fatal("the listing does not end")
 			}
-			var p sessionPage
+			var raw json.RawMessage
 			path := "/v1/sessions?" + query + "&after=" + url.QueryEscape(after)
-			if code, _ := httpJSON(t, s, path, &p); code != http.StatusOK {
+			if code, _ := httpJSON(t, s, path, &raw); code != http.StatusOK {
 				t.Fatalf("%s: %d", path, code)
 			}
+			p := new(dlmpb.SessionPage)
+			if err := protojson.Unmarshal(raw, p); err != nil {
+				t.Fatal(err)
+			}
 			n := 0
-			for _, si := range p.Sessions {
-				n += len(si.Locks)
-				if si.First != len(got[si.ID]) || si.Continues != (si.First+len(si.Locks) < si.LocksTotal) {
-					t.Fatalf("%s: session %d from %d with %d of %d locks, continues %v, after %d of them", path, si.ID, si.First, len(si.Locks), si.LocksTotal, si.Continues, len(got[si.ID]))
+			for _, si := range p.GetSessions() {
+				id, first, locks := si.GetId(), int(si.GetFirst()), si.GetLocks()
+				n += len(locks)
+				if first != len(got[id]) || si.GetContinues() != (first+len(locks) < int(si.GetLockCount())) {
+					t.Fatalf("%s: session %d from %d with %d of %d locks, continues %v, after %d of them", path, id, first, len(locks), si.GetLockCount(), si.GetContinues(), len(got[id]))
 				}
-				for _, l := range si.Locks {
-					got[si.ID] = append(got[si.ID], l.ID)
+				for _, l := range locks {
+					got[id] = append(got[id], l.GetLockId())
 				}
 			}
 			if n > maxLocks || len(p.Sessions) > maxSessions {
 				t.Fatalf("%s: %d sessions and %d locks, the bounds are %d and %d", path, len(p.Sessions), n, maxSessions, maxLocks)
 			}
-			if p.Next == "" {
+			if p.GetNext() == "" {
 				return got
 			}
-			after = p.Next
+			after = p.GetNext()
 		}
 	}
 	want := map[uint64][]uint64{}
@@ -1349,7 +1344,7 @@ func TestAttackAdminEndsASessionFlood(t *testing.T) {
 
 	// The admin pages through alice's sessions.
 	c, ctx := as.admin(t, "ops")
-	var listed []*dlmpb.SessionSummary
+	var listed []*dlmpb.SessionInfo
 	var after uint64
 	for pages := 0; ; pages++ {
 		resp, err := c.ListSessions(ctx, &dlmpb.ListSessionsRequest{Owner: "alice", After: after, Limit: 3})
@@ -1371,15 +1366,15 @@ func TestAttackAdminEndsASessionFlood(t *testing.T) {
 		t.Fatalf("listed %d of alice's sessions, want %d", len(listed), limit-1)
 	}
 	for i, s := range listed {
-		if s.GetOwner() != "alice" || s.GetId() != flood[i].sid || s.GetTtl().AsDuration() != time.Hour || s.GetOpenedAtUnixNano() == 0 || s.GetExpiresInMs() <= 0 {
+		if s.GetOwner() != "alice" || s.GetId() != flood[i].sid || s.GetTtl().AsDuration() != time.Hour || s.GetOpenedAt().AsTime().Unix() <= 0 || s.GetExpiresIn().AsDuration() <= 0 {
 			t.Fatalf("session %d listed as %v", flood[i].sid, s)
 		}
 		want := int64(0)
 		if i == 0 {
 			want = 1 // the holder of a/x
 		}
-		if s.GetLocks() != want {
-			t.Fatalf("session %d lists %d locks, want %d", s.GetId(), s.GetLocks(), want)
+		if s.GetLockCount() != want {
+			t.Fatalf("session %d lists %d locks, want %d", s.GetId(), s.GetLockCount(), want)
 		}
 	}
 

@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -20,6 +19,7 @@ import (
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -29,7 +29,7 @@ import (
 // closed when the stream ends.
 type feed struct {
 	t      *testing.T
-	c      chan *httpapi.Snapshot
+	c      chan *dlmpb.EventSnapshot
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the reader has returned
 }
@@ -48,7 +48,7 @@ func openFeed(t *testing.T, s *Server, query string) *feed {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
-	f := &feed{t: t, c: make(chan *httpapi.Snapshot, 64), cancel: cancel, done: make(chan struct{})}
+	f := &feed{t: t, c: make(chan *dlmpb.EventSnapshot, 64), cancel: cancel, done: make(chan struct{})}
 	go f.read(resp.Body)
 	return f
 }
@@ -80,12 +80,12 @@ func (f *feed) read(body io.ReadCloser) {
 		switch {
 		case line == "":
 			if event == "snapshot" {
-				var snap httpapi.Snapshot
-				if err := json.Unmarshal([]byte(data), &snap); err != nil {
+				snap := new(dlmpb.EventSnapshot)
+				if err := protojson.Unmarshal([]byte(data), snap); err != nil {
 					f.t.Errorf("event data: %v\n%s", err, data)
 					return
 				}
-				f.c <- &snap
+				f.c <- snap
 			}
 			event, data = "", ""
 		case strings.HasPrefix(line, "event: "):
@@ -98,7 +98,7 @@ func (f *feed) read(body io.ReadCloser) {
 
 // next returns the next snapshot. One comes at least every httpapi.EventRefresh;
 // the wait for it allows a loaded machine ten times that.
-func (f *feed) next() *httpapi.Snapshot {
+func (f *feed) next() *dlmpb.EventSnapshot {
 	f.t.Helper()
 	select {
 	case snap, ok := <-f.c:
@@ -113,10 +113,10 @@ func (f *feed) next() *httpapi.Snapshot {
 }
 
 // await returns the first snapshot that satisfies ok, within 20s.
-func (f *feed) await(what string, ok func(*httpapi.Snapshot) bool) *httpapi.Snapshot {
+func (f *feed) await(what string, ok func(*dlmpb.EventSnapshot) bool) *dlmpb.EventSnapshot {
 	f.t.Helper()
 	deadline := time.After(20 * time.Second)
-	var last *httpapi.Snapshot
+	var last *dlmpb.EventSnapshot
 	for {
 		select {
 		case snap, open := <-f.c:
@@ -128,36 +128,36 @@ func (f *feed) await(what string, ok func(*httpapi.Snapshot) bool) *httpapi.Snap
 			}
 			last = snap
 		case <-deadline:
-			b, _ := json.MarshalIndent(last, "", "  ")
+			b, _ := protojson.MarshalOptions{Multiline: true}.Marshal(last)
 			f.t.Fatalf("no event with %s within 20s; last:\n%s", what, b)
 		}
 	}
 }
 
 // resourceOf returns resource name of snapshot s, nil if it has none.
-func resourceOf(s *httpapi.Snapshot, name string) *httpapi.Resource {
-	for i := range s.Resources {
-		if s.Resources[i].Name == name {
-			return &s.Resources[i]
+func resourceOf(s *dlmpb.EventSnapshot, name string) *dlmpb.ResourceInfo {
+	for _, r := range s.GetResources() {
+		if r.GetName() == name {
+			return r
 		}
 	}
 	return nil
 }
 
 // sessionOf returns session id of snapshot s, nil if it has none.
-func sessionOf(s *httpapi.Snapshot, id uint64) *httpapi.EventSession {
-	for i := range s.Sessions {
-		if s.Sessions[i].ID == id {
-			return &s.Sessions[i]
+func sessionOf(s *dlmpb.EventSnapshot, id uint64) *dlmpb.SessionInfo {
+	for _, x := range s.GetSessions() {
+		if x.GetId() == id {
+			return x
 		}
 	}
 	return nil
 }
 
-func sessionsOf(ls []httpapi.EventLock) []uint64 {
+func sessionsOf(ls []*dlmpb.LockInfo) []uint64 {
 	out := []uint64{}
 	for _, l := range ls {
-		out = append(out, l.Session)
+		out = append(out, l.GetSession())
 	}
 	return out
 }
@@ -167,14 +167,14 @@ func TestEventsFollowTheTable(t *testing.T) {
 	f := openFeed(t, s, "")
 
 	first := f.next()
-	if first.NodeID != "node-1" || !first.Ready || first.RaftState != "leader" || first.LeaderID != "node-1" ||
-		len(first.Resources) != 0 || first.Limit != DefaultListLimit {
+	if st := first.GetStatus(); st.GetNodeId() != "node-1" || !st.GetReady() || st.GetRaftState() != "leader" || st.GetLeaderId() != "node-1" ||
+		len(first.Resources) != 0 || first.GetLimit() != DefaultListLimit {
 		t.Fatalf("first snapshot: %+v", first)
 	}
 	if len(first.Members) != 1 {
 		t.Fatalf("members of a single node: %+v", first.Members)
 	}
-	if m := first.Members[0]; m.ID != "node-1" || m.Address != s.Node().Addr() || m.Suffrage != "voter" || !m.Leader || !m.Self {
+	if m := first.Members[0]; m.GetId() != "node-1" || m.GetAddress() != s.Node().Addr() || m.GetSuffrage() != "voter" || !m.GetLeader() || !m.GetSelf() {
 		t.Fatalf("member: %+v", m)
 	}
 
@@ -184,37 +184,37 @@ func TestEventsFollowTheTable(t *testing.T) {
 	a, _ := open(t, s, 0, ttl)
 	b, _ := open(t, s, 0, ttl)
 	ga := a.granted(a.lock("orders/42", dlmpb.Mode_MODE_EX, func(l *dlmpb.LockRequest) { l.Metadata = []byte("worker <3>") }))
-	snap := f.await("orders/42 held by a", func(s *httpapi.Snapshot) bool {
+	snap := f.await("orders/42 held by a", func(s *dlmpb.EventSnapshot) bool {
 		r := resourceOf(s, "orders/42")
-		return r != nil && len(r.Holders) == 1 && r.Holders[0].Session == a.sid
+		return r != nil && len(r.Holders) == 1 && r.Holders[0].GetSession() == a.sid
 	})
 	h := resourceOf(snap, "orders/42").Holders[0]
-	if h.Mode != "EX" || h.Token != ga.GetToken() || h.Metadata != "worker <3>" || h.HeldMillis == nil || h.State != "granted" {
-		t.Fatalf("holder: %+v", h)
+	if h.GetMode() != dlmpb.Mode_MODE_EX || h.GetToken() != ga.GetToken() || h.GetMetadata() != "worker <3>" || h.GetGrantedAt() == nil || h.GetState() != dlmpb.LockInfo_STATE_GRANTED {
+		t.Fatalf("holder: %v", h)
 	}
-	if snap.AppliedIndex <= first.AppliedIndex || snap.Stats.Sessions != 2 || snap.Stats.Resources != 1 {
-		t.Fatalf("snapshot: index %d after %d, stats %+v", snap.AppliedIndex, first.AppliedIndex, snap.Stats)
+	if st := snap.GetStatus(); st.GetAppliedIndex() <= first.GetStatus().GetAppliedIndex() || st.GetSessions() != 2 || st.GetResources() != 1 {
+		t.Fatalf("snapshot: index %d after %d, status %v", st.GetAppliedIndex(), first.GetStatus().GetAppliedIndex(), st)
 	}
 	sa := sessionOf(snap, a.sid)
-	if sa == nil || sa.Label != t.Name() || sa.TTLMilli != ttl.Milliseconds() || sa.ExpiresInMillis == nil || *sa.ExpiresInMillis > ttl.Milliseconds() || sa.Held != 1 {
-		t.Fatalf("session a: %+v", sa)
+	if sa == nil || sa.GetLabel() != t.Name() || sa.GetTtl().AsDuration() != ttl || sa.GetExpiresIn() == nil || sa.GetExpiresIn().AsDuration() > ttl || sa.GetHeld() != 1 {
+		t.Fatalf("session a: %v", sa)
 	}
 
 	b.lock("orders/42", dlmpb.Mode_MODE_PR, func(l *dlmpb.LockRequest) { l.Wait = durationpb.New(time.Minute) })
-	snap = f.await("b waiting", func(s *httpapi.Snapshot) bool {
+	snap = f.await("b waiting", func(s *dlmpb.EventSnapshot) bool {
 		r := resourceOf(s, "orders/42")
 		return r != nil && slices.Equal(sessionsOf(r.Waiting), []uint64{b.sid})
 	})
 	w := resourceOf(snap, "orders/42").Waiting[0]
-	if w.Requested != "PR" || w.State != "waiting" || w.WaitedMillis == nil || w.DeadlineMillis == nil || w.HeldMillis != nil {
-		t.Fatalf("waiter: %+v", w)
+	if w.GetRequested() != dlmpb.Mode_MODE_PR || w.GetState() != dlmpb.LockInfo_STATE_WAITING || w.GetQueuedAt() == nil || w.GetDeadline() == nil || w.GetGrantedAt() != nil {
+		t.Fatalf("waiter: %v", w)
 	}
-	if sb := sessionOf(snap, b.sid); sb == nil || sb.Waiting != 1 || sb.Held != 0 {
-		t.Fatalf("session b: %+v", sb)
+	if sb := sessionOf(snap, b.sid); sb == nil || sb.GetWaiting() != 1 || sb.GetHeld() != 0 {
+		t.Fatalf("session b: %v", sb)
 	}
 
 	a.release(ga.GetLockId())
-	f.await("b holding", func(s *httpapi.Snapshot) bool {
+	f.await("b holding", func(s *dlmpb.EventSnapshot) bool {
 		r := resourceOf(s, "orders/42")
 		return r != nil && slices.Equal(sessionsOf(r.Holders), []uint64{b.sid}) && len(r.Waiting) == 0
 	})
@@ -243,7 +243,7 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 	}
 	var times []time.Time
 	for len(f.c) > 0 {
-		times = append(times, f.next().Time)
+		times = append(times, f.next().GetStatus().GetNow().AsTime())
 	}
 	elapsed := time.Since(opened)
 	gaps := make([]time.Duration, 0, len(times))
@@ -273,18 +273,18 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 	// Quiet: the refresh still comes (next waits up to 10 httpapi.EventRefresh for
 	// it), and not before its time (and the TTL left moves).
 	applied := s.Node().FSM().AppliedIndex()
-	s1 := f.await("the last entry", func(s *httpapi.Snapshot) bool { return s.AppliedIndex == applied })
+	s1 := f.await("the last entry", func(s *dlmpb.EventSnapshot) bool { return s.GetStatus().GetAppliedIndex() == applied })
 	s2 := f.next()
-	gap := s2.Time.Sub(s1.Time)
+	gap := s2.GetStatus().GetNow().AsTime().Sub(s1.GetStatus().GetNow().AsTime())
 	t.Logf("quiet refresh after %v (httpapi.EventRefresh %v)", gap, httpapi.EventRefresh)
 	if gap < httpapi.EventRefresh/2 {
 		t.Fatalf("quiet refresh after %v, want about %v", gap, httpapi.EventRefresh)
 	}
-	if s1.AppliedIndex != s2.AppliedIndex {
-		t.Fatalf("applied index moved while quiet: %d then %d", s1.AppliedIndex, s2.AppliedIndex)
+	if s1.GetStatus().GetAppliedIndex() != s2.GetStatus().GetAppliedIndex() {
+		t.Fatalf("applied index moved while quiet: %d then %d", s1.GetStatus().GetAppliedIndex(), s2.GetStatus().GetAppliedIndex())
 	}
-	e1, e2 := sessionOf(s1, a.sid).ExpiresInMillis, sessionOf(s2, a.sid).ExpiresInMillis
-	if e1 == nil || e2 == nil || *e2 >= *e1 {
+	e1, e2 := sessionOf(s1, a.sid).GetExpiresIn(), sessionOf(s2, a.sid).GetExpiresIn()
+	if e1 == nil || e2 == nil || e2.AsDuration() >= e1.AsDuration() {
 		t.Fatalf("TTL left does not move: %v then %v", e1, e2)
 	}
 }
@@ -302,29 +302,29 @@ func TestEventsPrefixAndLimit(t *testing.T) {
 	snap := openFeed(t, s, "prefix="+url.QueryEscape("jobs/")).next()
 	var names []string
 	for _, r := range snap.Resources {
-		names = append(names, r.Name)
+		names = append(names, r.GetName())
 	}
 	if !slices.Equal(names, []string{"jobs/1", "jobs/2"}) || snap.MoreResources || snap.Prefix != "jobs/" {
 		t.Fatalf("prefix jobs/: resources %q (more %v, prefix %q)", names, snap.MoreResources, snap.Prefix)
 	}
 	var sids []uint64
 	for _, x := range snap.Sessions {
-		sids = append(sids, x.ID)
+		sids = append(sids, x.GetId())
 	}
 	if !slices.Equal(sids, []uint64{a.sid, b.sid}) {
 		t.Fatalf("prefix jobs/: sessions %v, want those of jobs/ (%d, %d)", sids, a.sid, b.sid)
 	}
-	if snap.Stats.Resources != 3 || snap.Stats.Sessions != 3 {
-		t.Fatalf("stats are the whole table's: %+v", snap.Stats)
+	if st := snap.GetStatus(); st.GetResources() != 3 || st.GetSessions() != 3 {
+		t.Fatalf("the status is the whole table's: %v", st)
 	}
 
 	snap = openFeed(t, s, "limit=1").next()
-	if len(snap.Resources) != 1 || snap.Resources[0].Name != "jobs/1" || !snap.MoreResources ||
-		len(snap.Sessions) != 1 || !snap.MoreSessions || snap.Limit != 1 {
-		t.Fatalf("limit=1: %+v", snap)
+	if len(snap.Resources) != 1 || snap.Resources[0].GetName() != "jobs/1" || !snap.GetMoreResources() ||
+		len(snap.Sessions) != 1 || !snap.GetMoreSessions() || snap.GetLimit() != 1 {
+		t.Fatalf("limit=1: %v", snap)
 	}
 	if snap := openFeed(t, s, "prefix=nothing/").next(); len(snap.Resources) != 0 || len(snap.Sessions) != 0 {
-		t.Fatalf("prefix nothing/: %+v", snap)
+		t.Fatalf("prefix nothing/: %v", snap)
 	}
 
 	for _, q := range []string{"limit=-1", "limit=x", "prefix=" + strings.Repeat("p", raftnode.DefaultMaxNameLen+1)} {
@@ -444,14 +444,11 @@ func TestDashboardAndMembers(t *testing.T) {
 		t.Fatalf("/no-such-file: %d, want 404", resp.StatusCode)
 	}
 	resp, body = get("/v1/members")
-	var m struct {
-		LeaderID string            `json:"leader_id"`
-		Members  []raftnode.Member `json:"members"`
-	}
-	if err := json.Unmarshal([]byte(body), &m); err != nil || resp.StatusCode != 200 {
+	var m dlmpb.MemberList
+	if err := protojson.Unmarshal([]byte(body), &m); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/v1/members: %d %v\n%s", resp.StatusCode, err, body)
 	}
-	if m.LeaderID != "node-1" || len(m.Members) != 1 || !m.Members[0].Leader || !m.Members[0].Self {
+	if m.GetLeaderId() != "node-1" || len(m.GetMembers()) != 1 || !m.GetMembers()[0].GetLeader() || !m.GetMembers()[0].GetSelf() {
 		t.Fatalf("/v1/members:\n%s", body)
 	}
 }

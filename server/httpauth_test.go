@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/dlmhq/dlm/server/httpapi"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -157,15 +159,15 @@ func TestHTTPOpenWithoutAuth(t *testing.T) {
 }
 
 // eventOf decodes the first snapshot of an event stream.
-func eventOf(t *testing.T, body string) httpapi.Snapshot {
+func eventOf(t *testing.T, body string) *dlmpb.EventSnapshot {
 	t.Helper()
-	var snap httpapi.Snapshot
+	snap := new(dlmpb.EventSnapshot)
 	_, data, ok := strings.Cut(body, "\ndata: ")
 	if !ok {
 		t.Fatalf("no event in %q", body)
 	}
 	data, _, _ = strings.Cut(data, "\n")
-	if err := json.Unmarshal([]byte(data), &snap); err != nil {
+	if err := protojson.Unmarshal([]byte(data), snap); err != nil {
 		t.Fatalf("event %q: %v", data, err)
 	}
 	return snap

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/dlmhq/dlm/server/protocol"
@@ -52,13 +51,13 @@ func (h httpService) Applied() uint64 { return h.s.node.FSM().AppliedIndex() }
 func (h httpService) Leadership() (bool, <-chan struct{}) { return h.s.node.Leadership() }
 
 // Members returns the Raft configuration and the leader.
-func (h httpService) Members() (*raftnode.MemberList, error) {
+func (h httpService) Members() (*dlmpb.MemberList, error) {
 	members, err := h.s.node.Members()
 	if err != nil {
 		return nil, err
 	}
 	id, addr := h.s.node.Leader()
-	return &raftnode.MemberList{LeaderID: id, LeaderAddress: addr, Members: members}, nil
+	return &dlmpb.MemberList{LeaderId: id, LeaderAddress: addr, Members: protocol.Members(members)}, nil
 }
 
 // AddMember adds a voter. Over Raft TLS, the leader first checks that it
@@ -105,7 +104,7 @@ func (h httpService) LeaderHTTP() (string, bool) {
 // only. A page holds at most limit sessions and locks locks (see the page
 // constants); a session with more locks than are left is cut and continued
 // on the next page.
-func (h httpService) Sessions(p auth.Principal, cursor string, limit, locks int) (*httpapi.SessionPage, error) {
+func (h httpService) Sessions(p auth.Principal, cursor string, limit, locks int) (*dlmpb.SessionPage, error) {
 	s := h.s
 	after, skip, err := parseSessionCursor(cursor)
 	if err != nil {
@@ -113,26 +112,15 @@ func (h httpService) Sessions(p auth.Principal, cursor string, limit, locks int)
 	}
 	limit, locks = pageBounds(limit, locks)
 	sc := scopeOf(p)
-	out := &httpapi.SessionPage{Sessions: []httpapi.Session{}}
+	out := &dlmpb.SessionPage{}
 	s.node.FSM().Read(func(v fsm.View) {
-		t := v.Table()
-		page, more := s.visibleSessions(t, sc, locktable.SessionQuery{After: after, Skip: skip, MaxSessions: limit, MaxLocks: locks})
+		page, more := s.visibleSessions(v.Table(), sc, locktable.SessionQuery{After: after, Skip: skip, MaxSessions: limit, MaxLocks: locks})
 		if more {
 			out.Next = sessionCursor(page[len(page)-1])
 		}
+		src := s.source(v, time.Now(), false)
 		for _, si := range page {
-			sj := httpapi.Session{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC(), Locks: []httpapi.Lock{},
-				LocksTotal: si.LocksTotal, First: si.First, Continues: si.Continues}
-			for _, l := range si.Locks {
-				sj.Locks = append(sj.Locks, lockOf(l, v.Metadata))
-			}
-			if rec, ok := v.Session(si.ID); ok {
-				sj.TTL = rec.TTL.String()
-			}
-			if d, ok := s.live.deadline(si.ID); ok {
-				sj.ExpiresIn = time.Until(d).Round(time.Millisecond).String()
-			}
-			out.Sessions = append(out.Sessions, sj)
+			out.Sessions = append(out.Sessions, protocol.SessionInfo(si, src))
 		}
 	})
 	return out, nil
@@ -151,18 +139,6 @@ func (s *Server) visibleSessions(t *locktable.Table, sc listScope, q locktable.S
 	return t.SessionPage(q)
 }
 
-// lockOf describes lock l for /v1/sessions.
-func lockOf(l locktable.LockInfo, meta protocol.MetaFunc) httpapi.Lock {
-	j := httpapi.Lock{ID: uint64(l.ID), Resource: l.Resource, State: l.State.String(), Permits: l.Permits, Token: l.Token, Metadata: string(meta(l.ID))}
-	if l.Mode.Valid() {
-		j.Mode = l.Mode.String()
-	}
-	if l.Requested.Valid() {
-		j.Requested = l.Requested.String()
-	}
-	return j
-}
-
 // Bounds of a live feed snapshot (GET /v1/events).
 const (
 	// MaxEventQueue bounds the locks a snapshot lists per holder list,
@@ -176,7 +152,7 @@ const (
 
 // Snapshot checks the feed's prefix and limit, then takes the snapshot of
 // what p may see.
-func (h httpService) Snapshot(p auth.Principal, prefix string, limit int) (*httpapi.Snapshot, error) {
+func (h httpService) Snapshot(p auth.Principal, prefix string, limit int) (*dlmpb.EventSnapshot, error) {
 	if err := protocol.ValidateListArgs(prefix, ""); err != nil {
 		return nil, fmt.Errorf("%w: %v", httpapi.ErrBadRequest, err)
 	}
@@ -191,60 +167,38 @@ func (h httpService) Snapshot(p auth.Principal, prefix string, limit int) (*http
 
 // eventSnapshot takes a snapshot of the node and of the table's resources
 // whose names begin with prefix and that sc covers, under one FSM read
-// lock.
-func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *httpapi.Snapshot {
-	snap := &httpapi.Snapshot{
-		NodeID:    s.node.ID(),
-		Ready:     s.Ready(),
-		RaftState: strings.ToLower(s.node.State().String()),
-		Prefix:    prefix,
-		Limit:     limit,
-		Members:   []raftnode.Member{},
-		Resources: []httpapi.Resource{},
-		Sessions:  []httpapi.EventSession{},
-	}
-	snap.LeaderID, snap.LeaderAddress = s.node.Leader()
+// lock: each resource's lists cut at MaxEventQueue, and MaxEventLocks in
+// all.
+func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *dlmpb.EventSnapshot {
+	snap := &dlmpb.EventSnapshot{Prefix: prefix, Limit: int32(limit)}
 	if !sc.members {
 		snap.MembersHidden = true
 	} else if m, err := s.node.Members(); err == nil {
-		snap.Members = m
+		snap.Members = protocol.Members(m)
 	}
-	f := s.node.FSM()
-	f.Read(func(v fsm.View) {
+	s.node.FSM().Read(func(v fsm.View) {
 		t := v.Table()
-		now := time.Now()
-		snap.Time = now.UTC()
-		snap.AppliedIndex = v.Applied()
-		st := t.Stats()
-		snap.Stats = httpapi.Stats{Sessions: st.Sessions, Resources: st.Resources, Locks: st.Locks, Waiters: st.Pending, LastToken: st.LastToken}
+		snap.Status = s.status(v)
+		src := s.source(v, snap.Status.GetNow().AsTime(), false)
 
 		infos := sc.resources(t, prefix, "", limit+1)
 		if len(infos) > limit {
 			infos, snap.MoreResources = infos[:limit], true
 		}
 		budget := MaxEventLocks
-		nowNanos := now.UnixNano()
-		list := func(ls []locktable.LockInfo) []httpapi.EventLock {
+		cut := func(ls []locktable.LockInfo) []locktable.LockInfo {
 			n := min(len(ls), MaxEventQueue, budget)
 			budget -= n
-			out := make([]httpapi.EventLock, n)
-			for i, l := range ls[:n] {
-				out[i] = eventLockOf(l, v.Metadata, nowNanos)
-			}
-			return out
+			return ls[:n]
 		}
 		var involved []locktable.SessionID // with a prefix: the sessions of the locks listed
 		for _, r := range infos {
-			er := httpapi.Resource{
-				Name: r.Name, Kind: r.Kind.String(), Capacity: r.Capacity, Used: r.Used,
-				Holders: list(r.Holders), Converting: list(r.Converting), Waiting: list(r.Waiting),
-				HoldersTotal: len(r.Holders), ConvertingTotal: len(r.Converting), WaitingTotal: len(r.Waiting),
-			}
-			snap.Resources = append(snap.Resources, er)
+			r.Holders, r.Converting, r.Waiting = cut(r.Holders), cut(r.Converting), cut(r.Waiting)
+			snap.Resources = append(snap.Resources, protocol.ResourceInfo(r, src))
 			if prefix != "" || !sc.all() {
-				for _, ls := range [][]httpapi.EventLock{er.Holders, er.Waiting} { // converting ones are holders
+				for _, ls := range [][]locktable.LockInfo{r.Holders, r.Waiting} { // converting ones are holders
 					for _, l := range ls {
-						involved = append(involved, locktable.SessionID(l.Session))
+						involved = append(involved, l.Session)
 					}
 				}
 			}
@@ -266,57 +220,9 @@ func (s *Server) eventSnapshot(prefix string, limit int, sc listScope) *httpapi.
 			sessions, snap.MoreSessions = sessions[:limit], true
 		}
 		for _, si := range sessions {
-			es := httpapi.EventSession{ID: uint64(si.ID), Label: si.Label, OpenedAt: time.Unix(0, si.OpenedAt).UTC()}
-			if rec, ok := v.Session(si.ID); ok {
-				es.TTLMilli = rec.TTL.Milliseconds()
-			}
-			if d, ok := s.live.deadline(si.ID); ok {
-				es.ExpiresInMillis = millis(d.Sub(now).Nanoseconds())
-			}
-			for _, l := range sc.locks(si.Locks) {
-				switch l.State {
-				case locktable.LockGranted:
-					es.Held++
-				case locktable.LockConverting:
-					es.Held++
-					es.Waiting++
-				case locktable.LockWaiting:
-					es.Waiting++
-				}
-			}
-			snap.Sessions = append(snap.Sessions, es)
+			si.Locks = sc.locks(si.Locks)
+			snap.Sessions = append(snap.Sessions, protocol.SessionSummary(si, src))
 		}
 	})
 	return snap
-}
-
-// eventLockOf describes lock l as of now (Unix nanoseconds, table time).
-func eventLockOf(l locktable.LockInfo, meta protocol.MetaFunc, now int64) httpapi.EventLock {
-	e := httpapi.EventLock{
-		ID: uint64(l.ID), Session: uint64(l.Session), Owner: uint64(l.Owner), State: l.State.String(),
-		Permits: l.Permits, Token: l.Token, Metadata: string(meta(l.ID)),
-	}
-	if l.Mode.Valid() {
-		e.Mode = l.Mode.String()
-	}
-	if l.Requested.Valid() {
-		e.Requested = l.Requested.String()
-	}
-	if l.State != locktable.LockWaiting {
-		e.HeldMillis = millis(now - l.GrantedAt)
-	}
-	if l.State != locktable.LockGranted {
-		e.WaitedMillis = millis(now - l.QueuedAt)
-		if l.Deadline != 0 {
-			e.DeadlineMillis = millis(l.Deadline - now)
-		}
-	}
-	return e
-}
-
-// millis converts nanoseconds to milliseconds, never below zero (the
-// leader's stamps may be ahead of this node's clock).
-func millis(nanos int64) *int64 {
-	v := max(nanos, 0) / int64(time.Millisecond)
-	return &v
 }

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
@@ -25,7 +26,7 @@ import (
 // page is bounded both by resources (sessions) and by locks: a resource
 // (session) with more locks than are left is cut and continued on the
 // next page. With names of 512 bytes (the default bound) and metadata of
-// protocol.MaxMetadataBytes, the largest page is about 1.1 MB in gRPC and 1.6 MB in
+// protocol.MaxMetadataBytes, the largest page is about 1.1 MB in gRPC and 1.4 MB in
 // the JSON of /v1/resources, well inside gRPC's 4 MB.
 const (
 	// DefaultListLimit is the number of resources (sessions) of a page
@@ -157,29 +158,34 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 	limit, locks := pageBounds(int(req.GetLimit()), int(req.GetLockLimit()))
 	q := locktable.ResourceQuery{Prefix: req.GetPrefix(), Keep: keep, After: after, Skip: skip, MaxResources: limit, MaxLocks: locks}
 	s.node.FSM().Read(func(v fsm.View) {
-		t := v.Table()
-		infos, more := t.ResourcePage(q)
+		infos, more := v.Table().ResourcePage(q)
 		if more {
 			resp.Next = resourceCursor(infos[len(infos)-1])
 		}
+		src := s.source(v, time.Now(), false)
 		resp.Resources = make([]*dlmpb.ResourceInfo, len(infos))
-		now := time.Now()
 		for i, r := range infos {
-			ri := protocol.ResourceInfo(r, v.Metadata)
-			ri.HoldersTotal, ri.ConvertingTotal, ri.WaitingTotal = uint32(r.HoldersTotal), uint32(r.ConvertingTotal), uint32(r.WaitingTotal)
-			ri.First, ri.Continues = uint32(r.First), r.Continues
-			for _, q := range [][]*dlmpb.LockInfo{ri.Holders, ri.Converting, ri.Waiting} {
-				for _, l := range q {
-					l.SessionLabel, _ = t.SessionLabel(locktable.SessionID(l.Session))
-					if d, ok := s.live.deadline(locktable.SessionID(l.Session)); ok {
-						l.SessionExpiresInMs = max(d.Sub(now).Milliseconds(), 1)
-					}
-				}
-			}
-			resp.Resources[i] = ri
+			resp.Resources[i] = protocol.ResourceInfo(r, src)
 		}
 	})
 	return resp, nil
+}
+
+// source returns what listings show beside the table of v: metadata,
+// labels, sessions' records and, on the serving leader, their time left
+// as of now (to the millisecond, at least 1ms); owners if owners is set.
+// It is valid inside the Read that gave v.
+func (s *Server) source(v fsm.View, now time.Time, owners bool) protocol.Source {
+	return protocol.Source{
+		Metadata: v.Metadata,
+		Label:    v.Table().SessionLabel,
+		Session:  v.Session,
+		ExpiresIn: func(id locktable.SessionID) (time.Duration, bool) {
+			d, ok := s.live.deadline(id)
+			return max(d.Sub(now).Truncate(time.Millisecond), time.Millisecond), ok
+		},
+		Owners: owners,
+	}
 }
 
 // Status describes the node and its state: see dlmpb.DLMServer. With
@@ -193,19 +199,21 @@ func (s *Server) Status(ctx context.Context, _ *dlmpb.StatusRequest) (*dlmpb.Sta
 		s.auth.Deny(p, auth.PermissionList, "")
 		return nil, permissionDenied("identity " + p.Identity() + " has no list permission")
 	}
-	var st locktable.Stats
-	s.node.FSM().Read(func(v fsm.View) { st = v.Table().Stats() })
-	_, leaderAddr := s.node.Leader()
-	return &dlmpb.StatusResponse{
-		NodeId:        s.node.ID(),
-		Leader:        s.Ready(),
-		LeaderAddress: leaderAddr,
-		AppliedIndex:  s.node.FSM().AppliedIndex(),
-		LastToken:     st.LastToken,
-		Sessions:      int64(st.Sessions),
-		Resources:     int64(st.Resources),
-		Locks:         int64(st.Locks),
-		Pending:       int64(st.Pending),
-		NowUnixNano:   time.Now().UnixNano(),
-	}, nil
+	var st *dlmpb.StatusResponse
+	s.node.FSM().Read(func(v fsm.View) { st = s.status(v) })
+	return st, nil
+}
+
+// status describes the node and the state of v, now. The caller is inside
+// the Read that gave v.
+func (s *Server) status(v fsm.View) *dlmpb.StatusResponse {
+	st := protocol.Status(v.Table().Stats())
+	st.NodeId = s.node.ID()
+	st.Ready = s.Ready()
+	st.Leader = st.Ready
+	st.RaftState = strings.ToLower(s.node.State().String())
+	st.LeaderId, st.LeaderAddress = s.node.Leader()
+	st.AppliedIndex = v.Applied()
+	st.Now = timestamppb.Now()
+	return st
 }

@@ -90,7 +90,7 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 				Session: uint64(sid), Ttl: pbDuration(rec.TTL), Resumed: open.GetSession() != 0, ResumeToken: resumeToken,
 			}}},
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Sync{Sync: &dlmpb.SessionSync{
-				Session: uint64(sid), Index: v.Applied(), Locks: protocol.LockInfos(info.Locks, protocol.NoMetadata),
+				Session: uint64(sid), Index: v.Applied(), Locks: protocol.LockInfos(info.Locks, protocol.Source{}),
 			}}},
 		)
 	})

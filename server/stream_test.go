@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -478,23 +478,23 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Fatalf("/metrics %d:\n%s", code, body)
 	}
 	code, body := get("/v1/resources?prefix=orders/")
-	var list struct {
-		Resources []struct {
-			Name    string
-			Holders []struct{ Session, Mode, Token, Metadata string }
-		}
-	}
-	if err := json.Unmarshal([]byte(body), &list); err != nil || code != 200 {
+	var list dlmpb.ListResponse
+	if err := protojson.Unmarshal([]byte(body), &list); err != nil || code != 200 {
 		t.Fatalf("/v1/resources %d %v:\n%s", code, err, body)
 	}
-	if len(list.Resources) != 1 || list.Resources[0].Name != "orders/42" || len(list.Resources[0].Holders) != 1 || list.Resources[0].Holders[0].Mode != "MODE_EX" {
+	if len(list.Resources) != 1 || list.Resources[0].GetName() != "orders/42" || len(list.Resources[0].GetHolders()) != 1 || list.Resources[0].GetHolders()[0].GetMode() != dlmpb.Mode_MODE_EX {
 		t.Fatalf("/v1/resources:\n%s", body)
 	}
-	if m := list.Resources[0].Holders[0].Metadata; m != "d29ya2VyIDM=" { // bytes in protojson: base64
-		t.Fatalf("/v1/resources: holder metadata %q, want worker 3 in base64", m)
+	if m := list.Resources[0].GetHolders()[0].GetMetadata(); m != "worker 3" {
+		t.Fatalf("/v1/resources: holder metadata %q, want worker 3", m)
 	}
-	if code, body := get("/v1/sessions"); code != 200 || !strings.Contains(body, t.Name()) || !strings.Contains(body, `"expires_in"`) || !strings.Contains(body, `"metadata": "worker 3"`) {
-		t.Fatalf("/v1/sessions %d:\n%s", code, body)
+	code, body = get("/v1/sessions")
+	var page dlmpb.SessionPage
+	if err := protojson.Unmarshal([]byte(body), &page); err != nil || code != 200 || len(page.Sessions) != 1 {
+		t.Fatalf("/v1/sessions %d %v:\n%s", code, err, body)
+	}
+	if ps := page.Sessions[0]; ps.GetLabel() != t.Name() || ps.GetExpiresIn() == nil || len(ps.GetLocks()) != 1 || ps.GetLocks()[0].GetMetadata() != "worker 3" {
+		t.Fatalf("/v1/sessions:\n%s", body)
 	}
 	if code, _ := get("/v1/resources?limit=x"); code != 400 {
 		t.Fatalf("bad limit: %d, want 400", code)

@@ -137,12 +137,12 @@ func clusterMembers(ctx context.Context, addrs string, opts []cluster.Option, st
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tRAFT\tCLIENTS\tHTTP\tSUFFRAGE\tROLE")
-	for _, m := range list.Members {
+	for _, m := range list.GetMembers() {
 		role := "-"
-		if m.Leader {
+		if m.GetLeader() {
 			role = "leader"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, dashS(m.Client), dashS(m.HTTP), m.Suffrage, role)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.GetId(), m.GetAddress(), dashS(m.GetClientAddress()), dashS(m.GetHttpAddress()), m.GetSuffrage(), role)
 	}
 	tw.Flush()
 	return 0

@@ -236,10 +236,10 @@ func listSessions(ctx context.Context, conns []*grpc.ClientConn, owner string, l
 				return err
 			}
 			for _, s := range resp.GetSessions() {
-				j := sessionJSON{ID: s.GetId(), Owner: s.GetOwner(), Label: s.GetLabel(), Locks: s.GetLocks(),
-					TTL: s.GetTtl().AsDuration().String(), OpenedAt: time.Unix(0, s.GetOpenedAtUnixNano()).UTC()}
-				if ms := s.GetExpiresInMs(); ms > 0 {
-					j.ExpiresIn = (time.Duration(ms) * time.Millisecond).String()
+				j := sessionJSON{ID: s.GetId(), Owner: s.GetOwner(), Label: s.GetLabel(), Locks: s.GetLockCount(),
+					TTL: s.GetTtl().AsDuration().String(), OpenedAt: s.GetOpenedAt().AsTime().UTC()}
+				if s.GetExpiresIn() != nil {
+					j.ExpiresIn = s.GetExpiresIn().AsDuration().String()
 				}
 				out = append(out, j)
 			}

@@ -16,8 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/server/auth"
-	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // LeaderHeader is the gRPC trailer (and HTTP header) in which a node that
@@ -93,7 +96,7 @@ func Remove(ctx context.Context, members, id string, opts ...Option) error {
 // Members returns the members of a cluster as the first of members (HTTP
 // addresses, comma-separated) that answers sees them. With authentication,
 // the call needs the admin permission.
-func Members(ctx context.Context, members string, opts ...Option) (*raftnode.MemberList, error) {
+func Members(ctx context.Context, members string, opts ...Option) (*dlmpb.MemberList, error) {
 	client, scheme, o, err := newClient(opts)
 	if err != nil {
 		return nil, err
@@ -105,9 +108,9 @@ func Members(ctx context.Context, members string, opts ...Option) (*raftnode.Mem
 			return nil, err
 		}
 		o.authorize(req)
-		var list raftnode.MemberList
-		if last = doJSON(client, req, &list); last == nil {
-			return &list, nil
+		list := new(dlmpb.MemberList)
+		if last = doJSON(client, req, list); last == nil {
+			return list, nil
 		}
 		if permanent(last) {
 			break
@@ -239,7 +242,12 @@ func doJSON(client *http.Client, req *http.Request, v any) error {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	jerr := json.Unmarshal(data, v)
+	var jerr error
+	if m, ok := v.(proto.Message); ok { // an answer of the JSON listings
+		jerr = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, m)
+	} else {
+		jerr = json.Unmarshal(data, v)
+	}
 	if resp.StatusCode != http.StatusOK {
 		msg := string(bytes.TrimSpace(data))
 		if rep, ok := v.(*Reply); ok && jerr == nil && rep.Error != "" {

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/server/auth"
-	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // Limits of the live feed, GET /v1/events.
@@ -57,9 +56,10 @@ const (
 )
 
 // eventFeed serves GET /v1/events: a stream of Server-Sent Events, each a
-// JSON snapshot (a Snapshot) of the node, its cluster and the part of
-// the lock table whose resource names begin with ?prefix=, at most ?limit=
-// resources and sessions (default DefaultListLimit, at most MaxListLimit).
+// JSON snapshot (a dlmpb.EventSnapshot, on one line: see marshalJSON) of
+// the node, its cluster and the part of the lock table whose resource
+// names begin with ?prefix=, at most ?limit= resources and sessions
+// (default DefaultListLimit, at most MaxListLimit).
 // With authentication, only what the caller's list scope covers: the
 // resources under its list prefixes, the sessions holding or awaiting
 // them, and the members only for an admin.
@@ -161,7 +161,7 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // ask proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	f.stream(r.Context(), w, first, func() *Snapshot {
+	f.stream(r.Context(), w, first, func() *dlmpb.EventSnapshot {
 		snap, _ := f.api.svc.Snapshot(p, prefix, limit)
 		return snap
 	}, func() bool { return f.api.auth.Current(p) })
@@ -170,7 +170,7 @@ func (f *eventFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // stream writes snapshots to w, first, then each that take returns, until
 // ctx ends, the server closes, a write fails or current reports that the
 // caller's credentials no longer hold (a login cookie's login ended).
-func (f *eventFeed) stream(ctx context.Context, w http.ResponseWriter, first *Snapshot, take func() *Snapshot, current func() bool) {
+func (f *eventFeed) stream(ctx context.Context, w http.ResponseWriter, first *dlmpb.EventSnapshot, take func() *dlmpb.EventSnapshot, current func() bool) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{})
 	tick := time.NewTicker(EventInterval)
@@ -197,12 +197,14 @@ func (f *eventFeed) stream(ctx context.Context, w http.ResponseWriter, first *Sn
 			}
 			first = nil
 			gap = max(EventInterval, eventCostFactor*time.Since(now))
-			buf.WriteString("event: snapshot\ndata: ")
-			if err := json.NewEncoder(&buf).Encode(snap); err != nil { // one line: JSON escapes newlines
+			data, err := marshalJSON(snap, false) // one line: JSON escapes newlines
+			if err != nil {
 				f.api.log.Error("dlm server: encode event", "err", err)
 				return
 			}
-			buf.WriteString("\n")
+			buf.WriteString("event: snapshot\ndata: ")
+			buf.Write(data)
+			buf.WriteString("\n\n")
 			_ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) // unsupported: no deadline
 			if _, err := w.Write(buf.Bytes()); err != nil {
 				return
@@ -211,7 +213,7 @@ func (f *eventFeed) stream(ctx context.Context, w http.ResponseWriter, first *Sn
 				return
 			}
 			buf.Reset()
-			sent, index, force = now, snap.AppliedIndex, false
+			sent, index, force = now, snap.GetStatus().GetAppliedIndex(), false
 		}
 		select {
 		case <-tick.C:
@@ -224,103 +226,6 @@ func (f *eventFeed) stream(ctx context.Context, w http.ResponseWriter, first *Sn
 			return
 		}
 	}
-}
-
-// Snapshot is one event of /v1/events.
-type Snapshot struct {
-	// NodeID is the node that answered.
-	NodeID string `json:"node_id"`
-	// Ready is true when this node serves requests (see Server.Ready).
-	Ready bool `json:"ready"`
-	// RaftState is this node's: follower, candidate, leader or shutdown.
-	RaftState string `json:"raft_state"`
-	// LeaderID and LeaderAddress name the leader this node knows.
-	LeaderID      string `json:"leader_id"`
-	LeaderAddress string `json:"leader_address"`
-	// AppliedIndex is the Raft index of the state shown.
-	AppliedIndex uint64 `json:"applied_index"`
-	// Time is when the snapshot was taken; Prefix and Limit are its
-	// request's.
-	Time   time.Time `json:"time"`
-	Prefix string    `json:"prefix"`
-	Limit  int       `json:"limit"`
-	// Stats are the whole table's, whatever the prefix.
-	Stats   Stats             `json:"stats"`
-	Members []raftnode.Member `json:"members"`
-	// MembersHidden is true when the caller may not see the members
-	// (they need the admin permission).
-	MembersHidden bool `json:"members_hidden,omitempty"`
-	// Resources are those whose names begin with Prefix, in name order, at
-	// most Limit; MoreResources is true when there are more.
-	Resources     []Resource `json:"resources"`
-	MoreResources bool       `json:"more_resources"`
-	// Sessions are, without a prefix, the open sessions in id order;
-	// with one, the sessions of the locks listed in Resources. At most
-	// Limit; MoreSessions is true when there are more.
-	Sessions     []EventSession `json:"sessions"`
-	MoreSessions bool           `json:"more_sessions"`
-}
-
-// Stats are the whole table's counts: sessions, resources and locks
-// open, requests queued, and the highest fencing token granted.
-type Stats struct {
-	Sessions  int    `json:"sessions"`
-	Resources int    `json:"resources"`
-	Locks     int    `json:"locks"`
-	Waiters   int    `json:"waiters"`
-	LastToken uint64 `json:"last_token"`
-}
-
-// Resource is one resource of a Snapshot: its name, kind, capacity and
-// permits used (semaphores), its holders and queues.
-type Resource struct {
-	Name     string `json:"name"`
-	Kind     string `json:"kind"` // lock or semaphore
-	Capacity uint32 `json:"capacity,omitempty"`
-	Used     uint32 `json:"used,omitempty"`
-	// Holders in grant order, and the queues head first, each cut at
-	// MaxEventQueue (and MaxEventLocks in all); the totals are their full
-	// lengths.
-	Holders         []EventLock `json:"holders"`
-	Converting      []EventLock `json:"converting"`
-	Waiting         []EventLock `json:"waiting"`
-	HoldersTotal    int         `json:"holders_total"`
-	ConvertingTotal int         `json:"converting_total"`
-	WaitingTotal    int         `json:"waiting_total"`
-}
-
-// EventLock is one lock or request of a Snapshot's resource.
-type EventLock struct {
-	ID        uint64 `json:"id"`
-	Session   uint64 `json:"session"`
-	Owner     uint64 `json:"owner"`
-	State     string `json:"state"`
-	Mode      string `json:"mode,omitempty"`
-	Requested string `json:"requested,omitempty"`
-	Permits   uint32 `json:"permits,omitempty"`
-	Token     uint64 `json:"token,omitempty"`
-	Metadata  string `json:"metadata,omitempty"`
-	// HeldMillis is the time since the current mode was granted,
-	// WaitedMillis since the pending request was queued, DeadlineMillis
-	// until it times out; absent when not applicable.
-	HeldMillis     *int64 `json:"held_ms,omitempty"`
-	WaitedMillis   *int64 `json:"waited_ms,omitempty"`
-	DeadlineMillis *int64 `json:"deadline_in_ms,omitempty"`
-}
-
-// EventSession is one session of a Snapshot.
-type EventSession struct {
-	ID       uint64    `json:"id"`
-	Label    string    `json:"label"`
-	TTLMilli int64     `json:"ttl_ms"`
-	OpenedAt time.Time `json:"opened_at"`
-	// ExpiresInMillis is the time left until the session expires without a
-	// keepalive; only the serving leader knows it.
-	ExpiresInMillis *int64 `json:"expires_in_ms,omitempty"`
-	// Held counts its granted locks, Waiting its queued requests and
-	// conversions.
-	Held    int `json:"held"`
-	Waiting int `json:"waiting"`
 }
 
 // ErrBadRequest is wrapped by the Service's errors that are the request's

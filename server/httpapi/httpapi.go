@@ -18,7 +18,6 @@ import (
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/cluster"
-	"github.com/dlmhq/dlm/server/raftnode"
 	"github.com/dlmhq/dlm/web"
 )
 
@@ -37,19 +36,19 @@ type Service interface {
 	// Sessions returns one page of the open sessions p may see, with
 	// their locks; after is the Next of the page before ("" first). An
 	// after that does not parse is an error wrapping ErrBadRequest.
-	Sessions(p auth.Principal, after string, limit, locks int) (*SessionPage, error)
+	Sessions(p auth.Principal, after string, limit, locks int) (*dlmpb.SessionPage, error)
 	// Snapshot returns the live feed's view for p of the node and of the
 	// resources whose names begin with prefix, at most limit of them (0:
 	// the default). A prefix no name could have is an error wrapping
 	// ErrBadRequest.
-	Snapshot(p auth.Principal, prefix string, limit int) (*Snapshot, error)
+	Snapshot(p auth.Principal, prefix string, limit int) (*dlmpb.EventSnapshot, error)
 	// Applied returns the Raft index of the last entry applied.
 	Applied() uint64
 	// Leadership reports whether the node leads, and a channel closed at
 	// its next change.
 	Leadership() (leader bool, changed <-chan struct{})
 	// Members returns the Raft configuration and the leader.
-	Members() (*raftnode.MemberList, error)
+	Members() (*dlmpb.MemberList, error)
 	// AddMember adds a voter (see cluster.Join); RemoveMember removes a
 	// server. On a node that does not lead they fail with an error
 	// matching raftnode.ErrNotLeader.
@@ -94,17 +93,21 @@ type api struct {
 //	GET /readyz                     200 when the node takes requests, else 503
 //	GET /metrics                    Prometheus metrics
 //	GET /v1/resources?prefix=&after=&limit=&locks=   resources, holders and queues (JSON),
-//	                                one page of List; "next" goes on
-//	GET /v1/sessions?after=&limit=&locks=   open sessions with their locks (JSON), paged
-//	                                like /v1/resources
-//	GET /v1/status                  the node's status (JSON)
-//	GET /v1/members                 the Raft configuration's servers and the leader (JSON)
-//	GET /v1/events?prefix=&limit=   live snapshots as Server-Sent Events (see eventFeed);
+//	                                one page of List (a ListResponse); "next" goes on
+//	GET /v1/sessions?after=&limit=&locks=   open sessions with their locks (JSON, a
+//	                                SessionPage), paged like /v1/resources
+//	GET /v1/status                  the node's status (JSON, a StatusResponse)
+//	GET /v1/members                 the Raft configuration's servers and the leader (JSON, a MemberList)
+//	GET /v1/events?prefix=&limit=   live snapshots (EventSnapshot) as Server-Sent Events (see eventFeed);
 //	                                at most MaxEventStreams at once, else 503 (AdminEventStreams
 //	                                of them kept for admins), and MaxEventStreamsPerIdentity per
 //	                                identity, else 429
 //	GET /v1/whoami                  the caller's identity and permissions (JSON)
 //	GET /v1/admin/sessions?owner=&after=&limit=   sessions with their owners (ListSessions, JSON)
+//
+// Every JSON listing is a message of api/dlm.proto in protobuf's JSON
+// mapping (see marshalJSON).
+//
 //	POST /v1/admin/sessions/kill    end sessions: {"sessions": [id...]} or {"owner": "identity"} (KillSessions)
 //	POST /v1/login, /v1/logout      a browser's login cookie (see login)
 //	POST /v1/cluster/join, /v1/cluster/remove   membership changes (package cluster)

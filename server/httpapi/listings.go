@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
@@ -26,8 +25,9 @@ func (a *api) resources(w http.ResponseWriter, r *http.Request) {
 // sessions lists the open sessions and their locks, in id order; for a
 // caller whose list permission does not cover every name, only the
 // sessions that hold or await a resource it covers, each with those locks
-// only (see Service.Sessions). The answer is {"sessions": [...], "next":
-// cursor}, next empty at the end; pass it as after for the next page.
+// only (see Service.Sessions). The answer is a dlmpb.SessionPage:
+// {"sessions": [...], "next": cursor}, next empty at the end; pass it as
+// after for the next page.
 func (a *api) sessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, locks, ok := pageParams(w, q)
@@ -39,7 +39,7 @@ func (a *api) sessions(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, page)
+	writeProto(w, page)
 }
 
 // status serves the node's Status as JSON.
@@ -50,45 +50,4 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeProto(w, st)
-}
-
-// Session is one session in /v1/sessions.
-type Session struct {
-	// ID, Label, TTL and OpenedAt describe the session.
-	ID       uint64    `json:"id"`
-	Label    string    `json:"label"`
-	TTL      string    `json:"ttl"`
-	OpenedAt time.Time `json:"opened_at"`
-	// ExpiresIn is the time left until the session expires without a
-	// keepalive, as the leader sees it; absent on other nodes.
-	ExpiresIn string `json:"expires_in,omitempty"`
-	Locks     []Lock `json:"locks"`
-	// LocksTotal is the number of locks of the session the caller may
-	// see; a page can hold only part of them, from position First on.
-	LocksTotal int `json:"locks_total"`
-	First      int `json:"first,omitempty"`
-	// Continues says that the rest of the session's locks follow on the
-	// next page.
-	Continues bool `json:"continues,omitempty"`
-}
-
-// Lock is one lock or request of a session in /v1/sessions.
-type Lock struct {
-	// ID, Resource, State, Mode (granted), Requested (pending), Permits,
-	// Token and Metadata describe the lock or request.
-	ID        uint64 `json:"id"`
-	Resource  string `json:"resource"`
-	State     string `json:"state"`
-	Mode      string `json:"mode,omitempty"`
-	Requested string `json:"requested,omitempty"`
-	Permits   uint32 `json:"permits,omitempty"`
-	Token     uint64 `json:"token,omitempty"`
-	Metadata  string `json:"metadata,omitempty"`
-}
-
-// SessionPage is the answer of GET /v1/sessions.
-type SessionPage struct {
-	Sessions []Session `json:"sessions"`
-	// Next is the cursor of the next page: empty at the end.
-	Next string `json:"next"`
 }

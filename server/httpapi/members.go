@@ -19,7 +19,7 @@ func (a *api) members(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	writeJSON(w, list)
+	writeProto(w, list)
 }
 
 // join adds the caller to the cluster as a voter.

@@ -25,9 +25,19 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Write(b)
 }
 
-// writeProto writes m as JSON (protobuf field names, enums by name).
+// marshalJSON returns m in the JSON of the API, indented if multiline,
+// else on one line: protobuf's JSON mapping with the field names of
+// api/dlm.proto, enums by name, 64-bit integers as strings, Timestamps in
+// RFC 3339 and Durations in seconds ("1.5s"). Every field that applies is
+// written, zeros included; one that does not (an unset optional field or
+// message) is left out. The rules are those of dlm.proto's file comment.
+func marshalJSON(m proto.Message, multiline bool) ([]byte, error) {
+	return protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true, Multiline: multiline}.Marshal(m)
+}
+
+// writeProto writes m as indented JSON (see marshalJSON).
 func writeProto(w http.ResponseWriter, m proto.Message) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, Multiline: true, EmitUnpopulated: true}.Marshal(m)
+	b, err := marshalJSON(m, true)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

@@ -14,27 +14,18 @@ import (
 // Member is one server of the Raft configuration, as this node knows it.
 type Member struct {
 	// ID and Address are the server's Raft id and transport address.
-	ID      string `json:"id"`
-	Address string `json:"address"`
+	ID      string
+	Address string
 	// Client and HTTP are the addresses the member serves clients on, as
 	// it recorded them when it last became leader; empty until then.
-	Client string `json:"client_address,omitempty"`
-	HTTP   string `json:"http_address,omitempty"`
+	Client string
+	HTTP   string
 	// Suffrage is "voter", "nonvoter" or "staging".
-	Suffrage string `json:"suffrage"`
+	Suffrage string
 	// Leader is true for the server this node takes for the leader.
-	Leader bool `json:"leader"`
+	Leader bool
 	// Self is true for this node.
-	Self bool `json:"self"`
-}
-
-// MemberList is the answer of GET /v1/members (and ClusterMembers).
-type MemberList struct {
-	// LeaderID and LeaderAddress name the leader as the node that answered
-	// sees it (its Raft id and address); empty while it knows none.
-	LeaderID      string   `json:"leader_id"`
-	LeaderAddress string   `json:"leader_address"`
-	Members       []Member `json:"members"`
+	Self bool
 }
 
 // Members returns the servers of the latest Raft configuration this node

@@ -1,5 +1,9 @@
 // The dlm dashboard. It follows the server's feed (v1/events, Server-Sent
 // Events carrying JSON snapshots) and redraws the page from each snapshot.
+// A snapshot is a dlm.v1.EventSnapshot of api/dlm.proto in protobuf's JSON
+// mapping: 64-bit integers (ids, tokens, counts) are strings, modes and
+// states are enum names (MODE_EX), times RFC 3339 strings and durations
+// seconds ("60s"); a field that does not apply is absent.
 //
 // Names, labels and metadata come from clients and are untrusted: they are
 // only ever set as text (textContent, text nodes, dataset), never as markup.
@@ -61,6 +65,23 @@
     const h = Math.floor(m / 60);
     if (h < 48) return `${h}h ${pad2(m % 60)}m`;
     return `${Math.floor(h / 24)}d ${pad2(h % 24)}h`;
+  }
+
+  // ms returns the milliseconds of a protobuf Duration in JSON ("1.500s"),
+  // undefined if it is absent.
+  function ms(d) {
+    return d === undefined ? undefined : parseFloat(d) * 1000;
+  }
+
+  // since returns the milliseconds from the RFC 3339 time t to now (ms),
+  // undefined if t is absent.
+  function since(now, t) {
+    return t === undefined ? undefined : now - Date.parse(t);
+  }
+
+  // modeName shows a mode by its short name: MODE_EX is EX.
+  function modeName(m) {
+    return m === undefined ? undefined : m.replace(/^MODE_/, '');
   }
 
   function setConn(state, text) {
@@ -176,22 +197,23 @@
   // --- rendering ------------------------------------------------------------
 
   function render(s) {
+    const st = s.status;
+    const now = Date.parse(st.now);
     document.body.dataset.prefix = s.prefix || '';
-    document.body.dataset.applied = String(s.applied_index);
-    document.title = `dlm · ${s.node_id}`;
-    setText('node-id', s.node_id);
-    setText('node-role', `${s.raft_state}${s.ready ? ', serving' : ''}`);
-    setText('leader', s.leader_id ? `${s.leader_id} (${s.leader_address})` : 'none known');
-    setText('applied', String(s.applied_index));
-    setText('updated', new Date(s.time).toLocaleTimeString());
-    const st = s.stats;
+    document.body.dataset.applied = String(st.applied_index);
+    document.title = `dlm · ${st.node_id}`;
+    setText('node-id', st.node_id);
+    setText('node-role', `${st.raft_state}${st.ready ? ', serving' : ''}`);
+    setText('leader', st.leader_id ? `${st.leader_id} (${st.leader_address})` : 'none known');
+    setText('applied', String(st.applied_index));
+    setText('updated', new Date(now).toLocaleTimeString());
     setText('stats', `${st.sessions} sessions · ${st.resources} resources · ${st.locks} locks · ` +
-      `${st.waiters} waiting · last token ${st.last_token}`);
+      `${st.pending} waiting · last token ${st.last_token}`);
 
     renderMembers(s.members || [], s.members_hidden);
     const labels = new Map((s.sessions || []).map((x) => [x.id, x.label]));
-    renderResources(s, labels);
-    renderSessions(s);
+    renderResources(s, labels, now);
+    renderSessions(s, now);
   }
 
   function renderMembers(members, hidden) {
@@ -214,26 +236,26 @@
     return el('td', { className: 'session' }, `#${id}`, label ? el('span', { className: 'label' }, ` ${label}`) : null);
   }
 
-  function lockRow(kind, position, l, labels) {
+  function lockRow(kind, position, l, labels, now) {
     let role, mode, time;
     switch (kind) {
       case 'holder':
         role = 'holder';
-        mode = l.mode || `${l.permits} permit${l.permits === 1 ? '' : 's'}`;
-        time = `held ${duration(l.held_ms)}`;
+        mode = modeName(l.mode) || `${l.permits} permit${l.permits === 1 ? '' : 's'}`;
+        time = `held ${duration(since(now, l.granted_at))}`;
         break;
       case 'converting':
         role = `converting #${position}`;
-        mode = `${l.mode} → ${l.requested}`;
-        time = `waiting ${duration(l.waited_ms)}`;
+        mode = `${modeName(l.mode)} → ${modeName(l.requested)}`;
+        time = `waiting ${duration(since(now, l.queued_at))}`;
         break;
       default:
         role = `waiting #${position}`;
-        mode = l.requested || `${l.permits} permit${l.permits === 1 ? '' : 's'}`;
-        time = `waiting ${duration(l.waited_ms)}`;
+        mode = modeName(l.requested) || `${l.permits} permit${l.permits === 1 ? '' : 's'}`;
+        time = `waiting ${duration(since(now, l.queued_at))}`;
     }
-    const deadline = l.deadline_in_ms !== undefined ? `times out in ${duration(l.deadline_in_ms)}` : '';
-    return el('tr', { className: kind, data: { session: l.session, lock: l.id, label: labels.get(l.session) || '' } },
+    const deadline = l.deadline !== undefined ? `times out in ${duration(-since(now, l.deadline))}` : '';
+    return el('tr', { className: kind, data: { session: l.session, lock: l.lock_id, label: labels.get(l.session) || '' } },
       el('td', { className: 'role' }, role),
       sessionCell(l.session, labels),
       el('td', { className: 'mode' }, mode),
@@ -248,15 +270,15 @@
     return el('tr', { className: 'more' }, el('td', { className: 'note' }, `… ${total - shown} more ${what}`));
   }
 
-  function renderResources(s, labels) {
+  function renderResources(s, labels, now) {
     const cards = (s.resources || []).map((r) => {
-      const kind = r.kind === 'semaphore' ? `semaphore ${r.used}/${r.capacity}` : 'lock';
+      const kind = r.semaphore ? `semaphore ${r.used}/${r.capacity}` : 'lock';
       const rows = [];
-      r.holders.forEach((l, i) => rows.push(lockRow('holder', i + 1, l, labels)));
+      r.holders.forEach((l, i) => rows.push(lockRow('holder', i + 1, l, labels, now)));
       rows.push(more(r.holders.length, r.holders_total, 'holders'));
-      r.converting.forEach((l, i) => rows.push(lockRow('converting', i + 1, l, labels)));
+      r.converting.forEach((l, i) => rows.push(lockRow('converting', i + 1, l, labels, now)));
       rows.push(more(r.converting.length, r.converting_total, 'conversions'));
-      r.waiting.forEach((l, i) => rows.push(lockRow('waiting', i + 1, l, labels)));
+      r.waiting.forEach((l, i) => rows.push(lockRow('waiting', i + 1, l, labels, now)));
       rows.push(more(r.waiting.length, r.waiting_total, 'waiters'));
       return el('article', { className: 'resource', data: { resource: r.name } },
         el('h3', null, el('span', { className: 'name' }, r.name), el('span', { className: 'kind' }, kind),
@@ -274,17 +296,16 @@
     m.textContent = `Only the first ${s.limit} resources are shown; narrow the prefix to see others.`;
   }
 
-  function renderSessions(s) {
-    const now = Date.parse(s.time);
+  function renderSessions(s, now) {
     const rows = (s.sessions || []).map((x) => el('tr', { className: 'session-row', data: { session: x.id, label: x.label } },
       el('td', null, `#${x.id}`),
       el('td', { className: 'label' }, x.label),
-      el('td', null, duration(x.ttl_ms)),
-      el('td', { className: 'ttl-left', title: x.expires_in_ms === undefined ? 'known to the serving leader only' : '' },
-        duration(x.expires_in_ms)),
+      el('td', null, duration(ms(x.ttl))),
+      el('td', { className: 'ttl-left', title: x.expires_in === undefined ? 'known to the serving leader only' : '' },
+        duration(ms(x.expires_in))),
       el('td', null, String(x.held)),
       el('td', null, String(x.waiting)),
-      el('td', null, `${duration(now - Date.parse(x.opened_at))} ago`)));
+      el('td', null, `${duration(since(now, x.opened_at))} ago`)));
     $('sessions').tBodies[0].replaceChildren(...rows);
     const note = $('sessions-note');
     note.hidden = !s.prefix;
