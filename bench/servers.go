@@ -24,6 +24,7 @@ type servers struct {
 	etcd     *testenv.Etcd
 	dlm1     *testenv.DLM
 	dlmMem   *testenv.DLM // in-memory log, for what the fsync costs
+	dlmBolt  *testenv.DLM // the bbolt log of older data dirs
 	dlm3     *testenv.Cluster
 	stops    []func()
 }
@@ -81,6 +82,10 @@ func startServers(need map[string]bool, log *slog.Logger) (s *servers, err error
 			return s, err
 		}
 		s.stops = append(s.stops, s.dlmMem.Stop)
+		if s.dlmBolt, err = testenv.NewDLM(bin, append(dlmFlags, "-log-store", "bolt")...); err != nil {
+			return s, err
+		}
+		s.stops = append(s.stops, s.dlmBolt.Stop)
 		if s.dlm3, err = testenv.NewCluster(bin, 3, dlmFlags...); err != nil {
 			return s, err
 		}

@@ -42,6 +42,10 @@ func targets() []target {
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openURL(ctx, "dlm://"+s.dlmMem.Addr())
 			}},
+		{id: "dlm-server-bolt", name: "dlm server, 1 node (durable, bbolt log of older data dirs)", dlm: true, needs: "dlm",
+			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
+				return openURL(ctx, "dlm://"+s.dlmBolt.Addr())
+			}},
 		{id: "dlm-redis", name: "dlm redis store", dlm: true, needs: "redis",
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				addrs, err := s.redisAddrs(1)

@@ -33,7 +33,7 @@ const (
 // environment variable, and a flag given on the command line wins.
 type serverFlags struct {
 	addr, httpAddr, raftAddr, dataDir, nodeID, logLevel string
-	peers, join, raftAdvertise, raftSource              string
+	peers, join, raftAdvertise, raftSource, logStore    string
 	advertise, advertiseHTTP                            string
 	inMemory                                            bool
 	margin, raftTimeout                                 time.Duration
@@ -61,6 +61,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.raftAddr, "raft-addr", env("DLM_RAFT_ADDR", defaultRaftAddr), "Raft transport address (env DLM_RAFT_ADDR)")
 	fs.StringVar(&f.dataDir, "data", env("DLM_DATA", defaultDataDir), "data directory: the Raft log and snapshots (env DLM_DATA)")
 	fs.StringVar(&f.nodeID, "id", env("DLM_NODE_ID", "node-1"), "Raft node id (env DLM_NODE_ID)")
+	fs.StringVar(&f.logStore, "log-store", env("DLM_LOG_STORE", ""), "the durable Raft log of a new data dir: wal (one fsync per append; the default) or bolt; a data dir keeps the store it holds (env DLM_LOG_STORE)")
 	fs.BoolVar(&f.inMemory, "in-memory", envBool("DLM_IN_MEMORY"), "keep the Raft log in memory: fast, but every restart starts empty (env DLM_IN_MEMORY)")
 	fs.StringVar(&f.logLevel, "log-level", env("DLM_LOG_LEVEL", "info"), "debug, info, warn or error (env DLM_LOG_LEVEL)")
 	fs.StringVar(&f.peers, "peers", env("DLM_PEERS", ""), "bootstrap a cluster of these voters, this node included: id=raft-host:port,... (the same list on every node; env DLM_PEERS)")
@@ -133,6 +134,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			ID:        f.nodeID,
 			Dir:       f.dataDir,
 			InMemory:  f.inMemory,
+			LogStore:  f.logStore,
 			BindAddr:  f.raftAddr,
 			Advertise: f.raftAdvertise,
 			SourceIP:  f.raftSource,

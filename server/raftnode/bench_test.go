@@ -17,7 +17,13 @@ import (
 // releasing its own resource: two commands per iteration, reported as
 // cmds/s.
 func BenchmarkPropose(b *testing.B) {
-	n := openNode(b, Config{Dir: b.TempDir()})
+	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
+		b.Run(store, func(b *testing.B) { benchPropose(b, store) })
+	}
+}
+
+func benchPropose(b *testing.B, store string) {
+	n := openNode(b, Config{Dir: b.TempDir(), LogStore: store})
 	defer n.Close()
 	const proposers = 64
 	ctx := context.Background()
@@ -54,6 +60,12 @@ func BenchmarkPropose(b *testing.B) {
 // BenchmarkProposeSequential measures the latency of one Propose at a time
 // (one Raft entry, one fsync each) in durable and in-memory mode.
 func BenchmarkProposeSequential(b *testing.B) {
+	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
+		b.Run(store, func(b *testing.B) { benchProposeSequential(b, store) })
+	}
+}
+
+func benchProposeSequential(b *testing.B, store string) {
 	for _, mode := range []string{"durable", "in-memory"} {
 		b.Run(mode, func(b *testing.B) {
 			cfg := Config{Dir: b.TempDir(), InMemory: mode == "in-memory"}

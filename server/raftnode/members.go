@@ -83,3 +83,7 @@ func (n *Node) Probe(ctx context.Context, addr string) error { return n.layer.pr
 // Snapshot takes a snapshot of the state machine now and compacts the log
 // behind it, as Raft does by itself past its thresholds.
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// LogStore returns the durable log store the node uses (LogStoreWAL or
+// LogStoreBolt), "" in memory.
+func (n *Node) LogStore() string { return n.logStore }

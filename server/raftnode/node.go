@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,9 +26,12 @@ import (
 type Config struct {
 	// ID is the Raft server id; default "node-1".
 	ID string
-	// Dir holds the Raft log (wal/, fsync'd on every append) and the
-	// snapshots. It is created if missing.
+	// Dir holds the Raft log and the snapshots. It is created if missing.
 	Dir string
+	// LogStore is the durable log of a new Dir: LogStoreWAL (the default)
+	// or LogStoreBolt. A Dir that holds a log keeps its store; naming
+	// another is an error (ErrLogStore).
+	LogStore string
 	// InMemory keeps the log, the stable store and the snapshots in memory:
 	// every restart begins from an empty state. For tests and throwaway
 	// servers only.
@@ -119,6 +121,7 @@ type Node struct {
 	retrying  *retryTransport // transport, as Raft uses it (see retryTransport)
 	layer     *streamLayer
 	closers   []io.Closer // stores, closed after raft
+	logStore  string      // LogStoreWAL or LogStoreBolt; "" in memory
 
 	proposals chan *proposal // unbuffered: a sent proposal is owned by the batcher
 	inflight  chan inflight  // the batcher hands entries to the waiter
@@ -290,15 +293,15 @@ func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
 }
 
 // openStores locks Dir (see lockDataDir) and opens the log, stable and
-// snapshot stores: raft-boltdb (one bbolt file, raft.db, synced on every
-// append) behind a log cache, and a FileSnapshotStore in Dir; or in-memory
-// stores.
+// snapshot stores: the durable log Config.LogStore names (see logStoreOf:
+// raft-wal by default, or the bbolt file of an older data directory) and a
+// FileSnapshotStore in Dir; or in-memory stores.
 //
-// The log was in raft-wal for a while: faster (one fsync per append
-// instead of bbolt's two), but its v0.4.0 cannot reopen a log whose tail
-// Raft truncated (a deposed leader's uncommitted entries), which the fault
-// harness hit on restarts after kill -9 (hashicorp/raft-wal#31, fixed after
-// v0.4.0, the last version published).
+// The log was in raft-wal before, then in bbolt for a while: raft-wal
+// v0.4.0 could not reopen a log whose tail Raft truncated (a deposed
+// leader's uncommitted entries), which the fault harness hit on restarts
+// after kill -9 (hashicorp/raft-wal#31). v0.4.2 reopens it
+// (TestLogReopensAfterTailTruncation).
 func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 	if n.cfg.InMemory {
 		mem := raft.NewInmemStore()
@@ -310,34 +313,28 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	if err := os.MkdirAll(n.cfg.Dir, 0o750); err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
 	}
-	// Another server on the same directory would block on bbolt's lock
-	// forever: refuse it at once, naming the holder.
+	// Another server on the same directory would block on the store's
+	// lock: refuse it at once, naming the holder.
 	lock, err := lockDataDir(n.cfg.Dir)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	n.closers = append(n.closers, lock) // closed last: after the stores
-	// A data directory of an earlier dlm (a raft-wal log) is not read:
-	// refuse it rather than start empty over it.
-	if _, err := os.Stat(filepath.Join(n.cfg.Dir, "wal")); err == nil {
-		if _, err := os.Stat(filepath.Join(n.cfg.Dir, "raft.db")); errors.Is(err, os.ErrNotExist) {
-			return nil, nil, nil, fmt.Errorf("dlm server: %s holds a raft-wal log of an earlier dlm, which this one does not read; move it away to start empty", n.cfg.Dir)
-		}
-	}
-	bolt, err := openBolt(n.cfg.Dir)
+	kind, err := logStoreOf(n.cfg.Dir, n.cfg.LogStore)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	n.closers = append(n.closers, bolt)
-	logs, err := raft.NewLogCache(512, bolt)
+	logs, stable, err := n.openLog(kind, hl)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dlm server: raft log cache: %w", err)
+		return nil, nil, nil, err
 	}
+	n.logStore = kind
+	n.log.Info("dlm server: raft log", "store", kind, "dir", n.cfg.Dir)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.Dir, 2, hl.Named("snapshots"))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: snapshot store: %w", err)
 	}
-	return logs, bolt, snaps, nil
+	return logs, stable, snaps, nil
 }
 
 // FSM returns the node's state machine, for reads.

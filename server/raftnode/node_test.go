@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,9 +34,18 @@ func propose(t *testing.T, n *Node, cmds ...*dlmpb.Command) []fsm.Result {
 // sessions and locks, from a snapshot plus the log after it, and its tokens
 // keep growing.
 func TestNodeRestartDurable(t *testing.T) {
+	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
+		t.Run(store, func(t *testing.T) { testNodeRestartDurable(t, store) })
+	}
+}
+
+func testNodeRestartDurable(t *testing.T, store string) {
 	defer servertest.CheckNoLeaks(t)
 	dir := t.TempDir()
-	n := openNode(t, Config{Dir: dir})
+	n := openNode(t, Config{Dir: dir, LogStore: store})
+	if n.LogStore() != store {
+		t.Fatalf("log store %q, want %q", n.LogStore(), store)
+	}
 	addr := n.Addr()
 	rs := propose(t, n, servertest.Open("a"))
 	sid := rs[0].Session
@@ -55,8 +61,11 @@ func TestNodeRestartDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n = openNode(t, Config{Dir: dir, BindAddr: addr})
+	n = openNode(t, Config{Dir: dir, BindAddr: addr}) // the store the directory holds
 	defer n.Close()
+	if n.LogStore() != store {
+		t.Fatalf("log store after restart %q, want %q", n.LogStore(), store)
+	}
 	n.FSM().Read(func(v fsm.View) {
 		tab := v.Table()
 		for _, want := range []fsm.Result{first, second} {
@@ -206,23 +215,6 @@ func TestCloseWithProposalsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-}
-
-// A data directory holding an earlier dlm's raft-wal log is refused, not
-// silently started empty over.
-func TestOpenRefusesAnOldLogFormat(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	n, err := Open(Config{Dir: dir})
-	if err == nil {
-		n.Close()
-		t.Fatal("a raft-wal data directory was opened")
-	}
-	if !strings.Contains(err.Error(), "raft-wal") {
-		t.Fatalf("error does not say why: %v", err)
-	}
 }
 
 // TestSubmitTellsEachOutcomeOnce: Submit returns at once and the node calls
