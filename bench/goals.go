@@ -50,31 +50,7 @@ func (rep *report) goals() []goal {
 		}
 		return a / b
 	}
-	// The dlm server under contention, against the best alternative.
-	for _, id := range []string{"dlm-server-1", "dlm-server-3"} {
-		res, name, ok := rep.pick("contended", faster, id)
-		alt, altName, altOK := rep.pick("contended", faster)
-		if !ok || !altOK {
-			continue
-		}
-		x := ratio(res.PerSecond, alt.PerSecond)
-		gs = append(gs,
-			goal{fmt.Sprintf("%s, contended: ≥ 1.2× the best alternative's acquisitions/s", name),
-				fmt.Sprintf("%.0f/s vs %.0f/s (%s): %.2f×", res.PerSecond, alt.PerSecond, altName, x), x >= 1.2},
-			goal{fmt.Sprintf("%s, contended: Jain ≥ 0.99", name), fmt.Sprintf("%.3f", res.Jain), res.Jain >= 0.99},
-			goal{fmt.Sprintf("%s, contended: longest wait ≤ 20 ms", name), dur(res.MaxWait), res.MaxWait <= 20*time.Millisecond})
-	}
-	// The dlm server on distinct keys, against bsm/redislock.
-	for _, id := range []string{"dlm-server-1", "dlm-server-3"} {
-		res, name, ok := rep.pick("distinct-keys", faster, id)
-		alt, _, altOK := rep.pick("distinct-keys", faster, "redislock", "redislock-fast")
-		if !ok || !altOK {
-			continue
-		}
-		x := ratio(res.PerSecond, alt.PerSecond)
-		gs = append(gs, goal{fmt.Sprintf("%s, %d lockers on distinct keys: ≥ 1.5× bsm/redislock's cycles/s", name, rep.Lockers),
-			fmt.Sprintf("%.0f/s vs %.0f/s: %.2f×", res.PerSecond, alt.PerSecond, x), x >= 1.5})
-	}
+	gs = append(gs, rep.serverGoals()...)
 	// dlm's Redlock against redsync, both on 5 nodes.
 	if res, _, ok := rep.pick("distinct-keys", faster, "dlm-redlock-5"); ok {
 		if alt, _, altOK := rep.pick("distinct-keys", faster, "redsync-5", "redsync-5-fast"); altOK {
