@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	conns := fs.Int("conns", 8, "gRPC connections the streams share")
 	meta := fs.Int("metadata", 0, "bytes of metadata per lock")
 	inMemory := fs.Bool("in-memory", false, "run the server with -in-memory")
+	logStore := fs.String("log-store", "", "run the server with -log-store (wal or bolt; default the server's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,6 +74,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var extra []string
 	if *inMemory {
 		extra = append(extra, "-in-memory")
+	}
+	if *logStore != "" {
+		extra = append(extra, "-log-store", *logStore)
 	}
 	srv, err := testenv.NewDLM(*bin, extra...)
 	if err != nil {
