@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/internal/workload"
 )
 
@@ -143,9 +144,13 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 			return nil, ctx.Err()
 		}
 		row := runTarget(ctx, cfg, t, srv)
-		for _, r := range row.Results {
-			log.Info("measured", "target", t.id, "workload", r.Workload, "ops", r.Ops, "per_second", int(r.PerSecond),
-				"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations)
+		for i, r := range row.Results {
+			args := []any{"target", t.id, "workload", r.Workload, "ops", r.Ops, "per_second", int(r.PerSecond),
+				"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations}
+			if c := row.Costs[i]; c != (cost{}) {
+				args = append(args, "server_cpu_per_cycle", c.CPUPerCycle, "server_allocs_per_cycle", int(c.AllocsPerCycle))
+			}
+			log.Info("measured", args...)
 		}
 		if row.Err != "" {
 			log.Error("failed", "target", t.id, "err", row.Err)
@@ -168,6 +173,11 @@ func runTarget(ctx context.Context, cfg config, t target, srv *servers) row {
 	for _, w := range workloads {
 		name := "bench/" + t.id + "/" + w
 		var res workload.Result
+		var procs []*testenv.DLM
+		if t.procs != nil {
+			procs = t.procs(srv)
+		}
+		before, measured := readUsage(ctx, procs)
 		switch w {
 		case "uncontended":
 			res, err = workload.Uncontended(ctx, lk, name, cfg.budget)
@@ -177,6 +187,11 @@ func runTarget(ctx context.Context, cfg config, t target, srv *servers) row {
 			res, err = workload.Contended(ctx, lk, name, cfg.waiters, workload.Hold, cfg.budget)
 		}
 		r.Results = append(r.Results, res)
+		var c cost
+		if after, ok := readUsage(ctx, procs); measured && ok {
+			c = per(before, after, res.Ops)
+		}
+		r.Costs = append(r.Costs, c)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", w, err))
 		}

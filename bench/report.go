@@ -32,6 +32,7 @@ type row struct {
 	Name    string            `json:"name"`
 	DLM     bool              `json:"dlm"`
 	Results []workload.Result `json:"results"`
+	Costs   []cost            `json:"costs"` // the dlm server's, per result
 	Err     string            `json:"error,omitempty"`
 }
 
@@ -74,6 +75,33 @@ func machine() string {
 		kernel += " " + strings.TrimSpace(string(b))
 	}
 	return fmt.Sprintf("%s, %d cores, %s/%s %s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, kernel)
+}
+
+// costs writes the dlm servers' cost per acquisition, by workload.
+func (rep *report) costs(p func(string, ...any)) {
+	head := false
+	for _, r := range rep.Rows {
+		var cells []string
+		for _, w := range workloads {
+			cells = append(cells, "-")
+			for i, res := range r.Results {
+				if res.Workload == w && i < len(r.Costs) && r.Costs[i] != (cost{}) {
+					c := r.Costs[i]
+					cells[len(cells)-1] = fmt.Sprintf("%s, %.0f", dur(c.CPUPerCycle), c.AllocsPerCycle)
+				}
+			}
+		}
+		if strings.Join(cells, "") == strings.Repeat("-", len(cells)) {
+			continue
+		}
+		if !head {
+			p("\n## Cost on the dlm server: CPU time and allocations per acquisition\n\n")
+			p("An acquisition with its release, on the server processes only (all nodes of a cluster): CPU time from /proc/PID/stat (10 ms ticks), heap allocations from go_memstats_mallocs_total.\n\n")
+			p("| dlm server | %s |\n|---|%s\n", strings.Join(workloads, " | "), strings.Repeat("--:|", len(workloads)))
+			head = true
+		}
+		p("| %s | %s |\n", label(r), strings.Join(cells, " | "))
+	}
 }
 
 // result returns the row's result of workload w, if it ran.
@@ -127,6 +155,7 @@ func (rep *report) markdown(w io.Writer) error {
 		}
 	}
 	p("\n## Contended: %d waiters on one key, each holding it %s\n\n", rep.Waiters, workload.Hold)
+	p("The hold is a nanosleep in the kernel, not time.Sleep, whose wake-up Go rounds to a millisecond once the process hears from the network meanwhile (see internal/workload/hold_linux.go). ")
 	p("Gap: from a release to the next grant. Jain: fairness of the waiters' shares (1 is perfectly fair). Longest wait: from asking to getting, the worst single time.\n\n")
 	p("| store / library | acquisitions/s | gap p50 | gap p99 | Jain | longest wait | violations |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Rows {
@@ -134,6 +163,7 @@ func (rep *report) markdown(w io.Writer) error {
 			p("| %s | %.0f | %s | %s | %.3f | %s | %d |\n", label(r), res.PerSecond, dur(res.P50), dur(res.P99), res.Jain, dur(res.MaxWait), res.Violations)
 		}
 	}
+	rep.costs(p)
 	var failed []string
 	for _, r := range rep.Rows {
 		if r.Err != "" {

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/internal/workload"
 	"github.com/dlmhq/dlm/storeurl"
 )
@@ -25,6 +26,9 @@ type target struct {
 	dlm   bool   // one of dlm's stores (else an alternative)
 	needs string // the servers it needs: redis, postgres, etcd or dlm
 	open  func(ctx context.Context, s *servers) (workload.Locker, func(), error)
+	// procs are the dlm server processes whose CPU time and allocations
+	// a workload is charged with (nil: not measured).
+	procs func(s *servers) []*testenv.DLM
 }
 
 // targets lists every implementation, dlm's stores first.
@@ -33,19 +37,23 @@ func targets() []target {
 		{id: "dlm-server-1", name: "dlm server, 1 node (durable)", dlm: true, needs: "dlm",
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openURL(ctx, "dlm://"+s.dlm1.Addr())
-			}},
+			},
+			procs: func(s *servers) []*testenv.DLM { return []*testenv.DLM{s.dlm1} }},
 		{id: "dlm-server-3", name: "dlm server, 3 nodes (durable)", dlm: true, needs: "dlm",
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openURL(ctx, "dlm://"+s.dlm3.Addrs())
-			}},
+			},
+			procs: func(s *servers) []*testenv.DLM { return s.dlm3.Nodes }},
 		{id: "dlm-server-mem", name: "dlm server, 1 node (in-memory log, for comparison)", dlm: true, needs: "dlm",
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openURL(ctx, "dlm://"+s.dlmMem.Addr())
-			}},
+			},
+			procs: func(s *servers) []*testenv.DLM { return []*testenv.DLM{s.dlmMem} }},
 		{id: "dlm-server-bolt", name: "dlm server, 1 node (durable, bbolt log of older data dirs)", dlm: true, needs: "dlm",
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openURL(ctx, "dlm://"+s.dlmBolt.Addr())
-			}},
+			},
+			procs: func(s *servers) []*testenv.DLM { return []*testenv.DLM{s.dlmBolt} }},
 		{id: "dlm-redis", name: "dlm redis store", dlm: true, needs: "redis",
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				addrs, err := s.redisAddrs(1)

@@ -172,3 +172,24 @@ func eventOf(t *testing.T, body string) *dlmpb.EventSnapshot {
 	}
 	return snap
 }
+
+// Go's profiles are served only with Config.Pprof, and then only to
+// admins when authentication is on.
+func TestHTTPPprof(t *testing.T) {
+	client := &http.Client{}
+	off := startServer(t, Config{})
+	if code, _ := httpGet(t, client, "http://"+off.HTTPAddr()+"/debug/pprof/", ""); code != http.StatusNotFound {
+		t.Fatalf("GET /debug/pprof/ without Pprof: %d, want 404", code)
+	}
+	as := startAuthServer(t, Config{Pprof: true})
+	base := "http://" + as.HTTPAddr() + "/debug/pprof/"
+	if code, _ := httpGet(t, client, base, ""); code != http.StatusUnauthorized {
+		t.Fatalf("GET /debug/pprof/ without credentials: %d, want 401", code)
+	}
+	if code, _ := httpGet(t, client, base, as.tok["alice"]); code != http.StatusForbidden {
+		t.Fatalf("GET /debug/pprof/ as alice (no admin): %d, want 403", code)
+	}
+	if code, body := httpGet(t, client, base+"goroutine?debug=1", as.tok["ops"]); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Fatalf("GET /debug/pprof/goroutine as ops (admin): %d\n%.200s", code, body)
+	}
+}

@@ -98,6 +98,10 @@ type Config struct {
 	// Logger receives the server's logs (and the node's, unless
 	// Node.Logger is set); nil discards them.
 	Logger *slog.Logger
+	// Pprof serves Go's runtime profiles on the HTTP address under
+	// /debug/pprof/ (admin only when authentication is on): for profiling
+	// a server under load, off by default.
+	Pprof bool
 
 	// TLS, if set, serves gRPC and HTTP over TLS with this configuration
 	// (see LoadTLS). If its ClientCAs is set, clients are authenticated by
@@ -386,5 +390,6 @@ func (s *Server) httpHandler() http.Handler {
 		MaxEventStreamsPerIdentity: s.cfg.MaxEventStreamsPerIdentity,
 		Logger:                     s.log,
 		Done:                       s.stop,
+		Pprof:                      s.cfg.Pprof,
 	})
 }

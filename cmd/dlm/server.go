@@ -35,7 +35,7 @@ type serverFlags struct {
 	addr, httpAddr, raftAddr, dataDir, nodeID, logLevel string
 	peers, join, raftAdvertise, raftSource, logStore    string
 	advertise, advertiseHTTP                            string
-	inMemory                                            bool
+	inMemory, pprof                                     bool
 	margin, raftTimeout                                 time.Duration
 	sec                                                 securityFlags
 	quotas                                              fsm.Quotas
@@ -63,6 +63,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.nodeID, "id", env("DLM_NODE_ID", "node-1"), "Raft node id (env DLM_NODE_ID)")
 	fs.StringVar(&f.logStore, "log-store", env("DLM_LOG_STORE", ""), "the durable Raft log of a new data dir: wal (one fsync per append; the default) or bolt; a data dir keeps the store it holds (env DLM_LOG_STORE)")
 	fs.BoolVar(&f.inMemory, "in-memory", envBool("DLM_IN_MEMORY"), "keep the Raft log in memory: fast, but every restart starts empty (env DLM_IN_MEMORY)")
+	fs.BoolVar(&f.pprof, "pprof", envBool("DLM_PPROF"), "serve Go's profiles on the HTTP address under /debug/pprof/ (admin only with authentication; env DLM_PPROF)")
 	fs.StringVar(&f.logLevel, "log-level", env("DLM_LOG_LEVEL", "info"), "debug, info, warn or error (env DLM_LOG_LEVEL)")
 	fs.StringVar(&f.peers, "peers", env("DLM_PEERS", ""), "bootstrap a cluster of these voters, this node included: id=raft-host:port,... (the same list on every node; env DLM_PEERS)")
 	fs.StringVar(&f.join, "join", env("DLM_JOIN", ""), "join the cluster through the HTTP address of a member: host:port[,host:port...] (env DLM_JOIN)")
@@ -154,6 +155,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		HTTPAddr:          f.httpAddr,
 		SessionMargin:     f.margin,
 		Logger:            log,
+		Pprof:             f.pprof,
 		TLS:               sec.tls,
 		Tokens:            sec.tokens,
 		Rules:             sec.rules,

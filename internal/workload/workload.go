@@ -248,7 +248,7 @@ func Contended(ctx context.Context, lk Locker, name string, waiters int, hold ti
 				res.MaxWait = max(res.MaxWait, got.Sub(asked))
 				counts[w]++
 				mu.Unlock()
-				time.Sleep(hold) // the critical section's work
+				work(hold) // the critical section
 				f.leave()
 				mu.Lock()
 				lastRelease = time.Now()

@@ -12,6 +12,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -76,6 +77,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Done closes when the server closes: the feed's streams end.
 	Done <-chan struct{}
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/,
+	// to the admin permission when authentication is on.
+	Pprof bool
 }
 
 // api is the HTTP API of one server.
@@ -111,12 +115,14 @@ type api struct {
 //	POST /v1/admin/sessions/kill    end sessions: {"sessions": [id...]} or {"owner": "identity"} (KillSessions)
 //	POST /v1/login, /v1/logout      a browser's login cookie (see login)
 //	POST /v1/cluster/join, /v1/cluster/remove   membership changes (package cluster)
+//	GET /debug/pprof/...            Go's profiles (net/http/pprof), only with Config.Pprof
 //
 // With authentication on, /healthz, /readyz, the dashboard's files and
 // /v1/login, /v1/logout are open; /v1/whoami needs credentials; /metrics,
 // /v1/status, /v1/resources, /v1/sessions and /v1/events need the list
 // permission on some prefix (the last three show only what it covers);
-// /v1/members, /v1/admin/... and the membership changes need admin.
+// /v1/members, /v1/admin/..., /debug/pprof/ and the membership changes
+// need admin.
 func New(cfg Config) http.Handler {
 	a := &api{svc: cfg.Service, auth: cfg.Auth, log: cfg.Logger}
 	if a.log == nil {
@@ -148,5 +154,10 @@ func New(cfg Config) http.Handler {
 	mux.Handle("POST /v1/cluster/remove", a.require(auth.PermissionAdmin, http.HandlerFunc(a.remove)))
 	mux.Handle("GET /v1/admin/sessions", a.require(auth.PermissionAdmin, http.HandlerFunc(a.adminSessions)))
 	mux.Handle("POST /v1/admin/sessions/kill", a.require(auth.PermissionAdmin, http.HandlerFunc(a.killSessions)))
+	if cfg.Pprof {
+		mux.Handle("GET /debug/pprof/", a.require(auth.PermissionAdmin, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/profile", a.require(auth.PermissionAdmin, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/trace", a.require(auth.PermissionAdmin, http.HandlerFunc(pprof.Trace)))
+	}
 	return mux
 }
