@@ -307,6 +307,36 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 			}
 		}
 	}
+	s.releaseOrphansLocked(sync)
+}
+
+// releaseOrphansLocked releases again the session's locks that the store
+// does not know: locks it released whose release the server answered
+// before committing it, then lost with a leader that died or stepped down
+// (the server answers releases early). No request of the store names them,
+// and no lease holds them; left alone they would stay with the session
+// for as long as it lives.
+func (s *Store) releaseOrphansLocked(sync *dlmpb.SessionSync) {
+	named := make(map[uint64]bool, len(s.st.calls))
+	for _, c := range s.st.calls {
+		if c.lock != nil && c.lock.id != 0 {
+			named[c.lock.id] = true
+		}
+	}
+	for _, li := range sync.GetLocks() {
+		id := li.GetLockId()
+		if id == 0 || s.st.locks[id] != nil || named[id] {
+			continue
+		}
+		ls := &lockState{id: id, resource: li.GetResource(), lost: make(chan struct{}), gone: true}
+		rel := s.sendLocked(callRelease, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
+			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{
+				Id: s.reqID(seq), LockId: id,
+			}}}
+		})
+		rel.undo = true
+		s.log.Debug("dlm remote: releasing again a lock the server kept after a lost release", "session", s.st.sid, "lock", id, "resource", li.GetResource())
+	}
 }
 
 // applyInfo copies the server's view of a granted lock.

@@ -136,6 +136,15 @@ func (t *Table) Describe(id LockID) (LockInfo, bool) {
 	return l.info(), true
 }
 
+// Waiters returns how many requests and conversions wait on the resource
+// named name.
+func (t *Table) Waiters(name string) int {
+	if r := t.resources[name]; r != nil {
+		return r.waiters()
+	}
+	return 0
+}
+
 // Resource describes the resource named name, and false if it has no lock
 // and no waiter (it does not exist).
 func (t *Table) Resource(name string) (ResourceInfo, bool) {

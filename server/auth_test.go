@@ -122,8 +122,12 @@ func (as *authServer) resources() []string {
 	return names
 }
 
-// holder returns the session holding lock id, 0 if none does.
+// holder returns the session holding lock id, 0 if none does, once the
+// requests taken so far are applied (a release is answered early).
 func (as *authServer) holder(id uint64) uint64 {
+	if err := as.Node().Settle(context.Background()); err != nil {
+		panic(err)
+	}
 	var sid uint64
 	as.Node().FSM().Read(func(v fsm.View) {
 		t := v.Table()

@@ -80,7 +80,7 @@ func (h *hub) route(c *dlmpb.Command, r *fsm.Result) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if reply != nil {
-		if ob := h.boxes[sid]; ob != nil {
+		if ob := h.boxes[sid]; ob != nil && !ob.answeredEarly(c.GetSeq()) {
 			ob.push(reply)
 		}
 	}

@@ -131,7 +131,9 @@ func keepOf(sc listScope) (keep func(string) bool, ok bool) {
 // most req.Limit resources and req.LockLimit locks (see the page
 // constants); a resource with more locks than are left is cut and
 // continued on the next page, from the cursor in Next. It reads this
-// node's state, which on a follower may lag the leader's. With
+// node's state once the requests it took before the call are applied (a
+// release answered early is then seen released), which on a follower may
+// lag the leader's. With
 // authentication, it needs the list permission on some prefix
 // (PermissionDenied otherwise) and lists only the resources it covers.
 func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
@@ -149,6 +151,9 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 	after, skip, err := parseResourceCursor(req.GetAfter())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, "list: after: "+err.Error())
+	}
+	if err := s.node.Settle(ctx); err != nil {
+		return nil, proposeStatus(err)
 	}
 	resp := &dlmpb.ListResponse{}
 	keep, ok := keepOf(scopeOf(p))

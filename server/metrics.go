@@ -29,6 +29,7 @@ type serverMetrics struct {
 	applyLatency  prometheus.Histogram
 	authRefused   *prometheus.CounterVec
 	resumeRefused prometheus.Counter
+	earlyReleases prometheus.Counter
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -68,6 +69,10 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Help: "Calls and requests refused by authentication (reason=\"unauthenticated\") or authorization (reason=\"permission_denied\").",
 		}, []string{"reason"}),
 	}
+	m.earlyReleases = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_server_releases_answered_early_total",
+		Help: "Releases answered before their log entry committed (the lock was granted to the session and nothing of the stream on it was in flight).",
+	})
 	m.resumeRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dlm_server_resume_refused_total",
 		Help: "Session resumes refused for a wrong or missing resume token (attempted takeovers, or clients that lost the token).",
@@ -84,7 +89,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 		Help: "Session streams ended (ResourceExhausted) because their queue, or the server's, was full: clients too slow to read.",
 	}, func() float64 { return float64(s.queue.slowed.Load()) })
 	m.reg.MustRegister(queued, slowEnded)
-	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused,
+	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused, m.earlyReleases,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -83,8 +83,11 @@ type outbox struct {
 	// read.
 	aborted chan struct{}
 	ended   bool
-	drain   bool  // when ended: send what is queued first
-	err     error // why it ended; nil for a normal end (closed, expired)
+	// early holds the sequence numbers of releases answered early (see
+	// releaseEarly), whose applied answers are not sent.
+	early map[uint64]struct{}
+	drain bool  // when ended: send what is queued first
+	err   error // why it ended; nil for a normal end (closed, expired)
 }
 
 func newOutbox(sid locktable.SessionID, limit int, maxBytes int64, budget *queueBudget) *outbox {
@@ -95,6 +98,10 @@ func newOutbox(sid locktable.SessionID, limit int, maxBytes int64, budget *queue
 func (o *outbox) push(ms ...*dlmpb.SessionResponse) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.pushLocked(ms...)
+}
+
+func (o *outbox) pushLocked(ms ...*dlmpb.SessionResponse) {
 	if o.ended {
 		return
 	}
@@ -116,6 +123,35 @@ func (o *outbox) push(ms ...*dlmpb.SessionResponse) {
 	o.bytes += cost
 	o.msgs = append(o.msgs, ms...)
 	o.signal()
+}
+
+// answerEarly queues m, the answer to request seq given before the request
+// is applied, and records seq so that the applied answer is not sent too.
+// It reports whether m was queued.
+func (o *outbox) answerEarly(seq uint64, m *dlmpb.SessionResponse) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended {
+		return false
+	}
+	if o.early == nil {
+		o.early = make(map[uint64]struct{})
+	}
+	o.early[seq] = struct{}{}
+	o.pushLocked(m)
+	return !o.ended
+}
+
+// answeredEarly reports whether request seq was answered early, and
+// forgets it: its applied answer is not to be sent.
+func (o *outbox) answeredEarly(seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.early[seq]; !ok || seq == 0 {
+		return false
+	}
+	delete(o.early, seq)
+	return true
 }
 
 // slowLocked ends the outbox of a client too slow for its queue.

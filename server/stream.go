@@ -231,12 +231,15 @@ func (q inflight) give() { <-q }
 // of the stream's: if it failed, it is refused with REASON_NOT_LEADER (it
 // was not applied, or its outcome is unknown; the client retries it with
 // the same request id on the leader, where a duplicate is answered from the
-// reply cache); either way its slot is given back. It never blocks.
-func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight) func([]fsm.Result, error) {
+// reply cache), unless it was a release answered early (see releaseEarly);
+// either way its slot is given back, and the stream's count of requests
+// naming lock. It never blocks.
+func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight, work *lockWork, lock uint64, early bool) func([]fsm.Result, error) {
 	return func(_ []fsm.Result, err error) {
-		if err != nil {
+		if err != nil && !early {
 			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
 		}
+		work.end(lock)
 		slots.give()
 	}
 }
@@ -251,6 +254,8 @@ func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight) func([]fsm.Result,
 func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox, p auth.Principal, token string) {
 	defer s.wg.Done()
 	slots := make(inflight, s.cfg.MaxStreamInflight)
+	work := newLockWork()
+	var top uint64 // the highest sequence number submitted
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -290,9 +295,20 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		if err := slots.take(ctx); err != nil {
 			return // the stream is gone
 		}
-		if err := s.node.Submit(ctx, outcome(ob, id, slots), cmd); err != nil {
+		lock := namedLock(cmd)
+		early := lock != 0 && work.idle(lock) && s.releaseEarly(sid, ob, id, cmd, top)
+		top = max(top, id.GetSeq())
+		work.begin(lock)
+		submit := s.node.Submit
+		if early {
+			submit = s.node.SubmitLazy
+		}
+		if err := submit(ctx, outcome(ob, id, slots, work, lock, early), cmd); err != nil {
+			work.end(lock)
 			slots.give()
-			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+			if !early {
+				ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+			}
 			ob.end(true, fmt.Errorf("dlm server: session %d: %w", sid, err))
 			return
 		}

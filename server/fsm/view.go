@@ -39,6 +39,17 @@ func (v View) Session(id locktable.SessionID) (SessionMeta, bool) {
 	return SessionMeta{ID: id, TTL: rec.ttl, Owner: rec.owner}, true
 }
 
+// HighestSeq returns the highest request sequence number session id has
+// used in applied requests (0 if none, or if the session is not open): a
+// request with a higher one is new, neither a retry nor stale.
+func (v View) HighestSeq(id locktable.SessionID) uint64 {
+	rec, ok := v.f.sessions[id]
+	if !ok {
+		return 0
+	}
+	return rec.highest()
+}
+
 // Sessions returns every open session's record, in id order.
 func (v View) Sessions() []SessionMeta {
 	out := make([]SessionMeta, 0, len(v.f.sessions))

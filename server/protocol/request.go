@@ -187,9 +187,16 @@ func Answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.Sessio
 	}
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_Release:
+		lockID := locktable.LockID(op.Release.GetLockId())
+		token := r.Token
+		for i := range r.Events { // the released grant's token
+			if e := &r.Events[i]; token == 0 && e.Kind == locktable.EventReleased && e.Lock == lockID {
+				token = e.Token
+			}
+		}
 		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Released{Released: &dlmpb.Released{
-			Id: id, LockId: uint64(op.Release.GetLockId()), Token: r.Token,
-		}}}, ownLock(sid, locktable.LockID(op.Release.GetLockId()), locktable.EventReleased, locktable.EventCancelled)
+			Id: id, LockId: uint64(lockID), Token: token,
+		}}}, ownLock(sid, lockID, locktable.EventReleased, locktable.EventCancelled)
 	case *dlmpb.Command_Cancel:
 		lockID := locktable.LockID(op.Cancel.GetLockId())
 		c := &dlmpb.Cancelled{Id: id, LockId: uint64(lockID)}

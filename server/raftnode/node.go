@@ -55,6 +55,9 @@ type Config struct {
 	// MaxInflight is how many entries may await commit at once; proposals
 	// arriving meanwhile are batched. Default 2.
 	MaxInflight int
+	// LazyWindow is the longest a lazy proposal (SubmitLazy) waits for
+	// company before its entry is cut; default 1ms.
+	LazyWindow time.Duration
 	// ApplyTimeout bounds the wait to enqueue an entry in Raft, and
 	// Barrier's wait when its context has no deadline; default 10s.
 	ApplyTimeout time.Duration
@@ -123,14 +126,13 @@ type Node struct {
 	closers   []io.Closer // stores, closed after raft
 	logStore  string      // LogStoreWAL or LogStoreBolt; "" in memory
 
-	proposals chan *proposal // unbuffered: a sent proposal is owned by the batcher
-	inflight  chan inflight  // the batcher hands entries to the waiter
-	slots     chan struct{}  // bounds entries in flight
-	stop      chan struct{}  // closed by Close
-	raftDown  chan struct{}  // closed once Raft has shut down
-	notify    chan bool      // Raft's leadership notifications
-	wg        sync.WaitGroup // watchLeadership
-	pipeline  sync.WaitGroup // the batcher and the waiter
+	queue    queue          // proposals not yet in an entry
+	inflight chan inflight  // entries awaiting commit, for the waiter; room for MaxInflight
+	stop     chan struct{}  // closed by Close
+	raftDown chan struct{}  // closed once Raft has shut down
+	notify   chan bool      // Raft's leadership notifications
+	wg       sync.WaitGroup // watchLeadership
+	pipeline sync.WaitGroup // the waiter
 
 	applyObserver atomic.Pointer[func(time.Duration)] // see observeApplyLatency
 
@@ -148,16 +150,14 @@ type Node struct {
 func Open(cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	n := &Node{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		fsm:       fsm.NewFSMWithQuotas(cfg.Limits, cfg.Quotas),
-		proposals: make(chan *proposal),
-		inflight:  make(chan inflight, cfg.MaxInflight),
-		slots:     make(chan struct{}, cfg.MaxInflight),
-		stop:      make(chan struct{}),
-		raftDown:  make(chan struct{}),
-		notify:    make(chan bool, 1),
-		changed:   make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		fsm:      fsm.NewFSMWithQuotas(cfg.Limits, cfg.Quotas),
+		inflight: make(chan inflight, cfg.MaxInflight),
+		stop:     make(chan struct{}),
+		raftDown: make(chan struct{}),
+		notify:   make(chan bool, 1),
+		changed:  make(chan struct{}),
 	}
 	n.wg.Add(1)
 	go n.watchLeadership()
@@ -166,8 +166,8 @@ func Open(cfg Config) (*Node, error) {
 		n.wg.Wait()
 		return nil, errors.Join(err, n.closeStores())
 	}
-	n.pipeline.Add(2)
-	go n.batch()
+	n.queue.free = cfg.MaxInflight
+	n.pipeline.Add(1)
 	go n.await()
 	return n, nil
 }
@@ -195,6 +195,9 @@ func (c *Config) setDefaults() {
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 2
 	}
+	if c.LazyWindow <= 0 {
+		c.LazyWindow = time.Millisecond
+	}
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = 10 * time.Second
 	}
@@ -210,6 +213,7 @@ func (n *Node) start() error {
 		n.cfg.Raft(rc)
 	}
 	rc.NotifyCh = n.notify
+	rc.BatchApplyCh = true // entries are handed over without waiting for the leader's loop (see cut)
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fmt.Errorf("dlm server: raft config: %w", err)
 	}
@@ -442,7 +446,7 @@ func (n *Node) Barrier(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the batcher (proposals not yet in an entry fail with
+// Close stops the queue (proposals not yet in an entry fail with
 // ErrClosed), waits for the entries in flight to be answered while Raft
 // still runs, then shuts Raft down and closes the transport and stores. It
 // is safe to call more than once.
@@ -454,6 +458,7 @@ func (n *Node) Barrier(ctx context.Context) error {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
+		n.closeQueue()
 		drained := make(chan struct{})
 		go func() { n.pipeline.Wait(); close(drained) }()
 		timer := time.NewTimer(n.cfg.ApplyTimeout)

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlmhq/dlm/server/fsm"
@@ -25,8 +26,10 @@ const (
 // outcome.
 type proposal struct {
 	cmds      [][]byte
-	done      func([]fsm.Result, error) // called once, by the batcher or the waiter
+	done      func([]fsm.Result, error) // called once, by the waiter, or by Close
 	submitted time.Time                 // for the apply latency
+	lazy      bool                      // may wait for company: see SubmitLazy
+	num       uint64                    // its place among the node's proposals, from 1
 }
 
 // ObserveApplyLatency makes the node call fn, from its waiter goroutine,
@@ -79,14 +82,35 @@ func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]fsm.Resul
 // block and must not call the node. Proposals submitted one after another
 // by one goroutine are applied, and their done called, in that order;
 // only at Close may the proposals not yet in an entry be told ErrClosed
-// before earlier ones are answered. Submit blocks only while the node's pipeline is full
-// (back-pressure), or until ctx ends or the node closes; if it returns an
-// error, the commands were not handed over and done is never called.
+// before earlier ones are answered. Submit blocks only while the node's
+// pipeline is full (back-pressure), or until ctx ends or the node closes;
+// if it returns an error, the commands were not handed over and done is
+// never called.
+//
+// The submitter itself hands the entry to Raft when an in-flight slot is
+// free, so that a request on a quiet server crosses no goroutine of the
+// node on its way in; while every slot is taken, proposals wait in the
+// queue, and the waiter cuts them into the next entry as a slot frees.
 func (n *Node) Submit(ctx context.Context, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
+	return n.submit(ctx, false, done, cmds)
+}
+
+// SubmitLazy is Submit for commands whose entry may wait: while only lazy
+// proposals are queued, no entry is cut for them until another proposal
+// comes (and shares their entry: one write, one fsync, one round of
+// replication for both) or Config.LazyWindow has passed. Nothing overtakes
+// them: a later proposal is cut into the same entry, after them. For a
+// release already answered, of a lock nobody waits for, whose client
+// is likely to send its next request within a round trip.
+func (n *Node) SubmitLazy(ctx context.Context, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
+	return n.submit(ctx, true, done, cmds)
+}
+
+func (n *Node) submit(ctx context.Context, lazy bool, done func([]fsm.Result, error), cmds []*dlmpb.Command) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dlm server: propose: %w", err)
 	}
-	p := &proposal{cmds: make([][]byte, len(cmds)), done: done, submitted: time.Now()}
+	p := &proposal{cmds: make([][]byte, len(cmds)), done: done, submitted: time.Now(), lazy: lazy}
 	for i, c := range cmds {
 		b, err := proto.Marshal(c)
 		if err != nil {
@@ -94,74 +118,191 @@ func (n *Node) Submit(ctx context.Context, done func([]fsm.Result, error), cmds 
 		}
 		p.cmds[i] = b
 	}
-	select {
-	case n.proposals <- p:
-		return nil
-	case <-n.stop:
+	q := &n.queue
+	q.mu.Lock()
+	for !q.closed && q.count >= 4*n.cfg.MaxBatch { // full: back-pressure
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
+		room := q.room
+		q.mu.Unlock()
+		select {
+		case <-room:
+		case <-n.stop:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("dlm server: propose: %w", ctx.Err())
+		}
+		q.mu.Lock()
+	}
+	if q.closed {
+		q.mu.Unlock()
 		return ErrClosed
-	case <-ctx.Done():
-		return fmt.Errorf("dlm server: propose: %w", ctx.Err())
+	}
+	q.submitted++
+	p.num = q.submitted
+	q.pending = append(q.pending, p)
+	q.count += len(p.cmds)
+	if !p.lazy {
+		q.eager++
+	}
+	switch {
+	case q.free > 0 && (q.eager > 0 || q.due):
+		n.cut()
+	case p.lazy && !q.armed:
+		q.armed = true
+		if q.timer == nil {
+			q.timer = time.AfterFunc(n.cfg.LazyWindow, n.lazyDue)
+		} else {
+			q.timer.Reset(n.cfg.LazyWindow)
+		}
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// lazyDue runs when lazy proposals have waited Config.LazyWindow: they are
+// cut into an entry as soon as a slot is free.
+func (n *Node) lazyDue() {
+	q := &n.queue
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.armed = false
+	if q.closed || len(q.pending) == 0 {
+		return
+	}
+	q.due = true
+	if q.free > 0 {
+		n.cut()
 	}
 }
 
-// batch is the batcher goroutine. It takes proposals as they come, so that
-// a single submitter (one client stream) is never held up behind the entries
-// in flight, and whenever an in-flight slot is free it stamps everything
-// taken so far (up to about MaxBatch commands) as one entry and submits it
-// to Raft. While 4×MaxBatch commands wait it takes no more, which holds
-// submitters back. It closes n.inflight when it stops.
-func (n *Node) batch() {
-	defer n.pipeline.Done()
-	defer close(n.inflight)
-	var (
-		last    int64 // last stamp: stamps never go back on this node
-		pending []*proposal
-		count   int // commands in pending
-	)
-	for {
-		proposals, slots := n.proposals, n.slots
-		if count >= 4*n.cfg.MaxBatch {
-			proposals = nil // full: back-pressure
+// queue holds the proposals not yet in an entry. Entries are cut from it,
+// stamped and handed to Raft in order, under mu, by a submitter or by the
+// waiter, whichever finds a free in-flight slot and proposals waiting.
+type queue struct {
+	mu      sync.Mutex
+	pending []*proposal
+	count   int           // commands in pending
+	free    int           // in-flight slots free: MaxInflight less the entries awaiting commit
+	eager   int           // proposals in pending that are not lazy
+	due     bool          // the lazy proposals in pending have waited long enough
+	armed   bool          // timer runs for the lazy proposals in pending
+	timer   *time.Timer   // calls lazyDue
+	closed  bool          // set by Close: no more entries
+	// submitted counts the proposals taken, answered those told their
+	// outcome (in order); advance, if not nil, is closed when answered
+	// grows (see Settle).
+	submitted, answered uint64
+	advance             chan struct{}
+	room    chan struct{} // if not nil, submitters wait for room: closed when pending shrinks
+	last    int64         // last stamp: stamps never go back on this node
+}
+
+// cut takes the first proposals of the queue, up to about MaxBatch
+// commands, as one entry: stamps it, hands it to Raft and to the waiter,
+// and takes an in-flight slot. The caller holds n.queue.mu, and a slot is
+// free. n.inflight has room for every slot, and Raft's apply channel is
+// buffered (BatchApplyCh), so nothing here waits for Raft's work.
+func (n *Node) cut() {
+	q := &n.queue
+	props, cmds := q.pending, 0
+	for i, p := range q.pending {
+		cmds += len(p.cmds)
+		if cmds >= n.cfg.MaxBatch {
+			props = q.pending[:i+1]
+			break
 		}
-		if len(pending) == 0 {
-			slots = nil // nothing to send
+	}
+	for _, p := range props {
+		if !p.lazy {
+			q.eager--
 		}
+	}
+	rest := len(q.pending) - len(props)
+	q.pending = append(q.pending[:0:0], q.pending[len(props):]...)
+	if rest == 0 {
+		q.pending, q.due = nil, false
+	}
+	q.count -= cmds
+	q.free--
+	if q.room != nil {
+		close(q.room)
+		q.room = nil
+	}
+	q.last = max(q.last, time.Now().UnixNano())
+	data := encodeBatch(props, cmds, q.last)
+	n.inflight <- inflight{future: n.raft.Apply(data, n.cfg.ApplyTimeout), props: props, count: cmds}
+}
+
+// closeQueue stops the queue: proposals not yet in an entry are told
+// ErrClosed, and the waiter stops once the entries in flight are answered.
+func (n *Node) closeQueue() {
+	q := &n.queue
+	q.mu.Lock()
+	pending := q.pending
+	q.pending, q.count, q.eager, q.closed = nil, 0, 0, true
+	if len(pending) > 0 {
+		q.answer(pending[len(pending)-1].num)
+	}
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	if q.room != nil {
+		close(q.room)
+		q.room = nil
+	}
+	close(n.inflight)
+	q.mu.Unlock()
+	for _, p := range pending {
+		p.done(nil, ErrClosed)
+	}
+}
+
+// Settle waits until every proposal submitted before the call has been
+// told its outcome (applied, for those that succeeded), cutting lazy ones
+// into an entry at once: what a read of the state made after it returns
+// sees. It does not wait for proposals submitted meanwhile. It fails with
+// ErrClosed, or ctx's error wrapped.
+func (n *Node) Settle(ctx context.Context) error {
+	q := &n.queue
+	q.mu.Lock()
+	target := q.submitted
+	if len(q.pending) > 0 && !q.closed {
+		q.due = true
+		if q.free > 0 {
+			n.cut()
+		}
+	}
+	for q.answered < target {
+		if q.advance == nil {
+			q.advance = make(chan struct{})
+		}
+		advance := q.advance
+		q.mu.Unlock()
 		select {
-		case p := <-proposals:
-			pending = append(pending, p)
-			count += len(p.cmds)
-			continue
-		case slots <- struct{}{}:
-		case <-n.stop:
-			for _, p := range pending {
-				p.done(nil, ErrClosed)
-			}
-			return
+		case <-advance:
+		case <-ctx.Done():
+			return fmt.Errorf("dlm server: settle: %w", ctx.Err())
+		case <-n.raftDown:
+			return ErrClosed
 		}
-		// Take whatever else is ready, then cut one entry.
-	drain:
-		for count < n.cfg.MaxBatch {
-			select {
-			case p := <-n.proposals:
-				pending = append(pending, p)
-				count += len(p.cmds)
-			default:
-				break drain
-			}
-		}
-		props, cmds := pending, 0
-		for i, p := range pending {
-			cmds += len(p.cmds)
-			if cmds >= n.cfg.MaxBatch {
-				props = pending[:i+1]
-				break
-			}
-		}
-		pending = append([]*proposal(nil), pending[len(props):]...)
-		count -= cmds
-		last = max(last, time.Now().UnixNano())
-		data := encodeBatch(props, cmds, last)
-		n.inflight <- inflight{future: n.raft.Apply(data, n.cfg.ApplyTimeout), props: props, count: cmds}
+		q.mu.Lock()
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// answer records that the proposals up to num have been told their
+// outcome. The caller holds n.queue.mu.
+func (q *queue) answer(num uint64) {
+	if num <= q.answered {
+		return
+	}
+	q.answered = num
+	if q.advance != nil {
+		close(q.advance)
+		q.advance = nil
 	}
 }
 
@@ -186,7 +327,8 @@ func encodeBatch(props []*proposal, count int, stamp int64) []byte {
 
 // await is the waiter goroutine: it waits for each entry in order, tells
 // each proposal its outcome (its slice of the results, or the entry's
-// error) and frees the entry's slot.
+// error), frees the entry's slot and cuts the next entry from the
+// proposals that waited for it. It stops when the queue closes.
 func (n *Node) await() {
 	defer n.pipeline.Done()
 	for e := range n.inflight {
@@ -209,7 +351,16 @@ func (n *Node) await() {
 				(*fn)(applied.Sub(p.submitted))
 			}
 		}
-		<-n.slots
+		q := &n.queue
+		q.mu.Lock()
+		if len(e.props) > 0 {
+			q.answer(e.props[len(e.props)-1].num)
+		}
+		q.free++
+		if !q.closed && len(q.pending) > 0 && (q.eager > 0 || q.due) {
+			n.cut()
+		}
+		q.mu.Unlock()
 	}
 }
 
