@@ -125,10 +125,10 @@ func (o *outbox) pushLocked(ms ...*dlmpb.SessionResponse) {
 	o.signal()
 }
 
-// answerEarly queues m, the answer to request seq given before the request
-// is applied, and records seq so that the applied answer is not sent too.
-// It reports whether m was queued.
-func (o *outbox) answerEarly(seq uint64, m *dlmpb.SessionResponse) bool {
+// expectEarly records that request seq is answered early (see
+// releaseEarly), so that its applied answer is not sent; it reports false
+// once the outbox has ended.
+func (o *outbox) expectEarly(seq uint64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ended {
@@ -138,8 +138,7 @@ func (o *outbox) answerEarly(seq uint64, m *dlmpb.SessionResponse) bool {
 		o.early = make(map[uint64]struct{})
 	}
 	o.early[seq] = struct{}{}
-	o.pushLocked(m)
-	return !o.ended
+	return true
 }
 
 // answeredEarly reports whether request seq was answered early, and

@@ -296,21 +296,25 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 			return // the stream is gone
 		}
 		lock := namedLock(cmd)
-		early := lock != 0 && work.idle(lock) && s.releaseEarly(sid, ob, id, cmd, top)
+		var early *dlmpb.SessionResponse
+		if lock != 0 && work.idle(lock) {
+			early = s.releaseEarly(sid, ob, id, cmd, top)
+		}
 		top = max(top, id.GetSeq())
 		work.begin(lock)
 		submit := s.node.Submit
-		if early {
+		if early != nil {
 			submit = s.node.SubmitLazy
 		}
-		if err := submit(ctx, outcome(ob, id, slots, work, lock, early), cmd); err != nil {
+		if err := submit(ctx, outcome(ob, id, slots, work, lock, early != nil), cmd); err != nil {
 			work.end(lock)
 			slots.give()
-			if !early {
-				ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
-			}
+			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
 			ob.end(true, fmt.Errorf("dlm server: session %d: %w", sid, err))
 			return
+		}
+		if early != nil {
+			ob.push(early) // after the submission: see releaseEarly
 		}
 	}
 }

@@ -183,20 +183,20 @@ func (n *Node) lazyDue() {
 type queue struct {
 	mu      sync.Mutex
 	pending []*proposal
-	count   int           // commands in pending
-	free    int           // in-flight slots free: MaxInflight less the entries awaiting commit
-	eager   int           // proposals in pending that are not lazy
-	due     bool          // the lazy proposals in pending have waited long enough
-	armed   bool          // timer runs for the lazy proposals in pending
-	timer   *time.Timer   // calls lazyDue
-	closed  bool          // set by Close: no more entries
+	count   int         // commands in pending
+	free    int         // in-flight slots free: MaxInflight less the entries awaiting commit
+	eager   int         // proposals in pending that are not lazy
+	due     bool        // the lazy proposals in pending have waited long enough
+	armed   bool        // timer runs for the lazy proposals in pending
+	timer   *time.Timer // calls lazyDue
+	closed  bool        // set by Close: no more entries
 	// submitted counts the proposals taken, answered those told their
 	// outcome (in order); advance, if not nil, is closed when answered
 	// grows (see Settle).
 	submitted, answered uint64
 	advance             chan struct{}
-	room    chan struct{} // if not nil, submitters wait for room: closed when pending shrinks
-	last    int64         // last stamp: stamps never go back on this node
+	room                chan struct{} // if not nil, submitters wait for room: closed when pending shrinks
+	last                int64         // last stamp: stamps never go back on this node
 }
 
 // cut takes the first proposals of the queue, up to about MaxBatch
