@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
@@ -58,6 +59,13 @@ func (w *lockWork) end(id uint64) {
 	}
 	w.mu.Unlock()
 }
+
+// lazyRelease is how long an early release's entry waits for company
+// (raftnode.Node.SubmitLazy): its client's next request, a round trip and
+// a little work away. (Lock requests queued behind others were tried too,
+// waiting for the release that moves the queue: it saved an fsync per
+// hand-off but not time, 633-658/s against 650-692/s with 8 waiters.)
+const lazyRelease = time.Millisecond
 
 // namedLock returns the lock a command names (a conversion, release or
 // cancel), or 0.

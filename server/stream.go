@@ -302,11 +302,13 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		}
 		top = max(top, id.GetSeq())
 		work.begin(lock)
-		submit := s.node.Submit
+		done := outcome(ob, id, slots, work, lock, early != nil)
 		if early != nil {
-			submit = s.node.SubmitLazy
+			err = s.node.SubmitLazy(ctx, lazyRelease, done, cmd)
+		} else {
+			err = s.node.Submit(ctx, done, cmd)
 		}
-		if err := submit(ctx, outcome(ob, id, slots, work, lock, early != nil), cmd); err != nil {
+		if err != nil {
 			work.end(lock)
 			slots.give()
 			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))

@@ -11,11 +11,11 @@ import (
 )
 
 // A lazy proposal waits for company: the next proposal shares its entry,
-// after it. Alone, it is applied once LazyWindow has passed, or at once
+// after it. Alone, it is applied once its window has passed, or at once
 // when someone settles the node.
 func TestSubmitLazy(t *testing.T) {
 	defer servertest.CheckNoLeaks(t)
-	n := openNode(t, Config{InMemory: true, LazyWindow: time.Hour})
+	n := openNode(t, Config{InMemory: true})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -35,7 +35,7 @@ func TestSubmitLazy(t *testing.T) {
 	submitLazy := func(c *dlmpb.Command) <-chan fsm.Result {
 		t.Helper()
 		out := make(chan fsm.Result, 1)
-		if err := n.SubmitLazy(ctx, func(rs []fsm.Result, err error) {
+		if err := n.SubmitLazy(ctx, time.Hour, func(rs []fsm.Result, err error) {
 			if err != nil {
 				t.Errorf("lazy proposal: %v", err)
 			}
@@ -78,12 +78,12 @@ func TestSubmitLazy(t *testing.T) {
 // Alone and unsettled, a lazy proposal is applied once its window passes.
 func TestSubmitLazyWindow(t *testing.T) {
 	defer servertest.CheckNoLeaks(t)
-	n := openNode(t, Config{InMemory: true, LazyWindow: 5 * time.Millisecond})
+	n := openNode(t, Config{InMemory: true})
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	if err := n.SubmitLazy(ctx, func(_ []fsm.Result, err error) { done <- err }, servertest.Open("alone")); err != nil {
+	if err := n.SubmitLazy(ctx, 5*time.Millisecond, func(_ []fsm.Result, err error) { done <- err }, servertest.Open("alone")); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -55,9 +55,6 @@ type Config struct {
 	// MaxInflight is how many entries may await commit at once; proposals
 	// arriving meanwhile are batched. Default 2.
 	MaxInflight int
-	// LazyWindow is the longest a lazy proposal (SubmitLazy) waits for
-	// company before its entry is cut; default 1ms.
-	LazyWindow time.Duration
 	// ApplyTimeout bounds the wait to enqueue an entry in Raft, and
 	// Barrier's wait when its context has no deadline; default 10s.
 	ApplyTimeout time.Duration
@@ -194,9 +191,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 2
-	}
-	if c.LazyWindow <= 0 {
-		c.LazyWindow = time.Millisecond
 	}
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = 10 * time.Second

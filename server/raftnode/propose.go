@@ -92,25 +92,28 @@ func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]fsm.Resul
 // node on its way in; while every slot is taken, proposals wait in the
 // queue, and the waiter cuts them into the next entry as a slot frees.
 func (n *Node) Submit(ctx context.Context, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
-	return n.submit(ctx, false, done, cmds)
+	return n.submit(ctx, -1, done, cmds)
 }
 
 // SubmitLazy is Submit for commands whose entry may wait: while only lazy
 // proposals are queued, no entry is cut for them until another proposal
 // comes (and shares their entry: one write, one fsync, one round of
-// replication for both) or Config.LazyWindow has passed. Nothing overtakes
-// them: a later proposal is cut into the same entry, after them. For a
-// release already answered, of a lock nobody waits for, whose client
-// is likely to send its next request within a round trip.
-func (n *Node) SubmitLazy(ctx context.Context, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
-	return n.submit(ctx, true, done, cmds)
+// replication for both) or within has passed. Nothing overtakes them: a
+// later proposal is cut into the same entry, after them. For requests whose
+// outcome nobody waits for meanwhile: a release already answered, of a lock
+// nobody waits for (its client's next request is likely within a round
+// trip), or a lock request queued behind others (the release that moves the
+// queue comes within a hold).
+func (n *Node) SubmitLazy(ctx context.Context, within time.Duration, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
+	return n.submit(ctx, max(within, 0), done, cmds)
 }
 
-func (n *Node) submit(ctx context.Context, lazy bool, done func([]fsm.Result, error), cmds []*dlmpb.Command) error {
+// submit submits cmds, lazily for up to within if it is not negative.
+func (n *Node) submit(ctx context.Context, within time.Duration, done func([]fsm.Result, error), cmds []*dlmpb.Command) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dlm server: propose: %w", err)
 	}
-	p := &proposal{cmds: make([][]byte, len(cmds)), done: done, submitted: time.Now(), lazy: lazy}
+	p := &proposal{cmds: make([][]byte, len(cmds)), done: done, submitted: time.Now(), lazy: within >= 0}
 	for i, c := range cmds {
 		b, err := proto.Marshal(c)
 		if err != nil {
@@ -149,20 +152,22 @@ func (n *Node) submit(ctx context.Context, lazy bool, done func([]fsm.Result, er
 	switch {
 	case q.free > 0 && (q.eager > 0 || q.due):
 		n.cut()
-	case p.lazy && !q.armed:
-		q.armed = true
-		if q.timer == nil {
-			q.timer = time.AfterFunc(n.cfg.LazyWindow, n.lazyDue)
-		} else {
-			q.timer.Reset(n.cfg.LazyWindow)
+	case p.lazy:
+		if due := p.submitted.Add(within); !q.armed || due.Before(q.armedFor) {
+			q.armed, q.armedFor = true, due
+			if q.timer == nil {
+				q.timer = time.AfterFunc(within, n.lazyDue)
+			} else {
+				q.timer.Reset(within)
+			}
 		}
 	}
 	q.mu.Unlock()
 	return nil
 }
 
-// lazyDue runs when lazy proposals have waited Config.LazyWindow: they are
-// cut into an entry as soon as a slot is free.
+// lazyDue runs when the first lazy proposal queued has waited as long as it
+// may: the lazy proposals are cut into an entry as soon as a slot is free.
 func (n *Node) lazyDue() {
 	q := &n.queue
 	q.mu.Lock()
@@ -187,7 +192,8 @@ type queue struct {
 	free    int         // in-flight slots free: MaxInflight less the entries awaiting commit
 	eager   int         // proposals in pending that are not lazy
 	due     bool        // the lazy proposals in pending have waited long enough
-	armed   bool        // timer runs for the lazy proposals in pending
+	armed    bool      // timer runs for the lazy proposals in pending
+	armedFor time.Time // when it fires
 	timer   *time.Timer // calls lazyDue
 	closed  bool        // set by Close: no more entries
 	// submitted counts the proposals taken, answered those told their
