@@ -73,14 +73,26 @@ func (h *hub) endAll(err error) {
 // route sends each answer and event of an applied command to the stream of
 // the session concerned.
 func (h *hub) route(c *dlmpb.Command, r *fsm.Result) {
-	sid, reply, skip := protocol.Answer(c, r)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var (
+		sid   locktable.SessionID
+		reply *dlmpb.SessionResponse
+		skip  func(*locktable.Event) bool
+	)
+	if c.GetRelease() != nil {
+		sid, skip = protocol.ReleasedEvents(c)
+		if ob := h.boxes[sid]; ob == nil || !ob.answeredEarly(c.GetSeq()) {
+			sid, reply, skip = protocol.Answer(c, r)
+		}
+	} else {
+		sid, reply, skip = protocol.Answer(c, r)
+	}
 	if reply == nil && len(r.Events) == 0 {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if reply != nil {
-		if ob := h.boxes[sid]; ob != nil && !ob.answeredEarly(c.GetSeq()) {
+		if ob := h.boxes[sid]; ob != nil {
 			ob.push(reply)
 		}
 	}

@@ -61,7 +61,10 @@ func requestIDOf(m *dlmpb.SessionRequest) *dlmpb.RequestID {
 // that is refused (invalid, or of no known kind) has no command; its id
 // names the refusal.
 func RequestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Command, *dlmpb.RequestID, error) {
-	id := RequestID(sid, requestIDOf(m).GetSeq())
+	id := requestIDOf(m)
+	if id.GetSession() != uint64(sid) { // named for this session whatever it says
+		id = RequestID(sid, id.GetSeq())
+	}
 	if err := validateRequest(m); err != nil {
 		return nil, id, err
 	}
@@ -219,6 +222,15 @@ func Answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.Sessio
 	return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Granted{Granted: &dlmpb.Granted{
 		Id: id, LockId: lock, Token: r.Token, Mode: mode, Permits: permits, Conversion: conversion,
 	}}}, ownLock(sid, r.Lock, locktable.EventGranted)
+}
+
+// ReleasedEvents returns what Answer's third result would be for release
+// command c, without building the answer: for a release answered before it
+// was applied, whose answer is not sent again.
+func ReleasedEvents(c *dlmpb.Command) (locktable.SessionID, func(*locktable.Event) bool) {
+	rel := c.GetRelease()
+	sid := locktable.SessionID(rel.GetSession())
+	return sid, ownLock(sid, locktable.LockID(rel.GetLockId()), locktable.EventReleased, locktable.EventCancelled)
 }
 
 // ownLock matches the events of lock id of session sid of the given kinds.
