@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -82,7 +83,9 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 	if g.Lost != nil {
 		go l.watch(g.Lost)
 	}
-	c.log.Debug("dlm: acquired", "store", c.store, "resource", req.Resource, "mode", req.Mode, "token", g.Token)
+	if c.log.Enabled(context.Background(), slog.LevelDebug) { // the arguments cost allocations even when not logged
+		c.log.Debug("dlm: acquired", "store", c.store, "resource", req.Resource, "mode", req.Mode, "token", g.Token)
+	}
 	return l
 }
 
