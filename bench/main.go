@@ -139,6 +139,10 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 	defer srv.stop()
 	rep := newReport(cfg)
 	rep.Servers = srv.versions(ctx)
+	if rep.Floor, err = measureFloor(os.TempDir()); err != nil {
+		log.Warn("the physical floor was not measured", "err", err)
+	}
+	log.Info("the physical floor", "fdatasync_p50", rep.Floor.Fdatasync, "loopback_rtt_p50", rep.Floor.Loopback)
 	for _, t := range chosen {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

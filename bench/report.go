@@ -21,6 +21,7 @@ type report struct {
 	Libraries []string  `json:"libraries"`
 	Servers   []string  `json:"servers"`
 	Budget    string    `json:"budget"`
+	Floor     floor     `json:"floor"`
 	Lockers   int       `json:"lockers"`
 	Waiters   int       `json:"waiters"`
 	Rows      []row     `json:"rows"`
@@ -136,7 +137,11 @@ func (rep *report) markdown(w io.Writer) error {
 	p("- Machine: %s; %s\n", rep.Machine, rep.Go)
 	p("- Servers, each started by the run on free loopback ports: %s; dlm servers with their command's defaults (durable Raft log, -raft-timeout 1s)\n", strings.Join(rep.Servers, ", "))
 	p("- Libraries: %s\n", strings.Join(rep.Libraries, ", "))
-	p("- Budget: %s. Clients and servers share the machine's cores.\n\n", rep.Budget)
+	p("- Budget: %s. Clients and servers share the machine's cores.\n", rep.Budget)
+	if rep.Floor != (floor{}) {
+		p("- The physical floor: %s.\n", rep.Floor)
+	}
+	p("\n")
 	p("Every workload checks mutual exclusion as it runs; a column of violations must read 0.\n")
 	p("Waiting acquisitions take a %s TTL. Libraries without a waiting queue poll; their retry setting is in the row's name.\n\n", workload.WaitTTL)
 

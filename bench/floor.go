@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"time"
+)
+
+// floor is the machine's physical floor, measured at the start of a run:
+// what one durable write and one loopback round trip cost, which no lock
+// service on this machine can go below.
+type floor struct {
+	Fdatasync time.Duration `json:"fdatasync_p50"` // a 4 KiB append and its fdatasync
+	Loopback  time.Duration `json:"loopback_rtt_p50"`
+}
+
+// measureFloor measures the floor, in dir for the sync.
+func measureFloor(dir string) (floor, error) {
+	var f floor
+	var err error
+	if f.Fdatasync, err = syncP50(dir, 300); err != nil {
+		return f, err
+	}
+	f.Loopback, err = loopbackP50(2000)
+	return f, err
+}
+
+// syncP50 appends 4 KiB n times to a file in dir, each followed by an
+// fdatasync (fsync where there is none), and returns the median.
+func syncP50(dir string, n int) (time.Duration, error) {
+	file, err := os.CreateTemp(dir, "floor-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(file.Name())
+	defer file.Close()
+	buf := make([]byte, 4096)
+	took := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if _, err := file.Write(buf); err != nil {
+			return 0, err
+		}
+		if err := fdatasync(file); err != nil {
+			return 0, err
+		}
+		took = append(took, time.Since(start))
+	}
+	return median(took), nil
+}
+
+// loopbackP50 returns the median round trip of a 32-byte message over a TCP
+// connection to 127.0.0.1, echoed by a goroutine.
+func loopbackP50(n int) (time.Duration, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	buf := make([]byte, 32)
+	took := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if _, err := c.Write(buf); err != nil {
+			return 0, err
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return 0, err
+		}
+		took = append(took, time.Since(start))
+	}
+	return median(took), nil
+}
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+func (f floor) String() string {
+	return fmt.Sprintf("fdatasync of a 4 KiB append %s, loopback TCP round trip %s (medians, measured at the start of the run)", dur(f.Fdatasync), dur(f.Loopback))
+}
