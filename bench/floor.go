@@ -38,18 +38,12 @@ func syncP50(dir string, n int) (time.Duration, error) {
 	defer os.Remove(file.Name())
 	defer file.Close()
 	buf := make([]byte, 4096)
-	took := make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
+	return medianOf(n, func() error {
 		if _, err := file.Write(buf); err != nil {
-			return 0, err
+			return err
 		}
-		if err := fdatasync(file); err != nil {
-			return 0, err
-		}
-		took = append(took, time.Since(start))
-	}
-	return median(took), nil
+		return fdatasync(file)
+	})
 }
 
 // loopbackP50 returns the median round trip of a 32-byte message over a TCP
@@ -74,23 +68,27 @@ func loopbackP50(n int) (time.Duration, error) {
 	}
 	defer c.Close()
 	buf := make([]byte, 32)
+	return medianOf(n, func() error {
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, buf)
+		return err
+	})
+}
+
+// medianOf runs fn n times and returns the median time it took.
+func medianOf(n int, fn func() error) (time.Duration, error) {
 	took := make([]time.Duration, 0, n)
 	for range n {
 		start := time.Now()
-		if _, err := c.Write(buf); err != nil {
-			return 0, err
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
+		if err := fn(); err != nil {
 			return 0, err
 		}
 		took = append(took, time.Since(start))
 	}
-	return median(took), nil
-}
-
-func median(d []time.Duration) time.Duration {
-	slices.Sort(d)
-	return d[len(d)/2]
+	slices.Sort(took)
+	return took[len(took)/2], nil
 }
 
 func (f floor) String() string {
