@@ -32,7 +32,7 @@ type lockWork struct {
 	busy map[uint64]int
 }
 
-func newLockWork() *lockWork { return &lockWork{busy: make(map[uint64]int)} }
+func newLockWork() *lockWork { return &lockWork{} } // its map is made at first use
 
 func (w *lockWork) idle(id uint64) bool {
 	w.mu.Lock()
@@ -45,6 +45,9 @@ func (w *lockWork) begin(id uint64) {
 		return
 	}
 	w.mu.Lock()
+	if w.busy == nil {
+		w.busy = make(map[uint64]int)
+	}
 	w.busy[id]++
 	w.mu.Unlock()
 }
