@@ -98,10 +98,6 @@ func newOutbox(sid locktable.SessionID, limit int, maxBytes int64, budget *queue
 func (o *outbox) push(ms ...*dlmpb.SessionResponse) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.pushLocked(ms...)
-}
-
-func (o *outbox) pushLocked(ms ...*dlmpb.SessionResponse) {
 	if o.ended {
 		return
 	}

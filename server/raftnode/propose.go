@@ -100,10 +100,9 @@ func (n *Node) Submit(ctx context.Context, done func([]fsm.Result, error), cmds 
 // comes (and shares their entry: one write, one fsync, one round of
 // replication for both) or within has passed. Nothing overtakes them: a
 // later proposal is cut into the same entry, after them. For requests whose
-// outcome nobody waits for meanwhile: a release already answered, of a lock
-// nobody waits for (its client's next request is likely within a round
-// trip), or a lock request queued behind others (the release that moves the
-// queue comes within a hold).
+// outcome nobody waits for meanwhile, such as a release already answered,
+// of a lock nobody waits for, whose client's next request is likely within
+// a round trip.
 func (n *Node) SubmitLazy(ctx context.Context, within time.Duration, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
 	return n.submit(ctx, max(within, 0), done, cmds)
 }
@@ -186,16 +185,16 @@ func (n *Node) lazyDue() {
 // stamped and handed to Raft in order, under mu, by a submitter or by the
 // waiter, whichever finds a free in-flight slot and proposals waiting.
 type queue struct {
-	mu      sync.Mutex
-	pending []*proposal
-	count   int         // commands in pending
-	free    int         // in-flight slots free: MaxInflight less the entries awaiting commit
-	eager   int         // proposals in pending that are not lazy
-	due     bool        // the lazy proposals in pending have waited long enough
-	armed    bool      // timer runs for the lazy proposals in pending
-	armedFor time.Time // when it fires
-	timer   *time.Timer // calls lazyDue
-	closed  bool        // set by Close: no more entries
+	mu       sync.Mutex
+	pending  []*proposal
+	count    int         // commands in pending
+	free     int         // in-flight slots free: MaxInflight less the entries awaiting commit
+	eager    int         // proposals in pending that are not lazy
+	due      bool        // the lazy proposals in pending have waited long enough
+	armed    bool        // timer runs for the lazy proposals in pending
+	armedFor time.Time   // when it fires
+	timer    *time.Timer // calls lazyDue
+	closed   bool        // set by Close: no more entries
 	// submitted counts the proposals taken, answered those told their
 	// outcome (in order); advance, if not nil, is closed when answered
 	// grows (see Settle).
@@ -225,10 +224,10 @@ func (n *Node) cut() {
 			q.eager--
 		}
 	}
-	rest := len(q.pending) - len(props)
-	q.pending = append(q.pending[:0:0], q.pending[len(props):]...)
-	if rest == 0 {
+	if len(props) == len(q.pending) {
 		q.pending, q.due = nil, false
+	} else {
+		q.pending = append(q.pending[:0:0], q.pending[len(props):]...)
 	}
 	q.count -= cmds
 	q.free--
