@@ -864,8 +864,8 @@ func outboxOf(t *testing.T, s *Server, sid uint64) *outbox {
 	t.Helper()
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
-	ob := s.hub.boxes[locktable.SessionID(sid)]
-	if ob == nil {
+	ob, ok := s.hub.boxes[locktable.SessionID(sid)].(*outbox)
+	if !ok {
 		t.Fatalf("session %d has no stream", sid)
 	}
 	return ob
@@ -1082,7 +1082,7 @@ func TestAttackStalledKeepalivesDoNotBlockOtherStreams(t *testing.T) {
 	a, _ := open(t, s, 0, time.Minute)
 	b, _ := open(t, s, 0, time.Minute)
 	s.hub.mu.Lock()
-	aq := s.hub.boxes[locktable.SessionID(a.sid)]
+	aq := s.hub.boxes[locktable.SessionID(a.sid)].(*outbox)
 	s.hub.mu.Unlock()
 	aq.mu.Lock() // a's acknowledgements stall
 	held := true

@@ -30,11 +30,27 @@ type hub struct {
 	budget   *queueBudget
 
 	mu    sync.Mutex
-	boxes map[locktable.SessionID]*outbox
+	boxes map[locktable.SessionID]sink
+}
+
+// sink is where the hub sends one session's messages: the outbox of its
+// stream, or the mailbox of a session used through the unary API. Its
+// methods are called under the hub's lock and never block.
+type sink interface {
+	// push queues messages, in log order.
+	push(msgs ...*dlmpb.SessionResponse)
+	// pushWarning queues a SessionWarning, unless one waits already.
+	pushWarning(m *dlmpb.SessionResponse)
+	// end ends the sink with err (nil: the session ended); drain lets
+	// what is queued go out first.
+	end(drain bool, err error)
+	// answeredEarly reports whether release seq was answered before it
+	// was applied (see releaseEarly), and forgets it.
+	answeredEarly(seq uint64) bool
 }
 
 func newHub(limit int, maxBytes int64, budget *queueBudget) *hub {
-	return &hub{limit: limit, maxBytes: maxBytes, budget: budget, boxes: make(map[locktable.SessionID]*outbox)}
+	return &hub{limit: limit, maxBytes: maxBytes, budget: budget, boxes: make(map[locktable.SessionID]sink)}
 }
 
 // attach gives session sid a new outbox, ending the one it had. Call it
@@ -55,9 +71,27 @@ func (h *hub) attach(sid locktable.SessionID) *outbox {
 func (h *hub) detach(ob *outbox) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.boxes[ob.sid] == ob {
+	if h.boxes[ob.sid] == sink(ob) {
 		delete(h.boxes, ob.sid)
 	}
+}
+
+// mailbox returns the mailbox of session sid for the unary API, giving it
+// one if it has none (ending its stream, if it has one: a session is
+// served one way at a time, the latest).
+func (h *hub) mailbox(sid locktable.SessionID) *mailbox {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := h.boxes[sid]
+	if mb, ok := old.(*mailbox); ok && mb.ended() == nil {
+		return mb
+	}
+	if old != nil {
+		old.end(false, errReplaced)
+	}
+	mb := newMailbox(sid)
+	h.boxes[sid] = mb
+	return mb
 }
 
 // endAll ends every stream (on loss of leadership or shutdown).

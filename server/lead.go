@@ -58,7 +58,9 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 	// applies: a session opened or ended in between is not missed.
 	s.node.FSM().Read(func(v fsm.View) { s.live.activate(v.Sessions(), time.Now(), s.cfg.SessionMargin) })
 	s.metrics.leaderChanges.Inc()
+	setHealth(s.health, true)
 	defer func() {
+		setHealth(s.health, false)
 		s.live.deactivate()
 		s.hub.endAll(errNotLeader)
 	}()

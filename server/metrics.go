@@ -30,6 +30,7 @@ type serverMetrics struct {
 	authRefused   *prometheus.CounterVec
 	resumeRefused prometheus.Counter
 	earlyReleases prometheus.Counter
+	withdrawn     prometheus.Counter
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -73,6 +74,10 @@ func newServerMetrics(s *Server) *serverMetrics {
 		Name: "dlm_server_releases_answered_early_total",
 		Help: "Releases answered before their log entry committed (the lock was granted to the session and nothing of the stream on it was in flight).",
 	})
+	m.withdrawn = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_server_unary_withdrawn_total",
+		Help: "Requests of the unary API withdrawn because their client hung up while they waited (released, or cancelled for a conversion).",
+	})
 	m.resumeRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dlm_server_resume_refused_total",
 		Help: "Session resumes refused for a wrong or missing resume token (attempted takeovers, or clients that lost the token).",
@@ -89,7 +94,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 		Help: "Session streams ended (ResourceExhausted) because their queue, or the server's, was full: clients too slow to read.",
 	}, func() float64 { return float64(s.queue.slowed.Load()) })
 	m.reg.MustRegister(queued, slowEnded)
-	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused, m.earlyReleases,
+	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused, m.earlyReleases, m.withdrawn,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

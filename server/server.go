@@ -21,7 +21,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
@@ -170,6 +173,7 @@ type Server struct {
 	auth    *auth.Authenticator
 	queue   *queueBudget // bytes queued for all streams
 	kas     *keepalives
+	health  *health.Server
 
 	grpc     *grpc.Server
 	lis      net.Listener
@@ -204,8 +208,9 @@ func Start(cfg Config) (*Server, error) {
 		hub:   newHub(cfg.MaxStreamQueue, int64(cfg.MaxStreamQueueBytes), queue),
 		live:  newLiveness(),
 		queue: queue,
-		kas:   newKeepalives(),
-		stop:  make(chan struct{}),
+		kas:    newKeepalives(),
+		health: newHealth(),
+		stop:   make(chan struct{}),
 
 		confirmed: make(chan struct{}),
 	}
@@ -235,6 +240,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(s.grpcOptions()...)
 	dlmpb.RegisterDLMServer(s.grpc, s)
+	dlmpb.RegisterLocksServer(s.grpc, unary{s: s})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
 
 	s.wg.Add(3)
 	go s.lead()
@@ -294,7 +302,7 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 	}
 	// Strings that are not UTF-8 are refused request by request (after
 	// authentication), not as undecodable messages: see utf8Codec.
-	opts = append(opts, grpc.ForceServerCodecV2(protocol.NewCodec()), grpc.ChainUnaryInterceptor(protocol.ValidateUnary))
+	opts = append(opts, grpc.ForceServerCodecV2(protocol.NewCodec()), grpc.ChainUnaryInterceptor(protocol.ValidateUnary, reasonTrailer))
 	return opts
 }
 
@@ -350,6 +358,7 @@ func (s *Server) WaitReady(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
+		s.health.Shutdown()
 		s.hub.endAll(errShutdown)
 		var errs []error
 		if s.http != nil {
@@ -382,6 +391,7 @@ var (
 // the node's apply latency to the metrics, which only HTTP serves.
 func (s *Server) httpHandler() http.Handler {
 	s.metrics.instrument(s.node)
+	locksPattern, locks := s.locksHTTP()
 	return httpapi.New(httpapi.Config{
 		Service:                    httpService{s},
 		Auth:                       s.auth,
@@ -391,5 +401,6 @@ func (s *Server) httpHandler() http.Handler {
 		Logger:                     s.log,
 		Done:                       s.stop,
 		Pprof:                      s.cfg.Pprof,
+		Handlers:                   map[string]http.Handler{locksPattern: locks},
 	})
 }

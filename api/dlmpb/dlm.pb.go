@@ -340,6 +340,110 @@ func (LockInfo_State) EnumDescriptor() ([]byte, []int) {
 	return file_dlm_proto_rawDescGZIP(), []int{1, 0}
 }
 
+type LockEvent_Kind int32
+
+const (
+	LockEvent_KIND_UNSPECIFIED LockEvent_Kind = 0
+	LockEvent_KIND_GRANTED     LockEvent_Kind = 1 // the request (or conversion) was granted: token, mode, permits
+	LockEvent_KIND_TIMED_OUT   LockEvent_Kind = 2 // the request (or conversion) waited its whole wait
+	LockEvent_KIND_BLOCKING    LockEvent_Kind = 3 // a request for mode (or permits) waits behind this lock
+)
+
+// Enum value maps for LockEvent_Kind.
+var (
+	LockEvent_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_GRANTED",
+		2: "KIND_TIMED_OUT",
+		3: "KIND_BLOCKING",
+	}
+	LockEvent_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_GRANTED":     1,
+		"KIND_TIMED_OUT":   2,
+		"KIND_BLOCKING":    3,
+	}
+)
+
+func (x LockEvent_Kind) Enum() *LockEvent_Kind {
+	p := new(LockEvent_Kind)
+	*p = x
+	return p
+}
+
+func (x LockEvent_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockEvent_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_dlm_proto_enumTypes[4].Descriptor()
+}
+
+func (LockEvent_Kind) Type() protoreflect.EnumType {
+	return &file_dlm_proto_enumTypes[4]
+}
+
+func (x LockEvent_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockEvent_Kind.Descriptor instead.
+func (LockEvent_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{42, 0}
+}
+
+type AcquireResponse_Outcome int32
+
+const (
+	AcquireResponse_OUTCOME_UNSPECIFIED AcquireResponse_Outcome = 0
+	AcquireResponse_OUTCOME_GRANTED     AcquireResponse_Outcome = 1 // held: use token
+	AcquireResponse_OUTCOME_QUEUED      AcquireResponse_Outcome = 2 // poll passed: still waiting (call again with the same request id)
+	AcquireResponse_OUTCOME_TIMED_OUT   AcquireResponse_Outcome = 3 // not granted within wait; nothing is left queued (a conversion keeps its old mode)
+)
+
+// Enum value maps for AcquireResponse_Outcome.
+var (
+	AcquireResponse_Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_GRANTED",
+		2: "OUTCOME_QUEUED",
+		3: "OUTCOME_TIMED_OUT",
+	}
+	AcquireResponse_Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"OUTCOME_GRANTED":     1,
+		"OUTCOME_QUEUED":      2,
+		"OUTCOME_TIMED_OUT":   3,
+	}
+)
+
+func (x AcquireResponse_Outcome) Enum() *AcquireResponse_Outcome {
+	p := new(AcquireResponse_Outcome)
+	*p = x
+	return p
+}
+
+func (x AcquireResponse_Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AcquireResponse_Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_dlm_proto_enumTypes[5].Descriptor()
+}
+
+func (AcquireResponse_Outcome) Type() protoreflect.EnumType {
+	return &file_dlm_proto_enumTypes[5]
+}
+
+func (x AcquireResponse_Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AcquireResponse_Outcome.Descriptor instead.
+func (AcquireResponse_Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{44, 0}
+}
+
 // RequestID names one client request for idempotent retries: a retried
 // request (same id, same content) has no second effect. Its answer is the
 // current truth: a lock or conversion is reported as its lock is now
@@ -3488,6 +3592,806 @@ func (x *KillSessionsResponse) GetSessions() []uint64 {
 	return nil
 }
 
+// OpenSessionRequest opens a session.
+type OpenSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the session lives without a keepalive: 100ms to 1h; unset
+	// for the default, 10s.
+	Ttl           *durationpb.Duration `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Label         string               `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"` // free text for listings: client name, host
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionRequest) Reset() {
+	*x = OpenSessionRequest{}
+	mi := &file_dlm_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionRequest) ProtoMessage() {}
+
+func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
+func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *OpenSessionRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *OpenSessionRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+// OpenSessionResponse returns the new session.
+type OpenSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's handle, which every other call names: its id and a
+	// secret (128 random bits), as "<id>.<32 hex digits>". Keep it private:
+	// whoever holds it may use the session (with the identity that opened
+	// it, when authentication is on). The server keeps only a hash of the
+	// secret.
+	Session       string               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	SessionId     uint64               `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"` // the id, as listings show it
+	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`                               // the TTL in force
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionResponse) Reset() {
+	*x = OpenSessionResponse{}
+	mi := &file_dlm_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionResponse) ProtoMessage() {}
+
+func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
+func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *OpenSessionResponse) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *OpenSessionResponse) GetSessionId() uint64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *OpenSessionResponse) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// KeepAliveRequest keeps a session alive.
+type KeepAliveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeepAliveRequest) Reset() {
+	*x = KeepAliveRequest{}
+	mi := &file_dlm_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeepAliveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeepAliveRequest) ProtoMessage() {}
+
+func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
+func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *KeepAliveRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+// KeepAliveResponse confirms a keepalive, once this node's leadership was
+// confirmed after it arrived.
+type KeepAliveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's TTL: it lives until a TTL after the server received
+	// this keepalive, so at least a TTL after the client sent it.
+	Ttl *durationpb.Duration `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// What happened to the session's locks since the last KeepAlive that no
+	// call was told, oldest first: grants (of requests whose Acquire returned
+	// QUEUED, or whose client left), requests that timed out, and blocking
+	// notices (another request waits for a lock the session holds).
+	Events        []*LockEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeepAliveResponse) Reset() {
+	*x = KeepAliveResponse{}
+	mi := &file_dlm_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeepAliveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeepAliveResponse) ProtoMessage() {}
+
+func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
+func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *KeepAliveResponse) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *KeepAliveResponse) GetEvents() []*LockEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// LockEvent is something that happened to one of a session's locks.
+type LockEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          LockEvent_Kind         `protobuf:"varint,1,opt,name=kind,proto3,enum=dlm.v1.LockEvent_Kind" json:"kind,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`                // KIND_GRANTED: the fencing token
+	Mode          Mode                   `protobuf:"varint,4,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"` // the mode granted, asked for, or blocked
+	Permits       uint32                 `protobuf:"varint,5,opt,name=permits,proto3" json:"permits,omitempty"`            // semaphores: the permits granted, asked for or blocked
+	Conversion    bool                   `protobuf:"varint,6,opt,name=conversion,proto3" json:"conversion,omitempty"`      // a conversion, not a new request
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockEvent) Reset() {
+	*x = LockEvent{}
+	mi := &file_dlm_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockEvent) ProtoMessage() {}
+
+func (x *LockEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockEvent.ProtoReflect.Descriptor instead.
+func (*LockEvent) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *LockEvent) GetKind() LockEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return LockEvent_KIND_UNSPECIFIED
+}
+
+func (x *LockEvent) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *LockEvent) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockEvent) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_UNSPECIFIED
+}
+
+func (x *LockEvent) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *LockEvent) GetConversion() bool {
+	if x != nil {
+		return x.Conversion
+	}
+	return false
+}
+
+// AcquireRequest asks for a lock: a mode (EX when unset) of a lock
+// resource, or permits of a semaphore (capacity set).
+type AcquireRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Session  string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`             // the handle from OpenSession
+	Resource string                 `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`           // 1 to 256 bytes of UTF-8 (the server's name limit), no control characters
+	Mode     Mode                   `protobuf:"varint,3,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"` // NL to EX; unset: EX (or a semaphore, with capacity)
+	// How long the request may wait in the queue, counted on the server:
+	// unset waits until granted (or the session ends); zero does not wait
+	// (a try-lock: granted at once or TIMED_OUT).
+	Wait *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	// How long this call may block: unset (or longer than wait) blocks until
+	// the request is granted or its wait is over. When poll passes first, the
+	// call answers QUEUED and the request keeps its place in the queue: call
+	// Acquire again with the same request id to go on waiting (its grant is
+	// also reported by KeepAlive). For HTTP clients whose connections may
+	// not stay open as long as the wait.
+	Poll *durationpb.Duration `protobuf:"bytes,5,opt,name=poll,proto3" json:"poll,omitempty"`
+	// Semaphores: the total permits (1 to 1,048,576; the same for every
+	// request on the resource) and the permits to take (default 1).
+	Capacity uint32 `protobuf:"varint,6,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Permits  uint32 `protobuf:"varint,7,opt,name=permits,proto3" json:"permits,omitempty"`
+	// The client's id of this request, for retries: 1 to 64 printable ASCII
+	// characters, unique within the session (a UUID does). A retried request
+	// (same id, same content) never makes a second waiter: it answers what
+	// the first did, the lock as it is now, or waits on. Recognised among the
+	// session's 32 most recent requests with an id. Empty: no retries.
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Metadata  string `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"` // holder description shown in listings, at most 1 KiB
+	// The owner within the session, for deadlock detection between a
+	// session's own requests (threads, say); default 0.
+	Owner         uint64 `protobuf:"varint,10,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireRequest) Reset() {
+	*x = AcquireRequest{}
+	mi := &file_dlm_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireRequest) ProtoMessage() {}
+
+func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
+func (*AcquireRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *AcquireRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_UNSPECIFIED
+}
+
+func (x *AcquireRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetPoll() *durationpb.Duration {
+	if x != nil {
+		return x.Poll
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *AcquireRequest) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *AcquireRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetMetadata() string {
+	if x != nil {
+		return x.Metadata
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetOwner() uint64 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+// AcquireResponse is the outcome of Acquire or Convert.
+type AcquireResponse struct {
+	state   protoimpl.MessageState  `protogen:"open.v1"`
+	Outcome AcquireResponse_Outcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=dlm.v1.AcquireResponse_Outcome" json:"outcome,omitempty"`
+	LockId  uint64                  `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"` // the lock (release it, or convert it, by this id); 0 after TIMED_OUT of a wait of zero
+	// The fencing token of the grant: strictly increasing across the server,
+	// never reused. Pass it to the resource you protect and have it refuse
+	// a token lower than one it has seen.
+	Token         uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Mode          Mode   `protobuf:"varint,4,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"` // the mode held (unset for semaphores)
+	Permits       uint32 `protobuf:"varint,5,opt,name=permits,proto3" json:"permits,omitempty"`            // semaphores: the permits held
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireResponse) Reset() {
+	*x = AcquireResponse{}
+	mi := &file_dlm_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireResponse) ProtoMessage() {}
+
+func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
+func (*AcquireResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *AcquireResponse) GetOutcome() AcquireResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AcquireResponse_OUTCOME_UNSPECIFIED
+}
+
+func (x *AcquireResponse) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *AcquireResponse) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *AcquireResponse) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_UNSPECIFIED
+}
+
+func (x *AcquireResponse) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+// ConvertLockRequest changes the mode of a granted lock.
+type ConvertLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Mode          Mode                   `protobuf:"varint,3,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"`
+	Wait          *durationpb.Duration   `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`                                      // as in AcquireRequest; a timeout keeps the old mode
+	Poll          *durationpb.Duration   `protobuf:"bytes,5,opt,name=poll,proto3" json:"poll,omitempty"`                                      // as in AcquireRequest
+	RequestId     string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`           // as in AcquireRequest
+	QueueConvert  bool                   `protobuf:"varint,7,opt,name=queue_convert,json=queueConvert,proto3" json:"queue_convert,omitempty"` // wait behind conversions queued before it (VMS QUECVT)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConvertLockRequest) Reset() {
+	*x = ConvertLockRequest{}
+	mi := &file_dlm_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConvertLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConvertLockRequest) ProtoMessage() {}
+
+func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConvertLockRequest.ProtoReflect.Descriptor instead.
+func (*ConvertLockRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ConvertLockRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ConvertLockRequest) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *ConvertLockRequest) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_UNSPECIFIED
+}
+
+func (x *ConvertLockRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+func (x *ConvertLockRequest) GetPoll() *durationpb.Duration {
+	if x != nil {
+		return x.Poll
+	}
+	return nil
+}
+
+func (x *ConvertLockRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ConvertLockRequest) GetQueueConvert() bool {
+	if x != nil {
+		return x.QueueConvert
+	}
+	return false
+}
+
+// ReleaseLockRequest releases a lock of the session.
+type ReleaseLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLockRequest) Reset() {
+	*x = ReleaseLockRequest{}
+	mi := &file_dlm_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLockRequest) ProtoMessage() {}
+
+func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReleaseLockRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ReleaseLockRequest) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+// ReleaseLockResponse confirms a release.
+type ReleaseLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"` // the token of the grant released; 0 if the request was still queued
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLockResponse) Reset() {
+	*x = ReleaseLockResponse{}
+	mi := &file_dlm_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLockResponse) ProtoMessage() {}
+
+func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ReleaseLockResponse) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// CloseSessionRequest ends a session.
+type CloseSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionRequest) Reset() {
+	*x = CloseSessionRequest{}
+	mi := &file_dlm_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionRequest) ProtoMessage() {}
+
+func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
+func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CloseSessionRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+// CloseSessionResponse confirms the end of a session.
+type CloseSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionResponse) Reset() {
+	*x = CloseSessionResponse{}
+	mi := &file_dlm_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionResponse) ProtoMessage() {}
+
+func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
+func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{49}
+}
+
 // Batch is the data of one Raft log entry: commands applied in order, each
 // with its own result. A single command is a batch of one. The leader stamps
 // the entry with its clock; the FSM never reads a clock.
@@ -3501,7 +4405,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +4417,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +4430,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -3547,6 +4451,10 @@ func (x *Batch) GetStampUnixNano() int64 {
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"` // per-session request sequence for deduplication; 0 = none
+	// The client's request id of the unary API (Locks), for deduplication
+	// instead of seq: a command with a key is applied once per (session,
+	// key) among the session's most recent keyed requests; "" = none.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_OpenSession
@@ -3565,7 +4473,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +4485,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +4498,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -3598,6 +4506,13 @@ func (x *Command) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *Command) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -3760,7 +4675,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +4687,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +4700,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -3823,7 +4738,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +4750,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +4763,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -3889,7 +4804,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3901,7 +4816,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3914,7 +4829,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42}
+	return file_dlm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -3934,7 +4849,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4861,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4874,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{43}
+	return file_dlm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -3987,7 +4902,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4914,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4927,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44}
+	return file_dlm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -4093,7 +5008,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4105,7 +5020,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4118,7 +5033,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{45}
+	return file_dlm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -4174,7 +5089,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4186,7 +5101,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4199,7 +5114,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{46}
+	return file_dlm_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -4227,7 +5142,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4239,7 +5154,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4252,7 +5167,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{47}
+	return file_dlm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -4279,7 +5194,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +5206,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +5219,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{48}
+	return file_dlm_proto_rawDescGZIP(), []int{60}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -4322,7 +5237,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4334,7 +5249,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4347,7 +5262,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{49}
+	return file_dlm_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -4396,7 +5311,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +5323,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +5336,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{50}
+	return file_dlm_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -4448,13 +5363,14 @@ type SessionRecord struct {
 	Metadata      []*LockMetadata        `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty"`                       // of the session's locks, increasing lock id
 	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`                             // the identity that opened it (OpenSessionCmd.owner)
 	ResumeHash    []byte                 `protobuf:"bytes,7,opt,name=resume_hash,json=resumeHash,proto3" json:"resume_hash,omitempty"` // SHA-256 of its resume token; empty for sessions opened by older servers (not resumable)
+	Keyed         []*Reply               `protobuf:"bytes,8,rep,name=keyed,proto3" json:"keyed,omitempty"`                             // recent answers to keyed requests (Command.key), oldest first
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4466,7 +5382,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4479,7 +5395,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{51}
+	return file_dlm_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -4531,6 +5447,13 @@ func (x *SessionRecord) GetResumeHash() []byte {
 	return nil
 }
 
+func (x *SessionRecord) GetKeyed() []*Reply {
+	if x != nil {
+		return x.Keyed
+	}
+	return nil
+}
+
 // Reply is a cached answer to a request, for idempotent retries.
 type Reply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4540,13 +5463,14 @@ type Reply struct {
 	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
 	Reason        Reason                 `protobuf:"varint,5,opt,name=reason,proto3,enum=dlm.v1.Reason" json:"reason,omitempty"` // REASON_UNSPECIFIED when the request succeeded
 	Digest        uint64                 `protobuf:"varint,6,opt,name=digest,proto3" json:"digest,omitempty"`                    // digest of the request's content; 0 (older snapshots) matches any
+	Key           string                 `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`                           // the request's key (Command.key), for keyed replies; seq is 0 then
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4558,7 +5482,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4571,7 +5495,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{52}
+	return file_dlm_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -4614,6 +5538,13 @@ func (x *Reply) GetDigest() uint64 {
 		return x.Digest
 	}
 	return 0
+}
+
+func (x *Reply) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
 }
 
 var File_dlm_proto protoreflect.FileDescriptor
@@ -4883,12 +5814,81 @@ const file_dlm_proto_rawDesc = "" +
 	"\bsessions\x18\x01 \x03(\x04R\bsessions\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"2\n" +
 	"\x14KillSessionsResponse\x12\x1a\n" +
-	"\bsessions\x18\x01 \x03(\x04R\bsessions\"\\\n" +
+	"\bsessions\x18\x01 \x03(\x04R\bsessions\"W\n" +
+	"\x12OpenSessionRequest\x12+\n" +
+	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"{\n" +
+	"\x13OpenSessionResponse\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\x04R\tsessionId\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\",\n" +
+	"\x10KeepAliveRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"k\n" +
+	"\x11KeepAliveResponse\x12+\n" +
+	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12)\n" +
+	"\x06events\x18\x02 \x03(\v2\x11.dlm.v1.LockEventR\x06events\"\x99\x02\n" +
+	"\tLockEvent\x12*\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x16.dlm.v1.LockEvent.KindR\x04kind\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12 \n" +
+	"\x04mode\x18\x04 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12\x18\n" +
+	"\apermits\x18\x05 \x01(\rR\apermits\x12\x1e\n" +
+	"\n" +
+	"conversion\x18\x06 \x01(\bR\n" +
+	"conversion\"U\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fKIND_GRANTED\x10\x01\x12\x12\n" +
+	"\x0eKIND_TIMED_OUT\x10\x02\x12\x11\n" +
+	"\rKIND_BLOCKING\x10\x03\"\xcd\x02\n" +
+	"\x0eAcquireRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12 \n" +
+	"\x04mode\x18\x03 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12-\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12-\n" +
+	"\x04poll\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04poll\x12\x1a\n" +
+	"\bcapacity\x18\x06 \x01(\rR\bcapacity\x12\x18\n" +
+	"\apermits\x18\a \x01(\rR\apermits\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12\x1a\n" +
+	"\bmetadata\x18\t \x01(\tR\bmetadata\x12\x14\n" +
+	"\x05owner\x18\n" +
+	" \x01(\x04R\x05owner\"\x9b\x02\n" +
+	"\x0fAcquireResponse\x129\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1f.dlm.v1.AcquireResponse.OutcomeR\aoutcome\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12 \n" +
+	"\x04mode\x18\x04 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12\x18\n" +
+	"\apermits\x18\x05 \x01(\rR\apermits\"b\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fOUTCOME_GRANTED\x10\x01\x12\x12\n" +
+	"\x0eOUTCOME_QUEUED\x10\x02\x12\x15\n" +
+	"\x11OUTCOME_TIMED_OUT\x10\x03\"\x8b\x02\n" +
+	"\x12ConvertLockRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12 \n" +
+	"\x04mode\x18\x03 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12-\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12-\n" +
+	"\x04poll\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04poll\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12#\n" +
+	"\rqueue_convert\x18\a \x01(\bR\fqueueConvert\"G\n" +
+	"\x12ReleaseLockRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"+\n" +
+	"\x13ReleaseLockResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\"/\n" +
+	"\x13CloseSessionRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\x16\n" +
+	"\x14CloseSessionResponse\"\\\n" +
 	"\x05Batch\x12+\n" +
 	"\bcommands\x18\x01 \x03(\v2\x0f.dlm.v1.CommandR\bcommands\x12&\n" +
-	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xff\x03\n" +
+	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\x91\x04\n" +
 	"\aCommand\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12;\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12;\n" +
 	"\fopen_session\x18\n" +
 	" \x01(\v2\x16.dlm.v1.OpenSessionCmdH\x00R\vopenSession\x12>\n" +
 	"\rclose_session\x18\v \x01(\v2\x17.dlm.v1.CloseSessionCmdH\x00R\fcloseSession\x12D\n" +
@@ -4955,7 +5955,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\amembers\x18\x05 \x03(\v2\x14.dlm.v1.SetMemberCmdR\amembers\";\n" +
 	"\fLockMetadata\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xeb\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x90\x02\n" +
 	"\rSessionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x1b\n" +
@@ -4964,14 +5964,16 @@ const file_dlm_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2\x14.dlm.v1.LockMetadataR\bmetadata\x12\x14\n" +
 	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x1f\n" +
 	"\vresume_hash\x18\a \x01(\fR\n" +
-	"resumeHash\"\xb0\x01\n" +
+	"resumeHash\x12#\n" +
+	"\x05keyed\x18\b \x03(\v2\r.dlm.v1.ReplyR\x05keyed\"\xc2\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12&\n" +
 	"\x06status\x18\x03 \x01(\x0e2\x0e.dlm.v1.StatusR\x06status\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12&\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x0e.dlm.v1.ReasonR\x06reason\x12\x16\n" +
-	"\x06digest\x18\x06 \x01(\x04R\x06digest*j\n" +
+	"\x06digest\x18\x06 \x01(\x04R\x06digest\x12\x10\n" +
+	"\x03key\x18\a \x01(\tR\x03key*j\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aMODE_NL\x10\x01\x12\v\n" +
@@ -5018,7 +6020,15 @@ const file_dlm_proto_rawDesc = "" +
 	"\x04List\x12\x13.dlm.v1.ListRequest\x1a\x14.dlm.v1.ListResponse\x127\n" +
 	"\x06Status\x12\x15.dlm.v1.StatusRequest\x1a\x16.dlm.v1.StatusResponse\x12I\n" +
 	"\fListSessions\x12\x1b.dlm.v1.ListSessionsRequest\x1a\x1c.dlm.v1.ListSessionsResponse\x12I\n" +
-	"\fKillSessions\x12\x1b.dlm.v1.KillSessionsRequest\x1a\x1c.dlm.v1.KillSessionsResponseB Z\x1egithub.com/dlmhq/dlm/api/dlmpbb\x06proto3"
+	"\fKillSessions\x12\x1b.dlm.v1.KillSessionsRequest\x1a\x1c.dlm.v1.KillSessionsResponse2\xcf\x03\n" +
+	"\x05Locks\x12F\n" +
+	"\vOpenSession\x12\x1a.dlm.v1.OpenSessionRequest\x1a\x1b.dlm.v1.OpenSessionResponse\x12@\n" +
+	"\tKeepAlive\x12\x18.dlm.v1.KeepAliveRequest\x1a\x19.dlm.v1.KeepAliveResponse\x12:\n" +
+	"\aAcquire\x12\x16.dlm.v1.AcquireRequest\x1a\x17.dlm.v1.AcquireResponse\x12>\n" +
+	"\aConvert\x12\x1a.dlm.v1.ConvertLockRequest\x1a\x17.dlm.v1.AcquireResponse\x12B\n" +
+	"\aRelease\x12\x1a.dlm.v1.ReleaseLockRequest\x1a\x1b.dlm.v1.ReleaseLockResponse\x121\n" +
+	"\x04List\x12\x13.dlm.v1.ListRequest\x1a\x14.dlm.v1.ListResponse\x12I\n" +
+	"\fCloseSession\x12\x1b.dlm.v1.CloseSessionRequest\x1a\x1c.dlm.v1.CloseSessionResponseB Z\x1egithub.com/dlmhq/dlm/api/dlmpbb\x06proto3"
 
 var (
 	file_dlm_proto_rawDescOnce sync.Once
@@ -5032,170 +6042,213 @@ func file_dlm_proto_rawDescGZIP() []byte {
 	return file_dlm_proto_rawDescData
 }
 
-var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
 	(Status)(0),                   // 2: dlm.v1.Status
 	(LockInfo_State)(0),           // 3: dlm.v1.LockInfo.State
-	(*RequestID)(nil),             // 4: dlm.v1.RequestID
-	(*LockInfo)(nil),              // 5: dlm.v1.LockInfo
-	(*ResourceInfo)(nil),          // 6: dlm.v1.ResourceInfo
-	(*SessionInfo)(nil),           // 7: dlm.v1.SessionInfo
-	(*Member)(nil),                // 8: dlm.v1.Member
-	(*MemberList)(nil),            // 9: dlm.v1.MemberList
-	(*SessionPage)(nil),           // 10: dlm.v1.SessionPage
-	(*EventSnapshot)(nil),         // 11: dlm.v1.EventSnapshot
-	(*SessionRequest)(nil),        // 12: dlm.v1.SessionRequest
-	(*OpenRequest)(nil),           // 13: dlm.v1.OpenRequest
-	(*KeepAlive)(nil),             // 14: dlm.v1.KeepAlive
-	(*LockRequest)(nil),           // 15: dlm.v1.LockRequest
-	(*ConvertRequest)(nil),        // 16: dlm.v1.ConvertRequest
-	(*ReleaseRequest)(nil),        // 17: dlm.v1.ReleaseRequest
-	(*CancelRequest)(nil),         // 18: dlm.v1.CancelRequest
-	(*CloseRequest)(nil),          // 19: dlm.v1.CloseRequest
-	(*SessionResponse)(nil),       // 20: dlm.v1.SessionResponse
-	(*SessionWarning)(nil),        // 21: dlm.v1.SessionWarning
-	(*SessionOpened)(nil),         // 22: dlm.v1.SessionOpened
-	(*KeepAliveAck)(nil),          // 23: dlm.v1.KeepAliveAck
-	(*Granted)(nil),               // 24: dlm.v1.Granted
-	(*Queued)(nil),                // 25: dlm.v1.Queued
-	(*Refused)(nil),               // 26: dlm.v1.Refused
-	(*TimedOut)(nil),              // 27: dlm.v1.TimedOut
-	(*Cancelled)(nil),             // 28: dlm.v1.Cancelled
-	(*Released)(nil),              // 29: dlm.v1.Released
-	(*Blocking)(nil),              // 30: dlm.v1.Blocking
-	(*SessionExpired)(nil),        // 31: dlm.v1.SessionExpired
-	(*SessionClosed)(nil),         // 32: dlm.v1.SessionClosed
-	(*SessionSync)(nil),           // 33: dlm.v1.SessionSync
-	(*ListRequest)(nil),           // 34: dlm.v1.ListRequest
-	(*ListResponse)(nil),          // 35: dlm.v1.ListResponse
-	(*StatusRequest)(nil),         // 36: dlm.v1.StatusRequest
-	(*StatusResponse)(nil),        // 37: dlm.v1.StatusResponse
-	(*ListSessionsRequest)(nil),   // 38: dlm.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 39: dlm.v1.ListSessionsResponse
-	(*KillSessionsRequest)(nil),   // 40: dlm.v1.KillSessionsRequest
-	(*KillSessionsResponse)(nil),  // 41: dlm.v1.KillSessionsResponse
-	(*Batch)(nil),                 // 42: dlm.v1.Batch
-	(*Command)(nil),               // 43: dlm.v1.Command
-	(*SetMemberCmd)(nil),          // 44: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),        // 45: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),       // 46: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),     // 47: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),               // 48: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),            // 49: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),            // 50: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),             // 51: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),            // 52: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 53: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 54: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 55: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 56: dlm.v1.Reply
-	(*timestamppb.Timestamp)(nil), // 57: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 58: google.protobuf.Duration
+	(LockEvent_Kind)(0),           // 4: dlm.v1.LockEvent.Kind
+	(AcquireResponse_Outcome)(0),  // 5: dlm.v1.AcquireResponse.Outcome
+	(*RequestID)(nil),             // 6: dlm.v1.RequestID
+	(*LockInfo)(nil),              // 7: dlm.v1.LockInfo
+	(*ResourceInfo)(nil),          // 8: dlm.v1.ResourceInfo
+	(*SessionInfo)(nil),           // 9: dlm.v1.SessionInfo
+	(*Member)(nil),                // 10: dlm.v1.Member
+	(*MemberList)(nil),            // 11: dlm.v1.MemberList
+	(*SessionPage)(nil),           // 12: dlm.v1.SessionPage
+	(*EventSnapshot)(nil),         // 13: dlm.v1.EventSnapshot
+	(*SessionRequest)(nil),        // 14: dlm.v1.SessionRequest
+	(*OpenRequest)(nil),           // 15: dlm.v1.OpenRequest
+	(*KeepAlive)(nil),             // 16: dlm.v1.KeepAlive
+	(*LockRequest)(nil),           // 17: dlm.v1.LockRequest
+	(*ConvertRequest)(nil),        // 18: dlm.v1.ConvertRequest
+	(*ReleaseRequest)(nil),        // 19: dlm.v1.ReleaseRequest
+	(*CancelRequest)(nil),         // 20: dlm.v1.CancelRequest
+	(*CloseRequest)(nil),          // 21: dlm.v1.CloseRequest
+	(*SessionResponse)(nil),       // 22: dlm.v1.SessionResponse
+	(*SessionWarning)(nil),        // 23: dlm.v1.SessionWarning
+	(*SessionOpened)(nil),         // 24: dlm.v1.SessionOpened
+	(*KeepAliveAck)(nil),          // 25: dlm.v1.KeepAliveAck
+	(*Granted)(nil),               // 26: dlm.v1.Granted
+	(*Queued)(nil),                // 27: dlm.v1.Queued
+	(*Refused)(nil),               // 28: dlm.v1.Refused
+	(*TimedOut)(nil),              // 29: dlm.v1.TimedOut
+	(*Cancelled)(nil),             // 30: dlm.v1.Cancelled
+	(*Released)(nil),              // 31: dlm.v1.Released
+	(*Blocking)(nil),              // 32: dlm.v1.Blocking
+	(*SessionExpired)(nil),        // 33: dlm.v1.SessionExpired
+	(*SessionClosed)(nil),         // 34: dlm.v1.SessionClosed
+	(*SessionSync)(nil),           // 35: dlm.v1.SessionSync
+	(*ListRequest)(nil),           // 36: dlm.v1.ListRequest
+	(*ListResponse)(nil),          // 37: dlm.v1.ListResponse
+	(*StatusRequest)(nil),         // 38: dlm.v1.StatusRequest
+	(*StatusResponse)(nil),        // 39: dlm.v1.StatusResponse
+	(*ListSessionsRequest)(nil),   // 40: dlm.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 41: dlm.v1.ListSessionsResponse
+	(*KillSessionsRequest)(nil),   // 42: dlm.v1.KillSessionsRequest
+	(*KillSessionsResponse)(nil),  // 43: dlm.v1.KillSessionsResponse
+	(*OpenSessionRequest)(nil),    // 44: dlm.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 45: dlm.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),      // 46: dlm.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 47: dlm.v1.KeepAliveResponse
+	(*LockEvent)(nil),             // 48: dlm.v1.LockEvent
+	(*AcquireRequest)(nil),        // 49: dlm.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 50: dlm.v1.AcquireResponse
+	(*ConvertLockRequest)(nil),    // 51: dlm.v1.ConvertLockRequest
+	(*ReleaseLockRequest)(nil),    // 52: dlm.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),   // 53: dlm.v1.ReleaseLockResponse
+	(*CloseSessionRequest)(nil),   // 54: dlm.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 55: dlm.v1.CloseSessionResponse
+	(*Batch)(nil),                 // 56: dlm.v1.Batch
+	(*Command)(nil),               // 57: dlm.v1.Command
+	(*SetMemberCmd)(nil),          // 58: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),        // 59: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),       // 60: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),     // 61: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),               // 62: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),            // 63: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),            // 64: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),             // 65: dlm.v1.CancelCmd
+	(*AdvanceCmd)(nil),            // 66: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),           // 67: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 68: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 69: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 70: dlm.v1.Reply
+	(*timestamppb.Timestamp)(nil), // 71: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 72: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
-	3,  // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
-	0,  // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
-	0,  // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	57, // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	57, // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	57, // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	58, // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
-	5,  // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
-	5,  // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
-	5,  // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	58, // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	57, // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	58, // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
-	5,  // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
-	8,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
-	7,  // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
-	37, // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
-	8,  // 17: dlm.v1.EventSnapshot.members:type_name -> dlm.v1.Member
-	6,  // 18: dlm.v1.EventSnapshot.resources:type_name -> dlm.v1.ResourceInfo
-	7,  // 19: dlm.v1.EventSnapshot.sessions:type_name -> dlm.v1.SessionInfo
-	13, // 20: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
-	14, // 21: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
-	15, // 22: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
-	16, // 23: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
-	17, // 24: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
-	18, // 25: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
-	19, // 26: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	58, // 27: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 28: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
-	0,  // 29: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	58, // 30: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	4,  // 31: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
-	0,  // 32: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	58, // 33: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
-	4,  // 34: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
-	4,  // 35: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
-	22, // 36: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
-	23, // 37: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
-	24, // 38: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
-	25, // 39: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
-	26, // 40: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
-	27, // 41: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
-	28, // 42: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
-	29, // 43: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
-	30, // 44: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
-	31, // 45: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
-	33, // 46: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
-	32, // 47: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	21, // 48: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
-	1,  // 49: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	58, // 50: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	58, // 51: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
-	4,  // 52: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
-	0,  // 53: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
-	4,  // 54: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
-	4,  // 55: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
-	1,  // 56: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
-	4,  // 57: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
-	0,  // 58: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
-	4,  // 59: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
-	0,  // 60: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
-	4,  // 61: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
-	0,  // 62: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
-	5,  // 63: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
-	6,  // 64: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	57, // 65: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
-	7,  // 66: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	43, // 67: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	45, // 68: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	46, // 69: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	47, // 70: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	48, // 71: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	49, // 72: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	50, // 73: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	51, // 74: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	52, // 75: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	44, // 76: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	0,  // 77: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,  // 78: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	55, // 79: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	44, // 80: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	56, // 81: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	54, // 82: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	2,  // 83: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,  // 84: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	12, // 85: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	34, // 86: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	36, // 87: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	38, // 88: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	40, // 89: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	20, // 90: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	35, // 91: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	37, // 92: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	39, // 93: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	41, // 94: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	90, // [90:95] is the sub-list for method output_type
-	85, // [85:90] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
+	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
+	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
+	71,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	71,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	71,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	72,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
+	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
+	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
+	72,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	71,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	72,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
+	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
+	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
+	39,  // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
+	10,  // 17: dlm.v1.EventSnapshot.members:type_name -> dlm.v1.Member
+	8,   // 18: dlm.v1.EventSnapshot.resources:type_name -> dlm.v1.ResourceInfo
+	9,   // 19: dlm.v1.EventSnapshot.sessions:type_name -> dlm.v1.SessionInfo
+	15,  // 20: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
+	16,  // 21: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
+	17,  // 22: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
+	18,  // 23: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
+	19,  // 24: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
+	20,  // 25: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
+	21,  // 26: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
+	72,  // 27: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	6,   // 28: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 29: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
+	72,  // 30: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 31: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 32: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
+	72,  // 33: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 34: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
+	6,   // 35: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
+	24,  // 36: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
+	25,  // 37: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
+	26,  // 38: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
+	27,  // 39: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
+	28,  // 40: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
+	29,  // 41: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
+	30,  // 42: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
+	31,  // 43: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
+	32,  // 44: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
+	33,  // 45: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
+	35,  // 46: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
+	34,  // 47: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
+	23,  // 48: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
+	1,   // 49: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
+	72,  // 50: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	72,  // 51: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	6,   // 52: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
+	0,   // 53: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
+	6,   // 54: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
+	6,   // 55: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
+	1,   // 56: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
+	6,   // 57: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
+	0,   // 58: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
+	6,   // 59: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
+	0,   // 60: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
+	6,   // 61: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
+	0,   // 62: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
+	7,   // 63: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
+	8,   // 64: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
+	71,  // 65: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	9,   // 66: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
+	72,  // 67: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	72,  // 68: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	72,  // 69: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	48,  // 70: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
+	4,   // 71: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
+	0,   // 72: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
+	0,   // 73: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
+	72,  // 74: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	72,  // 75: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	5,   // 76: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
+	0,   // 77: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
+	0,   // 78: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
+	72,  // 79: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	72,  // 80: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	57,  // 81: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	59,  // 82: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	60,  // 83: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	61,  // 84: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	62,  // 85: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	63,  // 86: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	64,  // 87: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	65,  // 88: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	66,  // 89: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	58,  // 90: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	0,   // 91: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,   // 92: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	69,  // 93: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	58,  // 94: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	70,  // 95: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	68,  // 96: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	70,  // 97: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	2,   // 98: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,   // 99: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	14,  // 100: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	36,  // 101: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	38,  // 102: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	40,  // 103: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	42,  // 104: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	44,  // 105: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
+	46,  // 106: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
+	49,  // 107: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
+	51,  // 108: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
+	52,  // 109: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
+	36,  // 110: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	54,  // 111: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	22,  // 112: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	37,  // 113: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	39,  // 114: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	41,  // 115: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	43,  // 116: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	45,  // 117: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	47,  // 118: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	50,  // 119: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	50,  // 120: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	53,  // 121: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	37,  // 122: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	55,  // 123: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	112, // [112:124] is the sub-list for method output_type
+	100, // [100:112] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -5230,7 +6283,7 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Closed)(nil),
 		(*SessionResponse_Warning)(nil),
 	}
-	file_dlm_proto_msgTypes[39].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[51].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -5241,17 +6294,17 @@ func file_dlm_proto_init() {
 		(*Command_Advance)(nil),
 		(*Command_SetMember)(nil),
 	}
-	file_dlm_proto_msgTypes[44].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[45].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[56].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[57].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   53,
+			NumEnums:      6,
+			NumMessages:   65,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_dlm_proto_goTypes,
 		DependencyIndexes: file_dlm_proto_depIdxs,

@@ -327,3 +327,431 @@ var DLM_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "dlm.proto",
 }
+
+const (
+	Locks_OpenSession_FullMethodName  = "/dlm.v1.Locks/OpenSession"
+	Locks_KeepAlive_FullMethodName    = "/dlm.v1.Locks/KeepAlive"
+	Locks_Acquire_FullMethodName      = "/dlm.v1.Locks/Acquire"
+	Locks_Convert_FullMethodName      = "/dlm.v1.Locks/Convert"
+	Locks_Release_FullMethodName      = "/dlm.v1.Locks/Release"
+	Locks_List_FullMethodName         = "/dlm.v1.Locks/List"
+	Locks_CloseSession_FullMethodName = "/dlm.v1.Locks/CloseSession"
+)
+
+// LocksClient is the client API for Locks service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Locks is the lock API for clients that do not speak the Session stream:
+// every call is one request and one answer, over gRPC (on the gRPC port)
+// or as JSON over HTTP/1.1 or HTTP/2 (on the HTTP port, in the Connect
+// protocol: POST /dlm.v1.Locks/<Method> with a JSON body, Content-Type
+// application/json; see docs/any-language.md). It is the same server as the
+// stream: the same sessions, FIFO queues, modes, fencing tokens, limits,
+// authentication and permissions, and every change goes through the same
+// replicated state machine. It is served by the leader; another node
+// answers UNAVAILABLE naming the leader.
+//
+// A client opens a session, keeps it alive with KeepAlive well within its
+// TTL (a third of it is the usual cadence), and takes and releases locks on
+// it. Locks live as long as the session: one whose keepalives stop loses
+// every lock once the TTL has passed since the last keepalive the server
+// received, which is never earlier than the TTL after the client sent it
+// (count from the send time, and stop using the locks when it passes).
+//
+// Errors are gRPC status codes (in JSON: {"code": "not_found", "message":
+// ...}); refusals of the lock table also name their Reason in the response
+// header (or trailer) dlm-reason, such as REASON_DEADLOCK:
+//   - INVALID_ARGUMENT: bad input (empty or long name, bad TTL or wait,
+//     unknown mode, a malformed session handle or request id);
+//   - UNAUTHENTICATED, PERMISSION_DENIED: credentials, and the identity's
+//     rules (also a session opened by another identity);
+//   - NOT_FOUND: the session is gone (expired, closed or never opened: its
+//     locks are lost), or the lock id is not the session's;
+//   - ABORTED: waiting would close a deadlock cycle (REASON_DEADLOCK);
+//   - RESOURCE_EXHAUSTED: a limit or quota (locks, waiters, sessions);
+//   - FAILED_PRECONDITION: a request the lock's state does not allow (a
+//     conversion already pending, a semaphore named as a lock, a request id
+//     reused for another request or for a request since withdrawn);
+//   - UNAVAILABLE: not the leader (the message names it), shutting down, or
+//     the outcome of a change is unknown (retry it with the same request id).
+type LocksClient interface {
+	// OpenSession opens a session and returns its handle.
+	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
+	// KeepAlive keeps the session alive for another TTL, and returns what
+	// happened to its locks since the last KeepAlive (grants no call was
+	// waiting for, wait timeouts, blocking notices). A session that is gone
+	// answers NOT_FOUND: its locks are lost.
+	KeepAlive(ctx context.Context, in *KeepAliveRequest, opts ...grpc.CallOption) (*KeepAliveResponse, error)
+	// Acquire asks for a lock (or semaphore permits) and waits for it, up to
+	// its wait, in the resource's FIFO queue: a long poll answered when the
+	// grant is pushed. A call whose client hangs up while it waits leaves
+	// no waiter behind (its request is withdrawn, or the lock released if it
+	// was granted meanwhile).
+	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
+	// Convert changes the mode of a granted lock, waiting like Acquire.
+	Convert(ctx context.Context, in *ConvertLockRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
+	// Release releases a lock (or withdraws a request still queued).
+	Release(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error)
+	// List lists resources with their holders and queues (as DLM.List).
+	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	// CloseSession ends the session: its locks are released and its
+	// queued requests withdrawn.
+	CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error)
+}
+
+type locksClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLocksClient(cc grpc.ClientConnInterface) LocksClient {
+	return &locksClient{cc}
+}
+
+func (c *locksClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpenSessionResponse)
+	err := c.cc.Invoke(ctx, Locks_OpenSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) KeepAlive(ctx context.Context, in *KeepAliveRequest, opts ...grpc.CallOption) (*KeepAliveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KeepAliveResponse)
+	err := c.cc.Invoke(ctx, Locks_KeepAlive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireResponse)
+	err := c.cc.Invoke(ctx, Locks_Acquire_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) Convert(ctx context.Context, in *ConvertLockRequest, opts ...grpc.CallOption) (*AcquireResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireResponse)
+	err := c.cc.Invoke(ctx, Locks_Convert_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) Release(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseLockResponse)
+	err := c.cc.Invoke(ctx, Locks_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResponse)
+	err := c.cc.Invoke(ctx, Locks_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) CloseSession(ctx context.Context, in *CloseSessionRequest, opts ...grpc.CallOption) (*CloseSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseSessionResponse)
+	err := c.cc.Invoke(ctx, Locks_CloseSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LocksServer is the server API for Locks service.
+// All implementations must embed UnimplementedLocksServer
+// for forward compatibility.
+//
+// Locks is the lock API for clients that do not speak the Session stream:
+// every call is one request and one answer, over gRPC (on the gRPC port)
+// or as JSON over HTTP/1.1 or HTTP/2 (on the HTTP port, in the Connect
+// protocol: POST /dlm.v1.Locks/<Method> with a JSON body, Content-Type
+// application/json; see docs/any-language.md). It is the same server as the
+// stream: the same sessions, FIFO queues, modes, fencing tokens, limits,
+// authentication and permissions, and every change goes through the same
+// replicated state machine. It is served by the leader; another node
+// answers UNAVAILABLE naming the leader.
+//
+// A client opens a session, keeps it alive with KeepAlive well within its
+// TTL (a third of it is the usual cadence), and takes and releases locks on
+// it. Locks live as long as the session: one whose keepalives stop loses
+// every lock once the TTL has passed since the last keepalive the server
+// received, which is never earlier than the TTL after the client sent it
+// (count from the send time, and stop using the locks when it passes).
+//
+// Errors are gRPC status codes (in JSON: {"code": "not_found", "message":
+// ...}); refusals of the lock table also name their Reason in the response
+// header (or trailer) dlm-reason, such as REASON_DEADLOCK:
+//   - INVALID_ARGUMENT: bad input (empty or long name, bad TTL or wait,
+//     unknown mode, a malformed session handle or request id);
+//   - UNAUTHENTICATED, PERMISSION_DENIED: credentials, and the identity's
+//     rules (also a session opened by another identity);
+//   - NOT_FOUND: the session is gone (expired, closed or never opened: its
+//     locks are lost), or the lock id is not the session's;
+//   - ABORTED: waiting would close a deadlock cycle (REASON_DEADLOCK);
+//   - RESOURCE_EXHAUSTED: a limit or quota (locks, waiters, sessions);
+//   - FAILED_PRECONDITION: a request the lock's state does not allow (a
+//     conversion already pending, a semaphore named as a lock, a request id
+//     reused for another request or for a request since withdrawn);
+//   - UNAVAILABLE: not the leader (the message names it), shutting down, or
+//     the outcome of a change is unknown (retry it with the same request id).
+type LocksServer interface {
+	// OpenSession opens a session and returns its handle.
+	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
+	// KeepAlive keeps the session alive for another TTL, and returns what
+	// happened to its locks since the last KeepAlive (grants no call was
+	// waiting for, wait timeouts, blocking notices). A session that is gone
+	// answers NOT_FOUND: its locks are lost.
+	KeepAlive(context.Context, *KeepAliveRequest) (*KeepAliveResponse, error)
+	// Acquire asks for a lock (or semaphore permits) and waits for it, up to
+	// its wait, in the resource's FIFO queue: a long poll answered when the
+	// grant is pushed. A call whose client hangs up while it waits leaves
+	// no waiter behind (its request is withdrawn, or the lock released if it
+	// was granted meanwhile).
+	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
+	// Convert changes the mode of a granted lock, waiting like Acquire.
+	Convert(context.Context, *ConvertLockRequest) (*AcquireResponse, error)
+	// Release releases a lock (or withdraws a request still queued).
+	Release(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error)
+	// List lists resources with their holders and queues (as DLM.List).
+	List(context.Context, *ListRequest) (*ListResponse, error)
+	// CloseSession ends the session: its locks are released and its
+	// queued requests withdrawn.
+	CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error)
+	mustEmbedUnimplementedLocksServer()
+}
+
+// UnimplementedLocksServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLocksServer struct{}
+
+func (UnimplementedLocksServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OpenSession not implemented")
+}
+func (UnimplementedLocksServer) KeepAlive(context.Context, *KeepAliveRequest) (*KeepAliveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KeepAlive not implemented")
+}
+func (UnimplementedLocksServer) Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Acquire not implemented")
+}
+func (UnimplementedLocksServer) Convert(context.Context, *ConvertLockRequest) (*AcquireResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Convert not implemented")
+}
+func (UnimplementedLocksServer) Release(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedLocksServer) List(context.Context, *ListRequest) (*ListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedLocksServer) CloseSession(context.Context, *CloseSessionRequest) (*CloseSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseSession not implemented")
+}
+func (UnimplementedLocksServer) mustEmbedUnimplementedLocksServer() {}
+func (UnimplementedLocksServer) testEmbeddedByValue()               {}
+
+// UnsafeLocksServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LocksServer will
+// result in compilation errors.
+type UnsafeLocksServer interface {
+	mustEmbedUnimplementedLocksServer()
+}
+
+func RegisterLocksServer(s grpc.ServiceRegistrar, srv LocksServer) {
+	// If the following call panics, it indicates UnimplementedLocksServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Locks_ServiceDesc, srv)
+}
+
+func _Locks_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpenSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).OpenSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_OpenSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).OpenSession(ctx, req.(*OpenSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_KeepAlive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KeepAliveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).KeepAlive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_KeepAlive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).KeepAlive(ctx, req.(*KeepAliveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_Acquire_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).Acquire(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_Acquire_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).Acquire(ctx, req.(*AcquireRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_Convert_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConvertLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).Convert(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_Convert_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).Convert(ctx, req.(*ConvertLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).Release(ctx, req.(*ReleaseLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).List(ctx, req.(*ListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_CloseSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).CloseSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_CloseSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).CloseSession(ctx, req.(*CloseSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Locks_ServiceDesc is the grpc.ServiceDesc for Locks service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Locks_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "dlm.v1.Locks",
+	HandlerType: (*LocksServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "OpenSession",
+			Handler:    _Locks_OpenSession_Handler,
+		},
+		{
+			MethodName: "KeepAlive",
+			Handler:    _Locks_KeepAlive_Handler,
+		},
+		{
+			MethodName: "Acquire",
+			Handler:    _Locks_Acquire_Handler,
+		},
+		{
+			MethodName: "Convert",
+			Handler:    _Locks_Convert_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _Locks_Release_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Locks_List_Handler,
+		},
+		{
+			MethodName: "CloseSession",
+			Handler:    _Locks_CloseSession_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "dlm.proto",
+}

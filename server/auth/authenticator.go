@@ -271,7 +271,10 @@ func bearerToken(v string) (string, bool) {
 }
 
 // UnaryInterceptor authenticates unary calls.
-func (a *Authenticator) UnaryInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+func (a *Authenticator) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if isHealth(info.FullMethod) {
+		return h(ctx, req)
+	}
 	p, err := a.fromGRPC(ctx)
 	if err != nil {
 		return nil, status.Error(codes.Unauthenticated, err.Error())
@@ -280,13 +283,21 @@ func (a *Authenticator) UnaryInterceptor(ctx context.Context, req any, _ *grpc.U
 }
 
 // StreamInterceptor authenticates streams, before their first message.
-func (a *Authenticator) StreamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+func (a *Authenticator) StreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if isHealth(info.FullMethod) {
+		return h(srv, ss)
+	}
 	p, err := a.fromGRPC(ss.Context())
 	if err != nil {
 		return status.Error(codes.Unauthenticated, err.Error())
 	}
 	return h(srv, &authStream{ServerStream: ss, ctx: WithPrincipal(ss.Context(), p)})
 }
+
+// isHealth reports whether a gRPC method is of the health service
+// (grpc.health.v1), which needs no credentials, as GET /readyz needs none:
+// probes and load balancers carry none.
+func isHealth(method string) bool { return strings.HasPrefix(method, "/grpc.health.v1.Health/") }
 
 // authStream is a stream whose context carries its Principal.
 type authStream struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -140,22 +141,39 @@ func (f *FSM) lock(st locktable.Stamp, c *dlmpb.Command, op *dlmpb.LockCmd) Resu
 // ErrRequestIDReused; a new seq at or below the highest the session used,
 // with ErrStaleRequest. Neither changes anything. Seq 0 and unknown
 // sessions are not deduplicated.
+//
+// A command with a key (the unary API's request id) is deduplicated by
+// (session, key) instead, among the session's ReplyCacheSize most recent
+// keyed requests, in the same way but without an order: a key not cached
+// is new.
 func (f *FSM) deduped(st locktable.Stamp, sid locktable.SessionID, c *dlmpb.Command, do func() (locktable.Result, error)) Result {
-	seq := c.GetSeq()
+	seq, key := c.GetSeq(), c.GetKey()
 	rec := f.sessions[sid]
-	if seq == 0 || rec == nil {
+	if (seq == 0 && key == "") || rec == nil {
 		r, err := do()
 		return newResult(st.Index, sid, r, err)
 	}
 	digest := requestDigest(c)
-	if r, ok := rec.lookup(seq); ok {
-		if !r.matches(digest) {
-			return Result{Index: st.Index, Session: sid, Err: fmt.Errorf("%w: session %d seq %d was used for another request", ErrRequestIDReused, sid, seq)}
+	var cached reply
+	var ok bool
+	if key != "" {
+		cached, ok = rec.lookupKey(key)
+	} else {
+		cached, ok = rec.lookup(seq)
+	}
+	if ok {
+		if !cached.matches(digest) {
+			return Result{Index: st.Index, Session: sid, Err: fmt.Errorf("%w: session %d request %s was used for another request", ErrRequestIDReused, sid, requestName(seq, key))}
 		}
-		if (c.GetLock() != nil || c.GetConvert() != nil) && r.reason == dlmpb.Reason_REASON_UNSPECIFIED {
-			return f.replay(st.Index, sid, seq, r, c.GetConvert() != nil)
+		if (c.GetLock() != nil || c.GetConvert() != nil) && cached.reason == dlmpb.Reason_REASON_UNSPECIFIED {
+			return f.replay(st.Index, sid, requestName(seq, key), cached, c.GetConvert() != nil)
 		}
-		return r.result(st.Index, sid)
+		return cached.result(st.Index, sid)
+	}
+	if key != "" {
+		r, err := do()
+		rec.rememberKey(reply{key: key, lock: r.Lock, status: r.Status, token: r.Token, reason: ReasonOf(err), digest: digest})
+		return newResult(st.Index, sid, r, err)
 	}
 	if top := rec.highest(); seq <= top {
 		return Result{Index: st.Index, Session: sid, Err: fmt.Errorf("%w: session %d seq %d is not above its highest request seq %d, and its answer is not cached", ErrStaleRequest, sid, seq, top)}
@@ -170,11 +188,11 @@ func (f *FSM) deduped(st locktable.Stamp, sid locktable.SessionID, c *dlmpb.Comm
 // with its current mode and token, or queued (a new request, or a
 // conversion answered as queued that still waits); or, if the lock is
 // gone, a refusal with ErrUnknownLock. It changes nothing.
-func (f *FSM) replay(index uint64, sid locktable.SessionID, seq uint64, r reply, conversion bool) Result {
+func (f *FSM) replay(index uint64, sid locktable.SessionID, name string, r reply, conversion bool) Result {
 	res := Result{Index: index, Session: sid, Lock: r.lock, Duplicate: true}
 	li, ok := f.table.Describe(r.lock)
 	if !ok || li.Session != sid {
-		res.Err = fmt.Errorf("%w: %d: session %d seq %d was answered before, and its lock is gone (released, cancelled or timed out)", locktable.ErrUnknownLock, r.lock, sid, seq)
+		res.Err = fmt.Errorf("%w: %d: session %d request %s was answered before, and its lock is gone (released, cancelled or timed out)", locktable.ErrUnknownLock, r.lock, sid, name)
 		return res
 	}
 	switch {
@@ -186,6 +204,14 @@ func (f *FSM) replay(index uint64, sid locktable.SessionID, seq uint64, r reply,
 		res.Status, res.Token, res.Mode = locktable.StatusGranted, li.Token, li.Mode
 	}
 	return res
+}
+
+// requestName names a request by its seq or key in messages.
+func requestName(seq uint64, key string) string {
+	if key != "" {
+		return strconv.Quote(key)
+	}
+	return "seq " + strconv.FormatUint(seq, 10)
 }
 
 // hideForeign turns err, the table's refusal of a request of session sid

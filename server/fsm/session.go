@@ -34,6 +34,7 @@ type sessionRecord struct {
 	resumeHash []byte  // SHA-256 of its resume token; nil if opened by an older server
 	floor      uint64  // highest sequence evicted from replies
 	replies    []reply // increasing seq, at most ReplyCacheSize
+	keyed      []reply // answers to keyed requests (Command.key), oldest first, at most ReplyCacheSize
 }
 
 // reply is a cached answer to request seq.
@@ -44,6 +45,7 @@ type reply struct {
 	token  uint64
 	reason dlmpb.Reason
 	digest uint64 // requestDigest of the request; 0 (older snapshots) matches any
+	key    string // the request's key, for keyed replies (seq is 0)
 }
 
 // lookup returns the cached answer to seq.
@@ -71,6 +73,25 @@ func (s *sessionRecord) remember(r reply) {
 	if len(s.replies) > ReplyCacheSize {
 		s.floor = s.replies[0].seq
 		s.replies = slices.Delete(s.replies, 0, 1)
+	}
+}
+
+// lookupKey returns the cached answer to the request of key.
+func (s *sessionRecord) lookupKey(key string) (reply, bool) {
+	for _, r := range s.keyed {
+		if r.key == key {
+			return r, true
+		}
+	}
+	return reply{}, false
+}
+
+// rememberKey caches r, the answer to a keyed request, evicting the oldest
+// beyond ReplyCacheSize.
+func (s *sessionRecord) rememberKey(r reply) {
+	s.keyed = append(s.keyed, r)
+	if len(s.keyed) > ReplyCacheSize {
+		s.keyed = slices.Delete(s.keyed, 0, 1)
 	}
 }
 

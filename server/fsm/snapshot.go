@@ -57,14 +57,10 @@ func (f *FSM) marshal() ([]byte, error) {
 			Replies:    make([]*dlmpb.Reply, len(rec.replies)),
 		}
 		for i, r := range rec.replies {
-			pr.Replies[i] = &dlmpb.Reply{
-				Seq:    r.seq,
-				LockId: uint64(r.lock),
-				Status: dlmpb.Status(r.status),
-				Token:  r.token,
-				Reason: r.reason,
-				Digest: r.digest,
-			}
+			pr.Replies[i] = r.pb()
+		}
+		for _, r := range rec.keyed {
+			pr.Keyed = append(pr.Keyed, r.pb())
 		}
 		s.Sessions = append(s.Sessions, pr)
 	}
@@ -184,16 +180,57 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 				return nil, bad("session %d reply %d reason %d", id, r.GetSeq(), r.GetReason())
 			}
 			last = r.GetSeq()
-			rec.replies = append(rec.replies, reply{
-				seq:    r.GetSeq(),
-				lock:   locktable.LockID(r.GetLockId()),
-				status: locktable.Status(r.GetStatus()),
-				token:  r.GetToken(),
-				reason: r.GetReason(),
-				digest: r.GetDigest(),
-			})
+			rec.replies = append(rec.replies, replyOf(r))
+		}
+		if len(pr.GetKeyed()) > ReplyCacheSize {
+			return nil, bad("session %d caches %d keyed replies", id, len(pr.GetKeyed()))
+		}
+		for _, r := range pr.GetKeyed() {
+			switch {
+			case r.GetKey() == "" || r.GetSeq() != 0:
+				return nil, bad("session %d keyed reply %q with seq %d", id, r.GetKey(), r.GetSeq())
+			case !validReply(r):
+				return nil, bad("session %d keyed reply %q status %d reason %d", id, r.GetKey(), r.GetStatus(), r.GetReason())
+			}
+			if _, dup := rec.lookupKey(r.GetKey()); dup {
+				return nil, bad("session %d keyed reply %q twice", id, r.GetKey())
+			}
+			rec.keyed = append(rec.keyed, replyOf(r))
 		}
 		out[locktable.SessionID(id)] = rec
 	}
 	return out, nil
+}
+
+// pb is the snapshot form of r.
+func (r reply) pb() *dlmpb.Reply {
+	return &dlmpb.Reply{
+		Seq:    r.seq,
+		LockId: uint64(r.lock),
+		Status: dlmpb.Status(r.status),
+		Token:  r.token,
+		Reason: r.reason,
+		Digest: r.digest,
+		Key:    r.key,
+	}
+}
+
+// replyOf is the reply of snapshot form r.
+func replyOf(r *dlmpb.Reply) reply {
+	return reply{
+		seq:    r.GetSeq(),
+		lock:   locktable.LockID(r.GetLockId()),
+		status: locktable.Status(r.GetStatus()),
+		token:  r.GetToken(),
+		reason: r.GetReason(),
+		digest: r.GetDigest(),
+		key:    r.GetKey(),
+	}
+}
+
+// validReply reports whether r's status and reason are known values.
+func validReply(r *dlmpb.Reply) bool {
+	_, okStatus := dlmpb.Status_name[int32(r.GetStatus())]
+	_, okReason := dlmpb.Reason_name[int32(r.GetReason())]
+	return okStatus && okReason
 }

@@ -80,6 +80,9 @@ type Config struct {
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/,
 	// to the admin permission when authentication is on.
 	Pprof bool
+	// Handlers are more routes, by ServeMux pattern, that authenticate
+	// and authorize their requests themselves: the unary lock API.
+	Handlers map[string]http.Handler
 }
 
 // api is the HTTP API of one server.
@@ -154,6 +157,9 @@ func New(cfg Config) http.Handler {
 	mux.Handle("POST /v1/cluster/remove", a.require(auth.PermissionAdmin, http.HandlerFunc(a.remove)))
 	mux.Handle("GET /v1/admin/sessions", a.require(auth.PermissionAdmin, http.HandlerFunc(a.adminSessions)))
 	mux.Handle("POST /v1/admin/sessions/kill", a.require(auth.PermissionAdmin, http.HandlerFunc(a.killSessions)))
+	for pattern, h := range cfg.Handlers {
+		mux.Handle(pattern, h)
+	}
 	if cfg.Pprof {
 		mux.Handle("GET /debug/pprof/", a.require(auth.PermissionAdmin, http.HandlerFunc(pprof.Index)))
 		mux.Handle("GET /debug/pprof/profile", a.require(auth.PermissionAdmin, http.HandlerFunc(pprof.Profile)))
