@@ -203,11 +203,11 @@ func Start(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	queue := newQueueBudget(cfg.MaxQueuedBytes)
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		hub:   newHub(cfg.MaxStreamQueue, int64(cfg.MaxStreamQueueBytes), queue),
-		live:  newLiveness(),
-		queue: queue,
+		cfg:    cfg,
+		log:    cfg.Logger,
+		hub:    newHub(cfg.MaxStreamQueue, int64(cfg.MaxStreamQueueBytes), queue),
+		live:   newLiveness(),
+		queue:  queue,
 		kas:    newKeepalives(),
 		health: newHealth(),
 		stop:   make(chan struct{}),
