@@ -3908,7 +3908,7 @@ func (x *LockEvent) GetConversion() bool {
 type AcquireRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Session  string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`             // the handle from OpenSession
-	Resource string                 `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`           // 1 to 256 bytes of UTF-8 (the server's name limit), no control characters
+	Resource string                 `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`           // 1 to 512 bytes of UTF-8 (the server's name limit), no control characters
 	Mode     Mode                   `protobuf:"varint,3,opt,name=mode,proto3,enum=dlm.v1.Mode" json:"mode,omitempty"` // NL to EX; unset: EX (or a semaphore, with capacity)
 	// How long the request may wait in the queue, counted on the server:
 	// unset waits until granted (or the session ends); zero does not wait
