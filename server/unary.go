@@ -282,7 +282,9 @@ func (u unary) answer(ctx context.Context, mb *mailbox, cmd *dlmpb.Command, conv
 	if err != nil {
 		return nil, err
 	}
-	if errors.Is(r.Err, locktable.ErrWouldBlock) {
+	if errors.Is(r.Err, locktable.ErrWouldBlock) || (r.Duplicate && errors.Is(r.Err, locktable.ErrUnknownLock)) {
+		// Not granted, nothing queued: a try-lock of a held lock, or a retry
+		// of a request no longer queued (it timed out, or was withdrawn).
 		return &dlmpb.AcquireResponse{Outcome: dlmpb.AcquireResponse_OUTCOME_TIMED_OUT, LockId: conv.lock, Mode: dlmpb.Mode(mode)}, nil
 	}
 	if r.Err != nil {

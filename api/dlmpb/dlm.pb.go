@@ -3927,9 +3927,11 @@ type AcquireRequest struct {
 	Permits  uint32 `protobuf:"varint,7,opt,name=permits,proto3" json:"permits,omitempty"`
 	// The client's id of this request, for retries: 1 to 64 printable ASCII
 	// characters, unique within the session (a UUID does). A retried request
-	// (same id, same content) never makes a second waiter: it answers what
-	// the first did, the lock as it is now, or waits on. Recognised among the
-	// session's 32 most recent requests with an id. Empty: no retries.
+	// (same id, same content) never makes a second waiter: it answers the
+	// lock as it is now (granted, or still queued: it waits on), or
+	// TIMED_OUT if the request no longer waits (it timed out, or was
+	// withdrawn when its client hung up). Recognised among the session's 32
+	// most recent requests with an id. Empty: no retries.
 	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Metadata  string `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"` // holder description shown in listings, at most 1 KiB
 	// The owner within the session, for deadlock detection between a

@@ -372,7 +372,7 @@ const (
 //   - RESOURCE_EXHAUSTED: a limit or quota (locks, waiters, sessions);
 //   - FAILED_PRECONDITION: a request the lock's state does not allow (a
 //     conversion already pending, a semaphore named as a lock, a request id
-//     reused for another request or for a request since withdrawn);
+//     reused for another request);
 //   - UNAVAILABLE: not the leader (the message names it), shutting down, or
 //     the outcome of a change is unknown (retry it with the same request id).
 type LocksClient interface {
@@ -512,7 +512,7 @@ func (c *locksClient) CloseSession(ctx context.Context, in *CloseSessionRequest,
 //   - RESOURCE_EXHAUSTED: a limit or quota (locks, waiters, sessions);
 //   - FAILED_PRECONDITION: a request the lock's state does not allow (a
 //     conversion already pending, a semaphore named as a lock, a request id
-//     reused for another request or for a request since withdrawn);
+//     reused for another request);
 //   - UNAVAILABLE: not the leader (the message names it), shutting down, or
 //     the outcome of a change is unknown (retry it with the same request id).
 type LocksServer interface {
