@@ -51,6 +51,7 @@ func (rep *report) goals() []goal {
 		return a / b
 	}
 	gs = append(gs, rep.serverGoals()...)
+	gs = append(gs, rep.pythonGoals()...)
 	// dlm's Redlock against redsync, both on 5 nodes.
 	if res, _, ok := rep.pick("distinct-keys", faster, "dlm-redlock-5"); ok {
 		if alt, _, altOK := rep.pick("distinct-keys", faster, "redsync-5", "redsync-5-fast"); altOK {

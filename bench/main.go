@@ -47,6 +47,7 @@ type config struct {
 	out     string
 	json    string
 	command string
+	python  string // a Python with redis-py, for the Python client's cycle
 }
 
 // workloads are the standard workloads, in the order they run.
@@ -64,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.waiters, "waiters", workload.Waiters, "waiters of contended")
 	fs.StringVar(&cfg.out, "out", "", "write the Markdown report to this file (default: standard output)")
 	fs.StringVar(&cfg.json, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&cfg.python, "python", "", "a Python interpreter with redis-py: also measure the Python client's cycle beside redis-py (needs the dlm and redis targets)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -160,6 +162,10 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 			log.Error("failed", "target", t.id, "err", row.Err)
 		}
 		rep.Rows = append(rep.Rows, row)
+	}
+	rep.Python = measurePython(ctx, cfg.python, srv)
+	for _, c := range rep.Python {
+		log.Info("python cycle", "server", c.Server, "dlm_p50_us", c.DLMP50, "redis_p50_us", c.RedisP50, "err", c.Err)
 	}
 	return rep, nil
 }

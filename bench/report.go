@@ -25,6 +25,7 @@ type report struct {
 	Lockers   int       `json:"lockers"`
 	Waiters   int       `json:"waiters"`
 	Rows      []row     `json:"rows"`
+	Python    []pyCycle `json:"python,omitempty"`
 }
 
 // row is one target's results, one per workload in workloads' order.
@@ -169,6 +170,7 @@ func (rep *report) markdown(w io.Writer) error {
 		}
 	}
 	rep.costs(p)
+	rep.pythonSection(p)
 	var failed []string
 	for _, r := range rep.Rows {
 		if r.Err != "" {
