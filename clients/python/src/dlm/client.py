@@ -723,7 +723,6 @@ class Session:
         deadline = None if wait is None else time.monotonic() + wait
         body = dict(body, session=self._handle, request_id=uuid.uuid4().hex)
         sent = False  # this request id went out at least once
-        tries = 0  # calls made with the current request id
         in_doubt = False  # the server may hold a request of ours we have no answer for
         lock_id = 0
         failures = 0
@@ -736,7 +735,6 @@ class Session:
                     limit = client.poll
                 else:
                     call, limit = body, max(remaining, 0.0)
-                tries += 1
                 try:
                     sent = True
                     resp = client.call(method, call, timeout=limit + client.timeout)
@@ -752,14 +750,15 @@ class Session:
                     self.lost.wait(pause)
                     continue
                 except LostError as e:
-                    if e.reason == "REASON_UNKNOWN_LOCK" and method == "Acquire" and tries > 1:
-                        # Sent again, the request is no longer known: it was
-                        # withdrawn when the connection of an earlier attempt
-                        # broke, or timed out between two calls.
+                    if e.reason == "REASON_UNKNOWN_LOCK" and method == "Acquire":
+                        # Sent again (by us, or by the transport after a
+                        # broken connection), the request is no longer known:
+                        # it was withdrawn when the connection of an earlier
+                        # attempt broke, or timed out between two calls.
                         in_doubt, lock_id = False, 0
                         if deadline is not None and time.monotonic() >= deadline:
                             raise NotAcquiredError(f"dlm: {name!r} was not acquired within {wait:g}s") from e
-                        body["request_id"], tries = uuid.uuid4().hex, 0
+                        body["request_id"] = uuid.uuid4().hex
                         continue
                     if e.reason in (None, "REASON_UNKNOWN_SESSION"):
                         self._lose(e.message, code=e.code, reason=e.reason)
@@ -773,7 +772,7 @@ class Session:
                         in_doubt = False
                         if deadline is not None and time.monotonic() >= deadline:
                             raise NotAcquiredError(f"dlm: {name!r} was not converted within {wait:g}s")
-                        body["request_id"], tries = uuid.uuid4().hex, 0
+                        body["request_id"] = uuid.uuid4().hex
                         continue
                     with self._lock:
                         if self._lost_error is None and not self._closed:
