@@ -515,7 +515,7 @@ class Session:
         self.lost.set()
         for lease in leases:
             lease.lost.set()
-        log.warning("dlm: %s", err)
+        log.warning("%s", err)
         for lease in leases:
             lease._call_on_lost(err)
         if self._on_lost is not None:
