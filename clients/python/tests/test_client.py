@@ -412,3 +412,18 @@ def test_errors_without_json_take_their_code_from_the_status(server: DLMServer) 
     finally:
         proxy.shutdown()
         proxy.server_close()
+
+
+def test_a_grant_nobody_waits_for_is_released(client: dlm.Client) -> None:
+    """A request whose caller left between two polls is granted later; the
+    keepalive thread learns of the grant and releases the lock."""
+    name = unique("orphan")
+    holder = client.acquire(name)
+    with client.session(ttl=1.0) as s:
+        left = client.call(
+            "Acquire", {"session": s._handle, "resource": name, "poll": "0s", "request_id": "caller-left"}
+        )
+        assert left["outcome"] == "OUTCOME_QUEUED"
+        holder.release()
+        wait_until(lambda: holders(client, name) == [], 10, "the orphan grant to be released")
+        assert not s.lost.is_set()

@@ -404,7 +404,7 @@ class Session:
             except LostError as e:
                 self._lose(e.message, code=e.code, reason=e.reason)
                 return
-            except DLMError as e:
+            except Exception as e:  # unavailable, or anything unexpected: try again, in time
                 failures += 1
                 log.debug("dlm: keepalive of session %s failed: %s", self.id, e)
                 next_send = time.monotonic() + min(self.ttl / 10, 0.05 * 2 ** min(failures, 10)) * random.uniform(
@@ -722,10 +722,20 @@ class Session:
         client = self._client
         deadline = None if wait is None else time.monotonic() + wait
         body = dict(body, session=self._handle, request_id=uuid.uuid4().hex)
-        sent = False  # this request id went out at least once
         in_doubt = False  # the server may hold a request of ours we have no answer for
-        lock_id = 0
+        lock_id = 0  # the lock of the request, once an answer named it
         failures = 0
+
+        def renew_request() -> None:
+            """Starts over with a new request id, for the wait that is left:
+            the request of the old id is gone."""
+            nonlocal in_doubt, lock_id
+            self._unpend(lock_id)
+            in_doubt, lock_id = False, 0
+            body["request_id"] = uuid.uuid4().hex
+            if deadline is not None:
+                body["wait"] = format_duration(max(deadline - time.monotonic(), 0.0))
+
         try:
             while True:
                 self._check_open()
@@ -735,11 +745,10 @@ class Session:
                     limit = client.poll
                 else:
                     call, limit = body, max(remaining, 0.0)
+                in_doubt = True
                 try:
-                    sent = True
                     resp = client.call(method, call, timeout=limit + client.timeout)
                 except UnavailableError:
-                    in_doubt = True
                     failures += 1
                     now = time.monotonic()
                     if deadline is not None and now >= deadline and failures >= _MIN_ATTEMPTS:
@@ -750,18 +759,21 @@ class Session:
                     self.lost.wait(pause)
                     continue
                 except LostError as e:
+                    in_doubt = False
                     if e.reason == "REASON_UNKNOWN_LOCK" and method == "Acquire":
                         # Sent again (by us, or by the transport after a
                         # broken connection), the request is no longer known:
                         # it was withdrawn when the connection of an earlier
                         # attempt broke, or timed out between two calls.
-                        in_doubt, lock_id = False, 0
                         if deadline is not None and time.monotonic() >= deadline:
                             raise NotAcquiredError(f"dlm: {name!r} was not acquired within {wait:g}s") from e
-                        body["request_id"] = uuid.uuid4().hex
+                        renew_request()
                         continue
                     if e.reason in (None, "REASON_UNKNOWN_SESSION"):
                         self._lose(e.message, code=e.code, reason=e.reason)
+                    raise
+                except DLMError:
+                    in_doubt = False  # refused: nothing was queued
                     raise
                 failures = 0
                 outcome = resp.get("outcome")
@@ -769,42 +781,44 @@ class Session:
                     if want_mode is not None and Mode.from_wire(resp.get("mode")) != want_mode:
                         # A conversion sent again after it was withdrawn
                         # answers the lock as it is, in its old mode.
-                        in_doubt = False
                         if deadline is not None and time.monotonic() >= deadline:
+                            in_doubt = False
                             raise NotAcquiredError(f"dlm: {name!r} was not converted within {wait:g}s")
-                        body["request_id"] = uuid.uuid4().hex
+                        renew_request()
                         continue
                     with self._lock:
                         if self._lost_error is None and not self._closed:
-                            in_doubt = False
+                            in_doubt, lock_id = False, 0
                             self._orphans.pop(parse_uint(resp.get("lock_id")), None)
                             return granted(resp)
                     self._check_open()
                     raise DLMError("unreachable")
                 if outcome == _QUEUED:
-                    in_doubt = True
                     lid = parse_uint(resp.get("lock_id"))
-                    if lid and lid != lock_id:
+                    if lid and lid != lock_id and method == "Acquire":
+                        self._unpend(lock_id)
                         lock_id = lid
-                        if method == "Acquire":
-                            with self._lock:
-                                self._pending.add(lid)
+                        with self._lock:
+                            self._pending.add(lid)
                     continue
+                in_doubt = False
                 if outcome == _TIMED_OUT:
-                    in_doubt = False
                     what = "acquired" if method == "Acquire" else "converted"
                     if wait == 0:
                         raise NotAcquiredError(f"dlm: {name!r} is held (a try-lock: not {what})")
                     raise NotAcquiredError(f"dlm: {name!r} was not {what} within {wait:g}s")
                 raise DLMError(f"dlm: {method}: unexpected outcome {outcome!r}", code="internal")
         except BaseException:
-            if in_doubt and sent and method == "Acquire":
+            if in_doubt and method == "Acquire":
                 self._abandon(method, body, lock_id)
             raise
         finally:
-            if lock_id and method == "Acquire":
-                with self._lock:
-                    self._pending.discard(lock_id)
+            self._unpend(lock_id)
+
+    def _unpend(self, lock_id: int) -> None:
+        if lock_id:
+            with self._lock:
+                self._pending.discard(lock_id)
 
     def _abandon(self, method: str, body: Dict[str, Any], lock_id: int) -> None:
         """Leaves a request whose outcome is unknown (or still queued) to
