@@ -427,3 +427,19 @@ def test_a_grant_nobody_waits_for_is_released(client: dlm.Client) -> None:
         holder.release()
         wait_until(lambda: holders(client, name) == [], 10, "the orphan grant to be released")
         assert not s.lost.is_set()
+
+
+def test_list_pages_and_long_answers(client: dlm.Client) -> None:
+    """A listing of many resources comes in pages (and long answers in
+    HTTP chunks): every resource, in name order."""
+    prefix = unique("many") + "/"
+    with client.session(ttl=10) as s:
+        for i in range(120):
+            s.acquire(f"{prefix}{i:03d}", metadata="m" * 100)
+        whole = client.list(prefix)
+        paged = client.list(prefix, page_size=25)
+    names = [f"{prefix}{i:03d}" for i in range(120)]
+    assert [r.name for r in whole] == names
+    assert [r.name for r in paged] == names
+    assert all(len(r.holders) == 1 and r.holders[0].metadata == "m" * 100 for r in whole)
+    assert client.list(prefix) == []
