@@ -133,8 +133,15 @@ def test_lost_before_another_is_granted(client: dlm.Client, server: DLMServer) -
     server grants the lock to the next waiter."""
     name = unique("lost")
     lost_at: List[float] = []
-    s = client.session(ttl=1.0)
-    lease = s.acquire(name, on_lost=lambda le, err: lost_at.append(time.monotonic()))
+    threads: List[str] = []
+    session_lost: List[dlm.LostError] = []
+
+    def on_lost(le: dlm.Lease, err: dlm.LostError) -> None:
+        lost_at.append(time.monotonic())
+        threads.append(threading.current_thread().name)
+
+    s = client.session(ttl=1.0, on_lost=session_lost.append)
+    lease = s.acquire(name, on_lost=on_lost)
     result: Dict[str, Any] = {}
 
     def other() -> None:
@@ -154,7 +161,9 @@ def test_lost_before_another_is_granted(client: dlm.Client, server: DLMServer) -
     assert lease.lost.is_set() and result["lost_was_set"]
     assert lost_at[0] < result["granted_at"]
     assert result["token"] > lease.token
-    assert len(lost_at) == 1
+    assert len(lost_at) == 1 and threads[0].startswith("dlm-keepalive")
+    wait_until(lambda: session_lost, 10, "the session's on_lost")
+    assert isinstance(session_lost[0], dlm.LostError) and s.lost.is_set()
     with pytest.raises(dlm.LostError):
         lease.check()
     with pytest.raises(dlm.LostError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -299,7 +300,8 @@ class Session:
         self.lost = threading.Event()
         self._lost_error: Optional[LostError] = None
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._wake = threading.Event()  # wakes the keepalive thread early
+        self._callbacks: List[Callable[[], None]] = []  # for the keepalive thread to call
         self._closed = False
         self._sending = True
         self._valid_until = 0.0
@@ -376,23 +378,31 @@ class Session:
         next_send = last_sent + self.ttl / 3
         failures = 0
         while True:
+            self._run_callbacks()
             with self._lock:
                 if self._closed or self._lost_error is not None:
-                    return
-                valid_until = self._valid_until
-                sending = self._sending
+                    done = True
+                else:
+                    done = False
+                    valid_until = self._valid_until
+                    sending = self._sending
+            if done:
+                self._run_callbacks()
+                return
             now = time.monotonic()
             if now >= valid_until:
                 self._lose(
                     f"dlm: session {self.id}: no keepalive was acknowledged within its TTL "
                     f"({self.ttl:g}s): its locks are lost"
                 )
+                self._run_callbacks()
                 if sending:
                     self._close_quietly()
                 return
             wake = min(next_send, valid_until) if sending else valid_until
             if wake > now:
-                self._stop.wait(wake - now)
+                if self._wake.wait(wake - now):
+                    self._wake.clear()
                 continue
             sent = time.monotonic()
             try:
@@ -403,7 +413,7 @@ class Session:
                 )
             except LostError as e:
                 self._lose(e.message, code=e.code, reason=e.reason)
-                return
+                continue
             except Exception as e:  # unavailable, or anything unexpected: try again, in time
                 failures += 1
                 log.debug("dlm: keepalive of session %s failed: %s", self.id, e)
@@ -511,18 +521,36 @@ class Session:
             leases = list(self._leases.values())
             self._leases.clear()
             self._pending.clear()
-            self._stop.set()
         self.lost.set()
         for lease in leases:
             lease.lost.set()
         log.warning("%s", err)
         for lease in leases:
-            lease._call_on_lost(err)
+            self._later(functools.partial(lease._call_on_lost, err))
         if self._on_lost is not None:
-            try:
-                self._on_lost(err)
-            except Exception:
-                log.exception("dlm: the on_lost callback of session %s failed", self.id)
+            self._later(functools.partial(self._call_on_lost, err))
+
+    def _call_on_lost(self, err: LostError) -> None:
+        assert self._on_lost is not None
+        try:
+            self._on_lost(err)
+        except Exception:
+            log.exception("dlm: the on_lost callback of session %s failed", self.id)
+
+    def _later(self, f: Callable[[], None]) -> None:
+        """Has the keepalive thread call ``f``: callbacks run there, never
+        in the thread of a call that learned of a loss."""
+        with self._lock:
+            self._callbacks.append(f)
+        self._wake.set()
+
+    def _run_callbacks(self) -> None:
+        while True:
+            with self._lock:
+                if not self._callbacks:
+                    return
+                f = self._callbacks.pop(0)
+            f()
 
     def _pause_keepalives(self) -> None:
         """Stops sending keepalives while the watchdog keeps running, as if
@@ -544,8 +572,9 @@ class Session:
 
     def close(self) -> None:
         """Closes the session: its locks are released and its queued
-        requests withdrawn. Closing twice is not an error; closing a lost
-        session with leases still held raises LostError."""
+        requests withdrawn. Closing twice is not an error. Raises LostError
+        if the server had ended the session while it still held leases
+        (their locks were lost before the close)."""
         with self._lock:
             if self._closed:
                 return
@@ -553,7 +582,7 @@ class Session:
             lost = self._lost_error
             leases = list(self._leases.values())
             self._leases.clear()
-            self._stop.set()
+        self._wake.set()
         for lease in leases:
             lease._released = True
         if lost is None:
@@ -1023,7 +1052,7 @@ class Lease:
                 self.lost.set()
                 with self.session._lock:
                     self.session._leases.pop(self.lock_id, None)
-                self._call_on_lost(e)
+                self.session._later(functools.partial(self._call_on_lost, e))
             raise
 
     def remaining(self) -> float:
