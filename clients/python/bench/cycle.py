@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
@@ -29,7 +29,7 @@ import dlm  # noqa: E402
 RELEASE = "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end"
 
 
-def measure(cycle: Callable[[], None], n: int, warmup: int) -> List[float]:
+def measure(cycle: Callable[[], None], n: int, warmup: int) -> list[float]:
     """Runs ``cycle`` warmup + n times; returns the n durations in µs."""
     for _ in range(warmup):
         cycle()
@@ -41,7 +41,7 @@ def measure(cycle: Callable[[], None], n: int, warmup: int) -> List[float]:
     return out
 
 
-def bench_dlm(url: str, n: int, warmup: int) -> List[float]:
+def bench_dlm(url: str, n: int, warmup: int) -> list[float]:
     name = f"bench/cycle/{uuid.uuid4().hex[:8]}"
     with dlm.Client(url, label="bench cycle") as client, client.session(ttl=30) as s:
 
@@ -51,13 +51,16 @@ def bench_dlm(url: str, n: int, warmup: int) -> List[float]:
         return measure(cycle, n, warmup)
 
 
-def bench_redis(url: str, n: int, warmup: int) -> List[float]:
+def bench_redis(url: str, n: int, warmup: int) -> list[float]:
     try:
         import redis  # type: ignore[import-not-found]
     except ImportError:
         redis = None
     if redis is None or not hasattr(redis, "Redis"):
-        sys.exit("cycle.py: redis-py is not installed here (pip install redis; a module named redis without Redis is not it)")
+        sys.exit(
+            "cycle.py: redis-py is not installed here: pip install redis "
+            "(a module named redis without redis.Redis is not it)"
+        )
     r = redis.Redis.from_url(url)
     release = r.register_script(RELEASE)
     key = f"bench:cycle:{uuid.uuid4().hex[:8]}"
@@ -74,11 +77,11 @@ def bench_redis(url: str, n: int, warmup: int) -> List[float]:
         r.close()
 
 
-def row(name: str, xs: List[float]) -> str:
+def row(name: str, xs: list[float]) -> str:
     return f"| {name} | {statistics.median(xs):.0f} | {statistics.fmean(xs):.0f} |"
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dlm", required=True, help="the dlm server's HTTP URL, such as http://127.0.0.1:7421")
     p.add_argument("--redis", help="a Redis URL, such as redis://127.0.0.1:6379 (needs redis-py)")

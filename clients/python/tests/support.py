@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, TypeVar
+from typing import Callable, TypeVar
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
@@ -59,7 +60,7 @@ class DLMServer:
         self.binary = binary
         self.workdir = workdir
         self.extra = list(extra)
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
         self.http_port = 0
         self.grpc_port = 0
         self.log = workdir / "server.log"
@@ -72,7 +73,7 @@ class DLMServer:
     def grpc_addr(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self) -> "DLMServer":
+    def start(self) -> DLMServer:
         last = ""
         for attempt in range(4):
             self.http_port, self.grpc_port, raft = free_port(), free_port(), free_port()
@@ -119,7 +120,7 @@ class DLMServer:
         self.proc = None
 
 
-def waiting(client: dlm.Client, name: str) -> List[dlm.LockInfo]:
+def waiting(client: dlm.Client, name: str) -> list[dlm.LockInfo]:
     """The wait queue of resource ``name``."""
     for r in client.list(prefix=name):
         if r.name == name:
@@ -127,7 +128,7 @@ def waiting(client: dlm.Client, name: str) -> List[dlm.LockInfo]:
     return []
 
 
-def holders(client: dlm.Client, name: str) -> List[dlm.LockInfo]:
+def holders(client: dlm.Client, name: str) -> list[dlm.LockInfo]:
     """The holders of resource ``name``."""
     for r in client.list(prefix=name):
         if r.name == name:
@@ -149,7 +150,7 @@ class BreakingProxy:
         self.listener.listen(16)
         self.port = self.listener.getsockname()[1]
         self._lock = threading.Lock()
-        self._socks: List[socket.socket] = []
+        self._socks: list[socket.socket] = []
         self.acquires = 0  # Acquire calls seen
         threading.Thread(target=self._accept, daemon=True).start()
 

@@ -14,11 +14,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
-
-import dlm
 from support import (
     ALICE_TOKEN,
     BOB_TOKEN,
@@ -30,6 +28,8 @@ from support import (
     wait_until,
     waiting,
 )
+
+import dlm
 
 
 def test_quick_start(client: dlm.Client) -> None:
@@ -80,7 +80,7 @@ def test_fifo_across_go_and_python(client: dlm.Client, server: DLMServer, dlm_bi
     )
     try:
         wait_until(lambda: len(waiting(client, name)) == 1, 30, "the Go client to queue")
-        errors: List[BaseException] = []
+        errors: list[BaseException] = []
 
         def python_waiter() -> None:
             try:
@@ -107,7 +107,7 @@ def test_fifo_across_go_and_python(client: dlm.Client, server: DLMServer, dlm_bi
 def test_tokens_only_grow(client: dlm.Client) -> None:
     """Fencing tokens strictly increase across acquisitions, names,
     sessions and modes."""
-    tokens: List[int] = []
+    tokens: list[int] = []
     a, b = unique("tok"), unique("tok")
     with client.session(ttl=10) as s:
         for name in (a, b, a, a, b):
@@ -132,9 +132,9 @@ def test_lost_before_another_is_granted(client: dlm.Client, server: DLMServer) -
     """A session whose keepalives stop sees its lease lost before the
     server grants the lock to the next waiter."""
     name = unique("lost")
-    lost_at: List[float] = []
-    threads: List[str] = []
-    session_lost: List[dlm.LostError] = []
+    lost_at: list[float] = []
+    threads: list[str] = []
+    session_lost: list[dlm.LostError] = []
 
     def on_lost(le: dlm.Lease, err: dlm.LostError) -> None:
         lost_at.append(time.monotonic())
@@ -142,7 +142,7 @@ def test_lost_before_another_is_granted(client: dlm.Client, server: DLMServer) -
 
     s = client.session(ttl=1.0, on_lost=session_lost.append)
     lease = s.acquire(name, on_lost=on_lost)
-    result: Dict[str, Any] = {}
+    result: dict[str, Any] = {}
 
     def other() -> None:
         with dlm.Client(server.url) as c2, c2.lock(name, ttl=10, wait=60) as l2:
@@ -224,8 +224,8 @@ def test_token_needs_https_off_loopback() -> None:
         (dict(capacity=2, mode="pr"), "semaphore"),
     ],
 )
-def test_bad_input_is_a_clear_error(client: dlm.Client, kwargs: Dict[str, Any], words: str) -> None:
-    args: Dict[str, Any] = dict(name=unique("bad"), ttl=10)
+def test_bad_input_is_a_clear_error(client: dlm.Client, kwargs: dict[str, Any], words: str) -> None:
+    args: dict[str, Any] = dict(name=unique("bad"), ttl=10)
     args.update(kwargs)
     name = args.pop("name")
     with pytest.raises(dlm.InvalidError) as ei:
@@ -240,7 +240,7 @@ def test_shared_mode(client: dlm.Client) -> None:
         with pytest.raises(dlm.NotAcquiredError):
             with client.lock(name, wait=0):
                 pass
-        got: List[dlm.Lease] = []
+        got: list[dlm.Lease] = []
         t = threading.Thread(target=lambda: got.append(client.acquire(name, mode="ex", wait=60)))
         t.start()
         wait_until(lambda: len(waiting(client, name)) == 1, 30, "the EX request to queue")
@@ -267,7 +267,7 @@ def test_try_lock_then_skip(client: dlm.Client) -> None:
     """The once-across-instances job: a try-lock that finds the lock held
     skips the run."""
     name = unique("cron")
-    runs: List[str] = []
+    runs: list[str] = []
 
     def job(who: str) -> None:
         try:
@@ -291,7 +291,7 @@ def test_long_waits_poll_with_one_request(server: DLMServer) -> None:
     name = unique("poll")
     with dlm.Client(server.url, poll=0.2) as c:
         holder = c.acquire(name)
-        got: List[dlm.Lease] = []
+        got: list[dlm.Lease] = []
         t = threading.Thread(target=lambda: got.append(c.acquire(name, wait=60)))
         t.start()
         first = wait_until(lambda: waiting(c, name), 30, "the waiter to queue")
@@ -315,7 +315,7 @@ def test_retry_after_a_broken_connection(client: dlm.Client, server: DLMServer) 
     try:
         with dlm.Client(proxy.url) as pc, pc.session(ttl=10) as s:
             holder = client.acquire(name)
-            got: List[Any] = []
+            got: list[Any] = []
 
             def waiter() -> None:
                 try:
@@ -376,7 +376,7 @@ def test_deadlock_is_refused(client: dlm.Client) -> None:
     with client.session() as s1, client.session() as s2:
         s1.acquire(a)
         s2.acquire(b)
-        errors: List[BaseException] = []
+        errors: list[BaseException] = []
 
         def first() -> None:
             try:

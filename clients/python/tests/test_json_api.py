@@ -8,16 +8,15 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import pytest
-
 from support import ALICE_TOKEN, BOB_TOKEN, DLMServer, unique
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 
 
-def curl(server: DLMServer, method: str, body: Any, token: Optional[str] = None) -> Tuple[int, Dict[str, str], Any]:
+def curl(server: DLMServer, method: str, body: Any, token: str | None = None) -> tuple[int, dict[str, str], Any]:
     """POSTs ``body`` (JSON, or a str sent as is) to /dlm.v1.Locks/<method>
     with curl; returns the status, the headers (lower-case names) and the
     decoded answer."""
@@ -34,7 +33,7 @@ def curl(server: DLMServer, method: str, body: Any, token: Optional[str] = None)
             args[2:2] = ["-H", f"Authorization: Bearer {token}"]
         data = body if isinstance(body, str) else json.dumps(body)
         r = subprocess.run(args, input=data.encode(), capture_output=True, timeout=60, check=True)
-        hdrs: Dict[str, str] = {}
+        hdrs: dict[str, str] = {}
         for line in headers.read_text().splitlines()[1:]:
             if ":" in line:
                 k, v = line.split(":", 1)
@@ -43,7 +42,7 @@ def curl(server: DLMServer, method: str, body: Any, token: Optional[str] = None)
         return int(r.stdout), hdrs, json.loads(text) if text else None
 
 
-def open_session(server: DLMServer, ttl: str = "10s", token: Optional[str] = None) -> str:
+def open_session(server: DLMServer, ttl: str = "10s", token: str | None = None) -> str:
     status, _, resp = curl(server, "OpenSession", {"ttl": ttl, "label": "curl"}, token)
     assert status == 200, resp
     return resp["session"]
@@ -125,7 +124,7 @@ def test_try_lock_times_out_and_poll_keeps_the_place(server: DLMServer) -> None:
         ("Acquire", "{not json", None, "syntax"),
     ],
 )
-def test_bad_input(server: DLMServer, method: str, body: Any, reason: Optional[str], words: str) -> None:
+def test_bad_input(server: DLMServer, method: str, body: Any, reason: str | None, words: str) -> None:
     if method == "Acquire" and isinstance(body, dict):
         body = dict(body, session=open_session(server))
     status, hdrs, err = curl(server, method, body)

@@ -18,7 +18,7 @@ import json
 import socket
 import ssl
 import threading
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Union
 from urllib.parse import urlsplit
 
 from .errors import DLMError, UnavailableError, code_from_http_status, error_from_reply
@@ -78,7 +78,7 @@ class _Response:
 
     __slots__ = ("status", "reason", "headers", "body", "will_close")
 
-    def __init__(self, status: int, reason: str, headers: Dict[str, str], body: bytes, will_close: bool) -> None:
+    def __init__(self, status: int, reason: str, headers: dict[str, str], body: bytes, will_close: bool) -> None:
         self.status = status
         self.reason = reason
         self.headers = headers
@@ -137,7 +137,7 @@ class _Reader:
                 raise http.client.BadStatusLine(lines[0])
             version, status = parts[0], int(parts[1])
             reason = parts[2] if len(parts) > 2 else ""
-            headers: Dict[str, str] = {}
+            headers: dict[str, str] = {}
             for line in lines[1:]:
                 name, sep, value = line.partition(":")
                 if sep:
@@ -198,10 +198,10 @@ class Transport:
     def __init__(
         self,
         url: str,
-        token: Optional[str] = None,
+        token: str | None = None,
         *,
         timeout: float = 10.0,
-        ssl_context: Optional[ssl.SSLContext] = None,
+        ssl_context: ssl.SSLContext | None = None,
         allow_token_over_http: bool = False,
         max_idle: int = 32,
     ) -> None:
@@ -236,7 +236,7 @@ class Transport:
         if token is not None:
             head.append(f"Authorization: Bearer {token}")
         self._head = "\r\n".join(head)
-        self._idle: List[Conn] = []
+        self._idle: list[Conn] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -272,11 +272,10 @@ class Transport:
 
     def _request(self, method: str, data: bytes) -> bytes:
         return (
-            f"POST {self.base}{method} HTTP/1.1\r\n{self._head}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
-            + data
+            f"POST {self.base}{method} HTTP/1.1\r\n{self._head}\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data
         )
 
-    def call(self, method: str, body: Dict[str, Any], timeout: Optional[float] = None) -> Dict[str, Any]:
+    def call(self, method: str, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """Calls ``method`` with request ``body`` and returns the answer.
 
         ``timeout`` bounds each blocking step of the call (connecting,
@@ -322,7 +321,7 @@ class Transport:
         return f"{'https' if self.https else 'http'}://{self.host}:{self.port}"
 
     @staticmethod
-    def _decode(method: str, resp: _Response) -> Dict[str, Any]:
+    def _decode(method: str, resp: _Response) -> dict[str, Any]:
         payload = resp.body
         if resp.status == 200:
             try:

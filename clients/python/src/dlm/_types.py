@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Union
 
 from .errors import InvalidError
 
@@ -43,7 +43,7 @@ class Mode(str, enum.Enum):
         return "MODE_" + self.name
 
     @classmethod
-    def parse(cls, value: "ModeLike") -> "Mode":
+    def parse(cls, value: ModeLike) -> Mode:
         """Returns the mode named by ``value``, raising InvalidError for
         anything else."""
         if isinstance(value, Mode):
@@ -58,7 +58,7 @@ class Mode(str, enum.Enum):
         raise InvalidError(f"dlm: unknown lock mode {value!r}: want one of nl, cr, cw, pr, pw, ex")
 
     @classmethod
-    def from_wire(cls, value: Any) -> Optional["Mode"]:
+    def from_wire(cls, value: Any) -> Mode | None:
         """Returns the mode of an answer's ``"MODE_EX"``, or None for an
         unset one."""
         if not isinstance(value, str) or not value.startswith("MODE_") or value == "MODE_UNSPECIFIED":
@@ -122,17 +122,17 @@ class LockInfo:
     session: int
     resource: str
     state: str  # "granted", "converting" or "waiting"
-    mode: Optional[Mode] = None  # the mode granted (None while waiting, and for semaphores)
-    requested: Optional[Mode] = None  # the mode asked for, while waiting or converting
-    permits: Optional[int] = None  # semaphores
-    token: Optional[int] = None  # the fencing token of the current grant
+    mode: Mode | None = None  # the mode granted (None while waiting, and for semaphores)
+    requested: Mode | None = None  # the mode asked for, while waiting or converting
+    permits: int | None = None  # semaphores
+    token: int | None = None  # the fencing token of the current grant
     owner: int = 0
     metadata: str = ""
     session_label: str = ""
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "LockInfo":
+    def from_json(cls, d: dict[str, Any]) -> LockInfo:
         state = str(d.get("state", "")).replace("STATE_", "").lower()
         return cls(
             lock_id=parse_uint(d.get("lock_id")),
@@ -156,14 +156,14 @@ class ResourceInfo:
 
     name: str
     semaphore: bool = False
-    capacity: Optional[int] = None  # semaphores: total permits
-    used: Optional[int] = None  # semaphores: permits granted
-    holders: List[LockInfo] = field(default_factory=list)
-    converting: List[LockInfo] = field(default_factory=list)
-    waiting: List[LockInfo] = field(default_factory=list)
+    capacity: int | None = None  # semaphores: total permits
+    used: int | None = None  # semaphores: permits granted
+    holders: list[LockInfo] = field(default_factory=list)
+    converting: list[LockInfo] = field(default_factory=list)
+    waiting: list[LockInfo] = field(default_factory=list)
 
     @classmethod
-    def from_json(cls, d: Dict[str, Any]) -> "ResourceInfo":
+    def from_json(cls, d: dict[str, Any]) -> ResourceInfo:
         return cls(
             name=str(d.get("name", "")),
             semaphore=bool(d.get("semaphore", False)),
@@ -174,7 +174,7 @@ class ResourceInfo:
             waiting=[LockInfo.from_json(x) for x in d.get("waiting") or []],
         )
 
-    def extend(self, more: "ResourceInfo") -> None:
+    def extend(self, more: ResourceInfo) -> None:
         """Appends the rest of a resource cut at a page's end."""
         self.holders.extend(more.holders)
         self.converting.extend(more.converting)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
 import logging
 import os
@@ -13,7 +14,7 @@ import time
 import uuid
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Type, TypeVar
+from typing import Any, Callable, TypeVar
 
 from ._transport import Transport
 from ._types import Mode, ModeLike, ResourceInfo, format_duration, parse_duration, parse_uint
@@ -84,11 +85,11 @@ class Client:
     def __init__(
         self,
         url: str,
-        token: Optional[str] = None,
+        token: str | None = None,
         *,
         timeout: float = 10.0,
-        label: Optional[str] = None,
-        ssl_context: Optional[ssl.SSLContext] = None,
+        label: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         allow_token_over_http: bool = False,
         poll: float = 25.0,
     ) -> None:
@@ -103,17 +104,17 @@ class Client:
         self._transport = Transport(
             url, token, timeout=timeout, ssl_context=ssl_context, allow_token_over_http=allow_token_over_http
         )
-        self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"dlm.Client({self.url!r})"
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
 
@@ -129,7 +130,7 @@ class Client:
                 log.warning("dlm: closing session %s: %s", s.id, e)
         self._transport.close()
 
-    def call(self, method: str, body: Dict[str, Any], timeout: Optional[float] = None) -> Dict[str, Any]:
+    def call(self, method: str, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """Calls ``method`` of the Locks service with a request in JSON form
         and returns the answer: the API itself, for what the client does
         not wrap."""
@@ -141,9 +142,9 @@ class Client:
         self,
         ttl: float = 10.0,
         *,
-        label: Optional[str] = None,
-        on_lost: Optional[Callable[[LostError], None]] = None,
-    ) -> "Session":
+        label: str | None = None,
+        on_lost: Callable[[LostError], None] | None = None,
+    ) -> Session:
         """Opens a session with time to live ``ttl`` (seconds, 0.1 to 3600)
         and starts its keepalive thread. Use it as a context manager to
         close it (releasing its locks)::
@@ -166,13 +167,13 @@ class Client:
         name: str,
         *,
         ttl: float = 10.0,
-        wait: Optional[float] = None,
-        mode: Optional[ModeLike] = None,
-        permits: Optional[int] = None,
-        capacity: Optional[int] = None,
-        on_lost: Optional[LostCallback] = None,
-        metadata: Optional[str] = None,
-    ) -> "Lease":
+        wait: float | None = None,
+        mode: ModeLike | None = None,
+        permits: int | None = None,
+        capacity: int | None = None,
+        on_lost: LostCallback | None = None,
+        metadata: str | None = None,
+    ) -> Lease:
         """Acquires lock ``name`` on a session of its own (TTL ``ttl``)
         and returns the lease; releasing it closes the session. See
         :meth:`Session.acquire` for the arguments, and :meth:`lock` for the
@@ -196,13 +197,13 @@ class Client:
         name: str,
         *,
         ttl: float = 10.0,
-        wait: Optional[float] = None,
-        mode: Optional[ModeLike] = None,
-        permits: Optional[int] = None,
-        capacity: Optional[int] = None,
-        on_lost: Optional[LostCallback] = None,
-        metadata: Optional[str] = None,
-    ) -> "LockContext":
+        wait: float | None = None,
+        mode: ModeLike | None = None,
+        permits: int | None = None,
+        capacity: int | None = None,
+        on_lost: LostCallback | None = None,
+        metadata: str | None = None,
+    ) -> LockContext:
         """Returns a context manager that acquires lock ``name`` on entry
         (on a session of its own, with time to live ``ttl``), yields the
         :class:`Lease`, and releases it on exit::
@@ -228,15 +229,15 @@ class Client:
             )
         )
 
-    def list(self, prefix: str = "", *, page_size: int = 0) -> List[ResourceInfo]:
+    def list(self, prefix: str = "", *, page_size: int = 0) -> builtins.list[ResourceInfo]:
         """Returns the resources whose names begin with ``prefix`` that have
         a holder or a waiter, in name order, with their holders and queues
         (every page of the listing)."""
-        out: List[ResourceInfo] = []
+        out: list[ResourceInfo] = []
         after = ""
         cut = False  # the last resource continues on the next page
         while True:
-            body: Dict[str, Any] = {"prefix": prefix, "after": after}
+            body: dict[str, Any] = {"prefix": prefix, "after": after}
             if page_size:
                 body["limit"] = page_size
             resp = self.call("List", body)
@@ -256,16 +257,16 @@ class LockContext:
     """The context manager of :meth:`Client.lock` and :meth:`Session.lock`:
     acquires on entry, releases on exit."""
 
-    def __init__(self, acquire: Callable[[], "Lease"]) -> None:
+    def __init__(self, acquire: Callable[[], Lease]) -> None:
         self._acquire = acquire
-        self._lease: Optional[Lease] = None
+        self._lease: Lease | None = None
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         self._lease = self._acquire()
         return self._lease
 
     def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         lease, self._lease = self._lease, None
         if lease is not None:
@@ -286,7 +287,7 @@ class Session:
     """
 
     def __init__(
-        self, client: Client, ttl: float, label: str, on_lost: Optional[Callable[[LostError], None]] = None
+        self, client: Client, ttl: float, label: str, on_lost: Callable[[LostError], None] | None = None
     ) -> None:
         self._client = client
         self._ttl_asked = ttl
@@ -298,28 +299,28 @@ class Session:
         self._handle = ""
         #: Set once the session is lost (never when it is closed).
         self.lost = threading.Event()
-        self._lost_error: Optional[LostError] = None
+        self._lost_error: LostError | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()  # wakes the keepalive thread early
-        self._callbacks: List[Callable[[], None]] = []  # for the keepalive thread to call
+        self._callbacks: list[Callable[[], None]] = []  # for the keepalive thread to call
         self._closed = False
         self._sending = True
         self._valid_until = 0.0
-        self._leases: Dict[int, Lease] = {}
-        self._pending: Set[int] = set()  # lock ids of queued requests an acquire waits on
-        self._orphans: Dict[int, bool] = {}  # granted lock ids nobody claimed yet
-        self._cleanup: List[Tuple[str, Any]] = []  # work for the keepalive thread
-        self._thread: Optional[threading.Thread] = None
+        self._leases: dict[int, Lease] = {}
+        self._pending: set[int] = set()  # lock ids of queued requests an acquire waits on
+        self._orphans: dict[int, bool] = {}  # granted lock ids nobody claimed yet
+        self._cleanup: list[tuple[str, Any]] = []  # work for the keepalive thread
+        self._thread: threading.Thread | None = None
 
     def __repr__(self) -> str:
         state = "lost" if self.lost.is_set() else "closed" if self._closed else "open"
         return f"<dlm.Session {self.id} ttl={self.ttl}s {state}>"
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
             self.close()
@@ -366,9 +367,7 @@ class Session:
         self.ttl = parse_duration(resp.get("ttl"), float(self._ttl_asked))
         # The send of OpenSession counts as the first keepalive.
         self._valid_until = sent + self.ttl - _drift(self.ttl)
-        self._thread = threading.Thread(
-            target=self._run, args=(sent,), name=f"dlm-keepalive-{self.id}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(sent,), name=f"dlm-keepalive-{self.id}", daemon=True)
         self._thread.start()
 
     def _run(self, last_sent: float) -> None:
@@ -432,11 +431,11 @@ class Session:
             except Exception:  # never let the watchdog die
                 log.exception("dlm: session %s: handling keepalive events", self.id)
 
-    def _events(self, events: List[Dict[str, Any]]) -> None:
+    def _events(self, events: list[dict[str, Any]]) -> None:
         """Handles the events of a keepalive: a grant of a request nobody
         waits for (its caller gave up) is released, after a keepalive
         cycle's grace for an acquire that is about to claim it."""
-        release: List[int] = []
+        release: list[int] = []
         with self._lock:
             # Orphans seen one cycle ago and still unclaimed.
             for lid in list(self._orphans):
@@ -490,7 +489,7 @@ class Session:
         except DLMError as e:
             log.debug("dlm: session %s: releasing lock %s: %s", self.id, lock_id, e)
 
-    def _withdraw(self, method: str, body: Dict[str, Any]) -> None:
+    def _withdraw(self, method: str, body: dict[str, Any]) -> None:
         """Takes back a request whose outcome the client never learned: sent
         again (same request id) with a zero poll, it answers its lock id,
         which is then released."""
@@ -510,7 +509,7 @@ class Session:
         except DLMError:
             pass
 
-    def _lose(self, message: str, *, code: Optional[str] = None, reason: Optional[str] = None) -> None:
+    def _lose(self, message: str, *, code: str | None = None, reason: str | None = None) -> None:
         """Ends the session as lost: sets every lease's ``lost`` and calls
         the callbacks, once."""
         with self._lock:
@@ -628,14 +627,14 @@ class Session:
         self,
         name: str,
         *,
-        mode: Optional[ModeLike] = None,
-        wait: Optional[float] = None,
-        permits: Optional[int] = None,
-        capacity: Optional[int] = None,
-        metadata: Optional[str] = None,
-        on_lost: Optional[LostCallback] = None,
+        mode: ModeLike | None = None,
+        wait: float | None = None,
+        permits: int | None = None,
+        capacity: int | None = None,
+        metadata: str | None = None,
+        on_lost: LostCallback | None = None,
         owner: int = 0,
-    ) -> "Lease":
+    ) -> Lease:
         """Acquires lock ``name`` on this session, waiting in its FIFO
         queue, and returns the :class:`Lease`.
 
@@ -666,8 +665,8 @@ class Session:
         """
         if not isinstance(name, str):
             raise InvalidError(f"dlm: the lock name must be a str, not {type(name).__name__}")
-        body: Dict[str, Any] = {"resource": name}
-        m: Optional[Mode] = None
+        body: dict[str, Any] = {"resource": name}
+        m: Mode | None = None
         if capacity is not None:
             if mode is not None:
                 raise InvalidError(f"dlm: {name!r}: a semaphore (capacity set) has permits, not modes")
@@ -685,7 +684,7 @@ class Session:
         if owner:
             body["owner"] = str(int(owner))
 
-        def granted(resp: Dict[str, Any]) -> Lease:
+        def granted(resp: dict[str, Any]) -> Lease:
             lease = Lease(
                 self,
                 name,
@@ -706,12 +705,12 @@ class Session:
         self,
         name: str,
         *,
-        mode: Optional[ModeLike] = None,
-        wait: Optional[float] = None,
-        permits: Optional[int] = None,
-        capacity: Optional[int] = None,
-        metadata: Optional[str] = None,
-        on_lost: Optional[LostCallback] = None,
+        mode: ModeLike | None = None,
+        wait: float | None = None,
+        permits: int | None = None,
+        capacity: int | None = None,
+        metadata: str | None = None,
+        on_lost: LostCallback | None = None,
         owner: int = 0,
     ) -> LockContext:
         """The context-manager form of :meth:`acquire`: acquires on entry,
@@ -732,11 +731,11 @@ class Session:
     def _request(
         self,
         method: str,
-        body: Dict[str, Any],
-        wait: Optional[float],
-        granted: Callable[[Dict[str, Any]], T],
+        body: dict[str, Any],
+        wait: float | None,
+        granted: Callable[[dict[str, Any]], T],
         name: str,
-        want_mode: Optional[Mode] = None,
+        want_mode: Mode | None = None,
     ) -> T:
         """Sends an Acquire or Convert and waits for its outcome.
 
@@ -849,7 +848,7 @@ class Session:
             with self._lock:
                 self._pending.discard(lock_id)
 
-    def _abandon(self, method: str, body: Dict[str, Any], lock_id: int) -> None:
+    def _abandon(self, method: str, body: dict[str, Any], lock_id: int) -> None:
         """Leaves a request whose outcome is unknown (or still queued) to
         the keepalive thread, which takes it back."""
         with self._lock:
@@ -888,11 +887,11 @@ class Lease:
         *,
         lock_id: int,
         token: int,
-        mode: Optional[Mode],
-        permits: Optional[int] = None,
-        capacity: Optional[int] = None,
+        mode: Mode | None,
+        permits: int | None = None,
+        capacity: int | None = None,
         metadata: str = "",
-        on_lost: Optional[LostCallback] = None,
+        on_lost: LostCallback | None = None,
     ) -> None:
         self.session = session
         self.name = name
@@ -913,11 +912,11 @@ class Lease:
         state = "lost" if self.lost.is_set() else "released" if self._released else "held"
         return f"<dlm.Lease {self.name!r} {what} token={self.token} {state}>"
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         return self
 
     def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
             self.release()
@@ -962,7 +961,7 @@ class Lease:
         except Exception:
             log.exception("dlm: the on_lost callback of %r failed", self.name)
 
-    def _converted(self, mode: Optional[Mode], token: int) -> None:
+    def _converted(self, mode: Mode | None, token: int) -> None:
         if mode is not None:
             if token and mode != Mode.NL:
                 self.token = max(self.token, token)
@@ -1023,7 +1022,7 @@ class Lease:
                     s._lose(e.message, code=e.code, reason=e.reason)
                 return True
 
-    def convert(self, mode: ModeLike, *, wait: Optional[float] = None, queue_convert: bool = False) -> None:
+    def convert(self, mode: ModeLike, *, wait: float | None = None, queue_convert: bool = False) -> None:
         """Changes the lease's mode, waiting like an acquire (``wait``
         seconds; None: until granted; 0: at once or not at all).
 
@@ -1036,13 +1035,13 @@ class Lease:
             raise InvalidError(f"dlm: {self.name!r} is a semaphore: it has no modes to convert")
         m = Mode.parse(mode)
         self.check()
-        body: Dict[str, Any] = {"lock_id": str(self.lock_id), "mode": m.wire}
+        body: dict[str, Any] = {"lock_id": str(self.lock_id), "mode": m.wire}
         if wait is not None:
             body["wait"] = format_duration(wait, "wait")
         if queue_convert:
             body["queue_convert"] = True
 
-        def granted(resp: Dict[str, Any]) -> None:
+        def granted(resp: dict[str, Any]) -> None:
             self._converted(Mode.from_wire(resp.get("mode")) or m, parse_uint(resp.get("token")))
 
         try:
@@ -1059,4 +1058,3 @@ class Lease:
         """The seconds left until the lease's validity passes (0 if it
         has)."""
         return max(0.0, self.valid_until - time.monotonic())
-

@@ -23,8 +23,6 @@ The classes mirror the errors of the Go client::
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
-
 __all__ = [
     "DLMError",
     "NotAcquiredError",
@@ -53,7 +51,7 @@ class DLMError(Exception):
         message: a human-readable description.
     """
 
-    def __init__(self, message: str, *, code: Optional[str] = None, reason: Optional[str] = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, reason: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -120,7 +118,7 @@ class LimitError(RefusedError):
     waiters, sessions, holders of one resource)."""
 
 
-_BY_CODE: Dict[str, Type[DLMError]] = {
+_BY_CODE: dict[str, type[DLMError]] = {
     "invalid_argument": InvalidError,
     "out_of_range": InvalidError,
     "unauthenticated": UnauthenticatedError,
@@ -134,9 +132,9 @@ _BY_CODE: Dict[str, Type[DLMError]] = {
 }
 
 
-def error_from_reply(code: str, message: str, reason: Optional[str] = None) -> DLMError:
+def error_from_reply(code: str, message: str, reason: str | None = None) -> DLMError:
     """Returns the exception for an error answer of the server."""
-    cls: Type[DLMError] = _BY_CODE.get(code, DLMError)
+    cls: type[DLMError] = _BY_CODE.get(code, DLMError)
     if reason == "REASON_DEADLOCK":
         cls = DeadlockError
     return cls(message or code, code=code, reason=reason)
@@ -144,7 +142,7 @@ def error_from_reply(code: str, message: str, reason: Optional[str] = None) -> D
 
 # The Connect protocol's mapping of HTTP statuses to codes, for answers
 # whose body is not a Connect error (a proxy's page, say).
-_HTTP_CODES: Dict[int, str] = {
+_HTTP_CODES: dict[int, str] = {
     400: "internal",
     401: "unauthenticated",
     403: "permission_denied",
