@@ -45,6 +45,14 @@ def _drift(ttl: float) -> float:
     return ttl / 100 + 0.002
 
 
+def _lead(ttl: float) -> float:
+    """How long before the end of a session's validity the watchdog fires:
+    1% of the TTL, at most 50 ms, so that a thread woken late on a busy
+    machine still signals the loss before the server could end the
+    session."""
+    return min(ttl / 100, 0.05)
+
+
 def _backoff(attempt: int, base: float = 0.05, cap: float = 2.0) -> float:
     """Exponential backoff with full jitter: a pause drawn uniformly from
     [0, min(cap, base * 2**attempt)]."""
@@ -276,10 +284,11 @@ class LockContext:
 class Session:
     """A session of the dlm server: the locks it takes live as long as it
     does. A daemon thread keeps it alive (every third of its TTL) and
-    watches its validity: once ``sent + ttl - drift`` of the last
-    acknowledged keepalive passes (or the server says the session is gone)
-    the session and every lease on it are lost — before the server could
-    give their locks to anyone else.
+    watches its validity, ``sent + ttl - drift`` of the last acknowledged
+    keepalive: when it passes (the thread fires 1% of the TTL early, at
+    most 50 ms, to absorb a late wake-up), or the server says the session
+    is gone, the session and every lease on it are lost — before the
+    server could give their locks to anyone else.
 
     Open one with :meth:`Client.session`. It is safe for use by many
     threads; all of a session's requests belong to one owner (``owner=0``)
@@ -389,7 +398,8 @@ class Session:
                 self._run_callbacks()
                 return
             now = time.monotonic()
-            if now >= valid_until:
+            fire_at = valid_until - _lead(self.ttl)
+            if now >= fire_at:
                 self._lose(
                     f"dlm: session {self.id}: no keepalive was acknowledged within its TTL "
                     f"({self.ttl:g}s): its locks are lost"
@@ -398,7 +408,7 @@ class Session:
                 if sending:
                     self._close_quietly()
                 return
-            wake = min(next_send, valid_until) if sending else valid_until
+            wake = min(next_send, fire_at) if sending else fire_at
             if wake > now:
                 if self._wake.wait(wake - now):
                     self._wake.clear()
@@ -408,7 +418,7 @@ class Session:
                 # The call cannot outlast the validity: when no answer came
                 # by then, the watchdog must fire in time.
                 resp = self._client.call(
-                    "KeepAlive", {"session": self._handle}, timeout=min(self._client.timeout, valid_until - sent)
+                    "KeepAlive", {"session": self._handle}, timeout=min(self._client.timeout, fire_at - sent)
                 )
             except LostError as e:
                 self._lose(e.message, code=e.code, reason=e.reason)
@@ -475,7 +485,7 @@ class Session:
         """The time a call of the keepalive thread may take: it must be back
         in time to end the session when its validity passes."""
         with self._lock:
-            left = self._valid_until - time.monotonic()
+            left = self._valid_until - _lead(self.ttl) - time.monotonic()
         return max(0.001, min(self._client.timeout, left))
 
     def _release_quietly(self, lock_id: int, raise_unavailable: bool = False) -> None:
