@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the servers that the tests and benchmarks start (redis-server,
-# etcd, PostgreSQL) through apt-get when run as root; otherwise says what
+# etcd, PostgreSQL), and curl, through apt-get when run as root; otherwise says what
 # is missing and fails.
 set -euo pipefail
 
@@ -11,6 +11,8 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
 	missing+=(postgresql)
 fi
+# curl: the JSON API's tests talk to it as a shell script would.
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 if ((${#missing[@]})); then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		echo "deps.sh: installing ${missing[*]}"

@@ -29,6 +29,12 @@ pkgs=("$@")
 go vet "${pkgs[@]}"
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
 
+# The Python client (clients/python), against a dlm server built from
+# this tree.
+if ! (($#)); then
+	bash scripts/pytest.sh
+fi
+
 # The comparison module (its own go.mod, so that dlm never depends on the
 # other lock libraries): its adapters are tested on real servers.
 if ! (($#)); then

@@ -123,7 +123,8 @@ func (u unary) session(ctx context.Context, handle string) (auth.Principal, lock
 			msg: fmt.Sprintf("dlm server: session %d is gone (expired, closed, or never opened): its locks are lost", sid)}
 	case foreign:
 		u.s.auth.Deny(p, auth.PermissionLock, fmt.Sprintf("(session %d)", sid))
-		return p, sid, nil, permissionDenied(fmt.Sprintf("session %d was opened by another identity", sid))
+		return p, sid, nil, &refusal{code: codes.PermissionDenied, reason: dlmpb.Reason_REASON_PERMISSION_DENIED,
+			msg: fmt.Sprintf("%s: session %d was opened by another identity", auth.ErrPermissionDenied, sid)}
 	case badSecret:
 		u.s.log.Warn("dlm server: a unary call named a session with a wrong secret", "session", sid, "identity", p.Identity())
 		return p, sid, nil, &refusal{code: codes.PermissionDenied, reason: dlmpb.Reason_REASON_BAD_RESUME_TOKEN,
@@ -260,7 +261,7 @@ func (u unary) command(p auth.Principal, sid locktable.SessionID, m *dlmpb.Sessi
 		return nil, refuse(err)
 	}
 	if msg, ok := u.s.authorize(p, sid, cmd); !ok {
-		return nil, &refusal{code: codes.PermissionDenied, reason: dlmpb.Reason_REASON_PERMISSION_DENIED, msg: msg}
+		return nil, &refusal{code: codes.PermissionDenied, reason: dlmpb.Reason_REASON_PERMISSION_DENIED, msg: auth.ErrPermissionDenied.Error() + ": " + msg}
 	}
 	cmd.Key = key
 	return cmd, nil
@@ -282,9 +283,7 @@ func (u unary) answer(ctx context.Context, mb *mailbox, cmd *dlmpb.Command, conv
 	if err != nil {
 		return nil, err
 	}
-	if errors.Is(r.Err, locktable.ErrWouldBlock) || (r.Duplicate && errors.Is(r.Err, locktable.ErrUnknownLock)) {
-		// Not granted, nothing queued: a try-lock of a held lock, or a retry
-		// of a request no longer queued (it timed out, or was withdrawn).
+	if errors.Is(r.Err, locktable.ErrWouldBlock) {
 		return &dlmpb.AcquireResponse{Outcome: dlmpb.AcquireResponse_OUTCOME_TIMED_OUT, LockId: conv.lock, Mode: dlmpb.Mode(mode)}, nil
 	}
 	if r.Err != nil {
@@ -295,6 +294,11 @@ func (u unary) answer(ctx context.Context, mb *mailbox, cmd *dlmpb.Command, conv
 		k = lockKey{lock: uint64(r.Lock)}
 	}
 	if r.Status == locktable.StatusGranted {
+		if r.Duplicate && conv.conversion && dlmpb.Mode(r.Mode) != mode {
+			// A retried conversion no longer queued and not granted (it
+			// timed out, or was cancelled): the lock keeps its mode.
+			return &dlmpb.AcquireResponse{Outcome: dlmpb.AcquireResponse_OUTCOME_TIMED_OUT, LockId: conv.lock, Mode: dlmpb.Mode(r.Mode)}, nil
+		}
 		if r.Duplicate && r.Mode != 0 {
 			mode = dlmpb.Mode(r.Mode)
 		}
@@ -398,6 +402,30 @@ func (u unary) Release(ctx context.Context, req *dlmpb.ReleaseLockRequest) (*dlm
 		}
 	}
 	return &dlmpb.ReleaseLockResponse{Token: token}, nil
+}
+
+// Cancel withdraws the queued part of a lock: a request not granted yet
+// (the lock is then gone), or a pending conversion (the lock keeps its
+// mode).
+func (u unary) Cancel(ctx context.Context, req *dlmpb.CancelLockRequest) (*dlmpb.CancelLockResponse, error) {
+	_, sid, _, err := u.session(ctx, req.GetSession())
+	if err != nil {
+		return nil, err
+	}
+	r, err := u.propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{Session: uint64(sid), LockId: req.GetLockId()}}})
+	if err != nil {
+		return nil, err
+	}
+	if r.Err != nil {
+		return nil, refuse(r.Err)
+	}
+	resp := &dlmpb.CancelLockResponse{}
+	for _, e := range r.Events {
+		if e.Kind == locktable.EventCancelled && uint64(e.Lock) == req.GetLockId() {
+			resp.Conversion = e.Conversion
+		}
+	}
+	return resp, nil
 }
 
 // List lists resources, as DLM.List.

@@ -469,3 +469,37 @@ func TestGRPCHealthAndReflection(t *testing.T) {
 		}
 	}
 }
+
+func TestUnaryCancelAndRetriedConversion(t *testing.T) {
+	s := startServer(t, Config{})
+	c := locksClient(t, s)
+	ctx := testCtx(t)
+	a, b := openUnary(t, ctx, c, 10*time.Second), openUnary(t, ctx, c, 10*time.Second)
+	pa, err := c.Acquire(ctx, &dlmpb.AcquireRequest{Session: a, Resource: "doc", Mode: dlmpb.Mode_MODE_PR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, &dlmpb.AcquireRequest{Session: b, Resource: "doc", Mode: dlmpb.Mode_MODE_PR}); err != nil {
+		t.Fatal(err)
+	}
+	// A conversion left queued (poll 0), then cancelled: the lock keeps PR.
+	up := &dlmpb.ConvertLockRequest{Session: a, LockId: pa.GetLockId(), Mode: dlmpb.Mode_MODE_EX, RequestId: "up-1", Poll: durationpb.New(0)}
+	r, err := c.Convert(ctx, up)
+	if err != nil || r.GetOutcome() != dlmpb.AcquireResponse_OUTCOME_QUEUED {
+		t.Fatalf("conversion: %v, %v", r, err)
+	}
+	cr, err := c.Cancel(ctx, &dlmpb.CancelLockRequest{Session: a, LockId: pa.GetLockId()})
+	if err != nil || !cr.GetConversion() {
+		t.Fatalf("cancel: %v, %v", cr, err)
+	}
+	if n := waiters(t, s, "doc"); n != 0 {
+		t.Fatalf("%d queued after the cancel", n)
+	}
+	// Retried, the cancelled conversion is not granted: the old mode stays.
+	r, err = c.Convert(ctx, up)
+	if err != nil || r.GetOutcome() != dlmpb.AcquireResponse_OUTCOME_TIMED_OUT || r.GetMode() != dlmpb.Mode_MODE_PR {
+		t.Fatalf("retried conversion: %v, %v", r, err)
+	}
+	_, err = c.Cancel(ctx, &dlmpb.CancelLockRequest{Session: a, LockId: pa.GetLockId()})
+	wantCode(t, err, codes.FailedPrecondition, "cancel with nothing queued")
+}

@@ -61,6 +61,10 @@ func (c locksConnect) Release(ctx context.Context, req *connect.Request[dlmpb.Re
 	return serveConnect(ctx, req, c.u.Release)
 }
 
+func (c locksConnect) Cancel(ctx context.Context, req *connect.Request[dlmpb.CancelLockRequest]) (*connect.Response[dlmpb.CancelLockResponse], error) {
+	return serveConnect(ctx, req, c.u.Cancel)
+}
+
 func (c locksConnect) List(ctx context.Context, req *connect.Request[dlmpb.ListRequest]) (*connect.Response[dlmpb.ListResponse], error) {
 	return serveConnect(ctx, req, c.u.List)
 }

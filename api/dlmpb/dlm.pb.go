@@ -3928,10 +3928,12 @@ type AcquireRequest struct {
 	// The client's id of this request, for retries: 1 to 64 printable ASCII
 	// characters, unique within the session (a UUID does). A retried request
 	// (same id, same content) never makes a second waiter: it answers the
-	// lock as it is now (granted, or still queued: it waits on), or
-	// TIMED_OUT if the request no longer waits (it timed out, or was
-	// withdrawn when its client hung up). Recognised among the session's 32
-	// most recent requests with an id. Empty: no retries.
+	// lock as it is now (granted, or still queued: it waits on). A request
+	// that no longer waits (it timed out, or was withdrawn when its client
+	// hung up) is refused NOT_FOUND with REASON_UNKNOWN_LOCK: nothing is
+	// held or queued for it; ask again with a new id for what is left of the
+	// wait. Recognised among the session's 32 most recent requests with an
+	// id. Empty: no retries.
 	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Metadata  string `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"` // holder description shown in listings, at most 1 KiB
 	// The owner within the session, for deadlock detection between a
@@ -4312,6 +4314,104 @@ func (x *ReleaseLockResponse) GetToken() uint64 {
 	return 0
 }
 
+// CancelLockRequest withdraws the queued part of a lock.
+type CancelLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelLockRequest) Reset() {
+	*x = CancelLockRequest{}
+	mi := &file_dlm_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelLockRequest) ProtoMessage() {}
+
+func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelLockRequest.ProtoReflect.Descriptor instead.
+func (*CancelLockRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CancelLockRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *CancelLockRequest) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+// CancelLockResponse confirms a cancel.
+type CancelLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conversion    bool                   `protobuf:"varint,1,opt,name=conversion,proto3" json:"conversion,omitempty"` // what was withdrawn was a conversion (the lock stays, in its mode)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelLockResponse) Reset() {
+	*x = CancelLockResponse{}
+	mi := &file_dlm_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelLockResponse) ProtoMessage() {}
+
+func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelLockResponse.ProtoReflect.Descriptor instead.
+func (*CancelLockResponse) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *CancelLockResponse) GetConversion() bool {
+	if x != nil {
+		return x.Conversion
+	}
+	return false
+}
+
 // CloseSessionRequest ends a session.
 type CloseSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4322,7 +4422,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4334,7 +4434,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4347,7 +4447,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{48}
+	return file_dlm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -4366,7 +4466,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4478,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4491,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{49}
+	return file_dlm_proto_rawDescGZIP(), []int{51}
 }
 
 // Batch is the data of one Raft log entry: commands applied in order, each
@@ -4407,7 +4507,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4419,7 +4519,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4432,7 +4532,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{50}
+	return file_dlm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -4475,7 +4575,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4587,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4600,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{51}
+	return file_dlm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -4677,7 +4777,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4689,7 +4789,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4702,7 +4802,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{52}
+	return file_dlm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -4740,7 +4840,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4752,7 +4852,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4765,7 +4865,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{53}
+	return file_dlm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -4806,7 +4906,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4818,7 +4918,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4831,7 +4931,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{54}
+	return file_dlm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -4851,7 +4951,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4863,7 +4963,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4876,7 +4976,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{55}
+	return file_dlm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -4904,7 +5004,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +5016,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +5029,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{56}
+	return file_dlm_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -5010,7 +5110,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5022,7 +5122,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5035,7 +5135,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{57}
+	return file_dlm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -5091,7 +5191,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5103,7 +5203,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5116,7 +5216,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{58}
+	return file_dlm_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -5144,7 +5244,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5156,7 +5256,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5169,7 +5269,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{59}
+	return file_dlm_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -5196,7 +5296,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5208,7 +5308,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5221,7 +5321,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{60}
+	return file_dlm_proto_rawDescGZIP(), []int{62}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -5239,7 +5339,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5251,7 +5351,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5264,7 +5364,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{61}
+	return file_dlm_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -5313,7 +5413,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5325,7 +5425,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5338,7 +5438,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{62}
+	return file_dlm_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -5372,7 +5472,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5384,7 +5484,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5397,7 +5497,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{63}
+	return file_dlm_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -5472,7 +5572,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5484,7 +5584,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5497,7 +5597,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{64}
+	return file_dlm_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -5881,7 +5981,14 @@ const file_dlm_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"+\n" +
 	"\x13ReleaseLockResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\x04R\x05token\"/\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\"F\n" +
+	"\x11CancelLockRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"4\n" +
+	"\x12CancelLockResponse\x12\x1e\n" +
+	"\n" +
+	"conversion\x18\x01 \x01(\bR\n" +
+	"conversion\"/\n" +
 	"\x13CloseSessionRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\"\x16\n" +
 	"\x14CloseSessionResponse\"\\\n" +
@@ -6022,13 +6129,14 @@ const file_dlm_proto_rawDesc = "" +
 	"\x04List\x12\x13.dlm.v1.ListRequest\x1a\x14.dlm.v1.ListResponse\x127\n" +
 	"\x06Status\x12\x15.dlm.v1.StatusRequest\x1a\x16.dlm.v1.StatusResponse\x12I\n" +
 	"\fListSessions\x12\x1b.dlm.v1.ListSessionsRequest\x1a\x1c.dlm.v1.ListSessionsResponse\x12I\n" +
-	"\fKillSessions\x12\x1b.dlm.v1.KillSessionsRequest\x1a\x1c.dlm.v1.KillSessionsResponse2\xcf\x03\n" +
+	"\fKillSessions\x12\x1b.dlm.v1.KillSessionsRequest\x1a\x1c.dlm.v1.KillSessionsResponse2\x90\x04\n" +
 	"\x05Locks\x12F\n" +
 	"\vOpenSession\x12\x1a.dlm.v1.OpenSessionRequest\x1a\x1b.dlm.v1.OpenSessionResponse\x12@\n" +
 	"\tKeepAlive\x12\x18.dlm.v1.KeepAliveRequest\x1a\x19.dlm.v1.KeepAliveResponse\x12:\n" +
 	"\aAcquire\x12\x16.dlm.v1.AcquireRequest\x1a\x17.dlm.v1.AcquireResponse\x12>\n" +
 	"\aConvert\x12\x1a.dlm.v1.ConvertLockRequest\x1a\x17.dlm.v1.AcquireResponse\x12B\n" +
-	"\aRelease\x12\x1a.dlm.v1.ReleaseLockRequest\x1a\x1b.dlm.v1.ReleaseLockResponse\x121\n" +
+	"\aRelease\x12\x1a.dlm.v1.ReleaseLockRequest\x1a\x1b.dlm.v1.ReleaseLockResponse\x12?\n" +
+	"\x06Cancel\x12\x19.dlm.v1.CancelLockRequest\x1a\x1a.dlm.v1.CancelLockResponse\x121\n" +
 	"\x04List\x12\x13.dlm.v1.ListRequest\x1a\x14.dlm.v1.ListResponse\x12I\n" +
 	"\fCloseSession\x12\x1b.dlm.v1.CloseSessionRequest\x1a\x1c.dlm.v1.CloseSessionResponseB Z\x1egithub.com/dlmhq/dlm/api/dlmpbb\x06proto3"
 
@@ -6045,7 +6153,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
@@ -6101,40 +6209,42 @@ var file_dlm_proto_goTypes = []any{
 	(*ConvertLockRequest)(nil),    // 51: dlm.v1.ConvertLockRequest
 	(*ReleaseLockRequest)(nil),    // 52: dlm.v1.ReleaseLockRequest
 	(*ReleaseLockResponse)(nil),   // 53: dlm.v1.ReleaseLockResponse
-	(*CloseSessionRequest)(nil),   // 54: dlm.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 55: dlm.v1.CloseSessionResponse
-	(*Batch)(nil),                 // 56: dlm.v1.Batch
-	(*Command)(nil),               // 57: dlm.v1.Command
-	(*SetMemberCmd)(nil),          // 58: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),        // 59: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),       // 60: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),     // 61: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),               // 62: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),            // 63: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),            // 64: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),             // 65: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),            // 66: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 67: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 68: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 69: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 70: dlm.v1.Reply
-	(*timestamppb.Timestamp)(nil), // 71: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 72: google.protobuf.Duration
+	(*CancelLockRequest)(nil),     // 54: dlm.v1.CancelLockRequest
+	(*CancelLockResponse)(nil),    // 55: dlm.v1.CancelLockResponse
+	(*CloseSessionRequest)(nil),   // 56: dlm.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 57: dlm.v1.CloseSessionResponse
+	(*Batch)(nil),                 // 58: dlm.v1.Batch
+	(*Command)(nil),               // 59: dlm.v1.Command
+	(*SetMemberCmd)(nil),          // 60: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),        // 61: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),       // 62: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),     // 63: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),               // 64: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),            // 65: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),            // 66: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),             // 67: dlm.v1.CancelCmd
+	(*AdvanceCmd)(nil),            // 68: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),           // 69: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 70: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 71: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 72: dlm.v1.Reply
+	(*timestamppb.Timestamp)(nil), // 73: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 74: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
 	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
 	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	71,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	71,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	71,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	72,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	73,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	73,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	73,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	74,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
 	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
 	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
 	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	72,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	71,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	72,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	74,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	73,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	74,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
 	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
 	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
 	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
@@ -6149,13 +6259,13 @@ var file_dlm_proto_depIdxs = []int32{
 	19,  // 24: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
 	20,  // 25: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	21,  // 26: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	72,  // 27: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	74,  // 27: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	6,   // 28: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 29: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	72,  // 30: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	74,  // 30: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 31: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 32: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	72,  // 33: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	74,  // 33: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 34: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	6,   // 35: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
 	24,  // 36: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
@@ -6172,8 +6282,8 @@ var file_dlm_proto_depIdxs = []int32{
 	34,  // 47: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
 	23,  // 48: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
 	1,   // 49: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	72,  // 50: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	72,  // 51: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	74,  // 50: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	74,  // 51: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
 	6,   // 52: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
 	0,   // 53: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
 	6,   // 54: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
@@ -6187,39 +6297,39 @@ var file_dlm_proto_depIdxs = []int32{
 	0,   // 62: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
 	7,   // 63: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
 	8,   // 64: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	71,  // 65: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	73,  // 65: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
 	9,   // 66: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	72,  // 67: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	72,  // 68: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	72,  // 69: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	74,  // 67: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	74,  // 68: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	74,  // 69: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	48,  // 70: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
 	4,   // 71: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
 	0,   // 72: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
 	0,   // 73: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
-	72,  // 74: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	72,  // 75: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	74,  // 74: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	74,  // 75: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
 	5,   // 76: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
 	0,   // 77: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
 	0,   // 78: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
-	72,  // 79: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
-	72,  // 80: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
-	57,  // 81: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	59,  // 82: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	60,  // 83: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	61,  // 84: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	62,  // 85: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	63,  // 86: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	64,  // 87: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	65,  // 88: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	66,  // 89: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	58,  // 90: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	74,  // 79: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	74,  // 80: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	59,  // 81: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	61,  // 82: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	62,  // 83: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	63,  // 84: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	64,  // 85: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	65,  // 86: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	66,  // 87: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	67,  // 88: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	68,  // 89: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	60,  // 90: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
 	0,   // 91: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
 	0,   // 92: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	69,  // 93: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	58,  // 94: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	70,  // 95: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	68,  // 96: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	70,  // 97: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	71,  // 93: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	60,  // 94: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	72,  // 95: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	70,  // 96: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	72,  // 97: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
 	2,   // 98: dlm.v1.Reply.status:type_name -> dlm.v1.Status
 	1,   // 99: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
 	14,  // 100: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
@@ -6232,22 +6342,24 @@ var file_dlm_proto_depIdxs = []int32{
 	49,  // 107: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
 	51,  // 108: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
 	52,  // 109: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
-	36,  // 110: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
-	54,  // 111: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
-	22,  // 112: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	37,  // 113: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	39,  // 114: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	41,  // 115: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	43,  // 116: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	45,  // 117: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
-	47,  // 118: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
-	50,  // 119: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
-	50,  // 120: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
-	53,  // 121: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
-	37,  // 122: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
-	55,  // 123: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
-	112, // [112:124] is the sub-list for method output_type
-	100, // [100:112] is the sub-list for method input_type
+	54,  // 110: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
+	36,  // 111: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	56,  // 112: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	22,  // 113: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	37,  // 114: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	39,  // 115: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	41,  // 116: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	43,  // 117: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	45,  // 118: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	47,  // 119: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	50,  // 120: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	50,  // 121: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	53,  // 122: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	55,  // 123: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
+	37,  // 124: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	57,  // 125: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	113, // [113:126] is the sub-list for method output_type
+	100, // [100:113] is the sub-list for method input_type
 	100, // [100:100] is the sub-list for extension type_name
 	100, // [100:100] is the sub-list for extension extendee
 	0,   // [0:100] is the sub-list for field type_name
@@ -6285,7 +6397,7 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Closed)(nil),
 		(*SessionResponse_Warning)(nil),
 	}
-	file_dlm_proto_msgTypes[51].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[53].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -6296,15 +6408,15 @@ func file_dlm_proto_init() {
 		(*Command_Advance)(nil),
 		(*Command_SetMember)(nil),
 	}
-	file_dlm_proto_msgTypes[56].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[57].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[58].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[59].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -334,6 +334,7 @@ const (
 	Locks_Acquire_FullMethodName      = "/dlm.v1.Locks/Acquire"
 	Locks_Convert_FullMethodName      = "/dlm.v1.Locks/Convert"
 	Locks_Release_FullMethodName      = "/dlm.v1.Locks/Release"
+	Locks_Cancel_FullMethodName       = "/dlm.v1.Locks/Cancel"
 	Locks_List_FullMethodName         = "/dlm.v1.Locks/List"
 	Locks_CloseSession_FullMethodName = "/dlm.v1.Locks/CloseSession"
 )
@@ -393,6 +394,10 @@ type LocksClient interface {
 	Convert(ctx context.Context, in *ConvertLockRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
 	// Release releases a lock (or withdraws a request still queued).
 	Release(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error)
+	// Cancel withdraws the queued part of a lock: a request not granted yet
+	// (the lock is gone), or a pending conversion (the lock keeps its mode).
+	// FAILED_PRECONDITION if nothing of it is queued (REASON_NOT_PENDING).
+	Cancel(ctx context.Context, in *CancelLockRequest, opts ...grpc.CallOption) (*CancelLockResponse, error)
 	// List lists resources with their holders and queues (as DLM.List).
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// CloseSession ends the session: its locks are released and its
@@ -452,6 +457,16 @@ func (c *locksClient) Release(ctx context.Context, in *ReleaseLockRequest, opts 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseLockResponse)
 	err := c.cc.Invoke(ctx, Locks_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) Cancel(ctx context.Context, in *CancelLockRequest, opts ...grpc.CallOption) (*CancelLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelLockResponse)
+	err := c.cc.Invoke(ctx, Locks_Cancel_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -533,6 +548,10 @@ type LocksServer interface {
 	Convert(context.Context, *ConvertLockRequest) (*AcquireResponse, error)
 	// Release releases a lock (or withdraws a request still queued).
 	Release(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error)
+	// Cancel withdraws the queued part of a lock: a request not granted yet
+	// (the lock is gone), or a pending conversion (the lock keeps its mode).
+	// FAILED_PRECONDITION if nothing of it is queued (REASON_NOT_PENDING).
+	Cancel(context.Context, *CancelLockRequest) (*CancelLockResponse, error)
 	// List lists resources with their holders and queues (as DLM.List).
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// CloseSession ends the session: its locks are released and its
@@ -562,6 +581,9 @@ func (UnimplementedLocksServer) Convert(context.Context, *ConvertLockRequest) (*
 }
 func (UnimplementedLocksServer) Release(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedLocksServer) Cancel(context.Context, *CancelLockRequest) (*CancelLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
 }
 func (UnimplementedLocksServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
@@ -680,6 +702,24 @@ func _Locks_Release_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Locks_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).Cancel(ctx, req.(*CancelLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Locks_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRequest)
 	if err := dec(in); err != nil {
@@ -742,6 +782,10 @@ var Locks_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _Locks_Release_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _Locks_Cancel_Handler,
 		},
 		{
 			MethodName: "List",

@@ -84,6 +84,8 @@ const (
 	LocksConvertProcedure = "/dlm.v1.Locks/Convert"
 	// LocksReleaseProcedure is the fully-qualified name of the Locks's Release RPC.
 	LocksReleaseProcedure = "/dlm.v1.Locks/Release"
+	// LocksCancelProcedure is the fully-qualified name of the Locks's Cancel RPC.
+	LocksCancelProcedure = "/dlm.v1.Locks/Cancel"
 	// LocksListProcedure is the fully-qualified name of the Locks's List RPC.
 	LocksListProcedure = "/dlm.v1.Locks/List"
 	// LocksCloseSessionProcedure is the fully-qualified name of the Locks's CloseSession RPC.
@@ -307,6 +309,10 @@ type LocksClient interface {
 	Convert(context.Context, *connect.Request[dlmpb.ConvertLockRequest]) (*connect.Response[dlmpb.AcquireResponse], error)
 	// Release releases a lock (or withdraws a request still queued).
 	Release(context.Context, *connect.Request[dlmpb.ReleaseLockRequest]) (*connect.Response[dlmpb.ReleaseLockResponse], error)
+	// Cancel withdraws the queued part of a lock: a request not granted yet
+	// (the lock is gone), or a pending conversion (the lock keeps its mode).
+	// FAILED_PRECONDITION if nothing of it is queued (REASON_NOT_PENDING).
+	Cancel(context.Context, *connect.Request[dlmpb.CancelLockRequest]) (*connect.Response[dlmpb.CancelLockResponse], error)
 	// List lists resources with their holders and queues (as DLM.List).
 	List(context.Context, *connect.Request[dlmpb.ListRequest]) (*connect.Response[dlmpb.ListResponse], error)
 	// CloseSession ends the session: its locks are released and its
@@ -355,6 +361,12 @@ func NewLocksClient(httpClient connect.HTTPClient, baseURL string, opts ...conne
 			connect.WithSchema(locksMethods.ByName("Release")),
 			connect.WithClientOptions(opts...),
 		),
+		cancel: connect.NewClient[dlmpb.CancelLockRequest, dlmpb.CancelLockResponse](
+			httpClient,
+			baseURL+LocksCancelProcedure,
+			connect.WithSchema(locksMethods.ByName("Cancel")),
+			connect.WithClientOptions(opts...),
+		),
 		list: connect.NewClient[dlmpb.ListRequest, dlmpb.ListResponse](
 			httpClient,
 			baseURL+LocksListProcedure,
@@ -377,6 +389,7 @@ type locksClient struct {
 	acquire      *connect.Client[dlmpb.AcquireRequest, dlmpb.AcquireResponse]
 	convert      *connect.Client[dlmpb.ConvertLockRequest, dlmpb.AcquireResponse]
 	release      *connect.Client[dlmpb.ReleaseLockRequest, dlmpb.ReleaseLockResponse]
+	cancel       *connect.Client[dlmpb.CancelLockRequest, dlmpb.CancelLockResponse]
 	list         *connect.Client[dlmpb.ListRequest, dlmpb.ListResponse]
 	closeSession *connect.Client[dlmpb.CloseSessionRequest, dlmpb.CloseSessionResponse]
 }
@@ -404,6 +417,11 @@ func (c *locksClient) Convert(ctx context.Context, req *connect.Request[dlmpb.Co
 // Release calls dlm.v1.Locks.Release.
 func (c *locksClient) Release(ctx context.Context, req *connect.Request[dlmpb.ReleaseLockRequest]) (*connect.Response[dlmpb.ReleaseLockResponse], error) {
 	return c.release.CallUnary(ctx, req)
+}
+
+// Cancel calls dlm.v1.Locks.Cancel.
+func (c *locksClient) Cancel(ctx context.Context, req *connect.Request[dlmpb.CancelLockRequest]) (*connect.Response[dlmpb.CancelLockResponse], error) {
+	return c.cancel.CallUnary(ctx, req)
 }
 
 // List calls dlm.v1.Locks.List.
@@ -435,6 +453,10 @@ type LocksHandler interface {
 	Convert(context.Context, *connect.Request[dlmpb.ConvertLockRequest]) (*connect.Response[dlmpb.AcquireResponse], error)
 	// Release releases a lock (or withdraws a request still queued).
 	Release(context.Context, *connect.Request[dlmpb.ReleaseLockRequest]) (*connect.Response[dlmpb.ReleaseLockResponse], error)
+	// Cancel withdraws the queued part of a lock: a request not granted yet
+	// (the lock is gone), or a pending conversion (the lock keeps its mode).
+	// FAILED_PRECONDITION if nothing of it is queued (REASON_NOT_PENDING).
+	Cancel(context.Context, *connect.Request[dlmpb.CancelLockRequest]) (*connect.Response[dlmpb.CancelLockResponse], error)
 	// List lists resources with their holders and queues (as DLM.List).
 	List(context.Context, *connect.Request[dlmpb.ListRequest]) (*connect.Response[dlmpb.ListResponse], error)
 	// CloseSession ends the session: its locks are released and its
@@ -479,6 +501,12 @@ func NewLocksHandler(svc LocksHandler, opts ...connect.HandlerOption) (string, h
 		connect.WithSchema(locksMethods.ByName("Release")),
 		connect.WithHandlerOptions(opts...),
 	)
+	locksCancelHandler := connect.NewUnaryHandler(
+		LocksCancelProcedure,
+		svc.Cancel,
+		connect.WithSchema(locksMethods.ByName("Cancel")),
+		connect.WithHandlerOptions(opts...),
+	)
 	locksListHandler := connect.NewUnaryHandler(
 		LocksListProcedure,
 		svc.List,
@@ -503,6 +531,8 @@ func NewLocksHandler(svc LocksHandler, opts ...connect.HandlerOption) (string, h
 			locksConvertHandler.ServeHTTP(w, r)
 		case LocksReleaseProcedure:
 			locksReleaseHandler.ServeHTTP(w, r)
+		case LocksCancelProcedure:
+			locksCancelHandler.ServeHTTP(w, r)
 		case LocksListProcedure:
 			locksListHandler.ServeHTTP(w, r)
 		case LocksCloseSessionProcedure:
@@ -534,6 +564,10 @@ func (UnimplementedLocksHandler) Convert(context.Context, *connect.Request[dlmpb
 
 func (UnimplementedLocksHandler) Release(context.Context, *connect.Request[dlmpb.ReleaseLockRequest]) (*connect.Response[dlmpb.ReleaseLockResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("dlm.v1.Locks.Release is not implemented"))
+}
+
+func (UnimplementedLocksHandler) Cancel(context.Context, *connect.Request[dlmpb.CancelLockRequest]) (*connect.Response[dlmpb.CancelLockResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("dlm.v1.Locks.Cancel is not implemented"))
 }
 
 func (UnimplementedLocksHandler) List(context.Context, *connect.Request[dlmpb.ListRequest]) (*connect.Response[dlmpb.ListResponse], error) {
