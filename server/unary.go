@@ -96,7 +96,7 @@ func (u unary) session(ctx context.Context, handle string) (auth.Principal, lock
 		return p, 0, nil, err
 	}
 	if !u.s.live.isActive() {
-		return p, 0, nil, u.s.notLeaderUnary(ctx)
+		return p, 0, nil, u.notLeader(ctx)
 	}
 	sid, tok, err := protocol.ParseSessionHandle(handle)
 	if err != nil {
@@ -133,6 +133,17 @@ func (u unary) session(ctx context.Context, handle string) (auth.Principal, lock
 	return p, sid, mb, nil
 }
 
+// notLeader is the error of a call on a node that does not serve: as
+// DLM's (the leader's gRPC address in the message and the trailer), and
+// the leader's HTTP address in the message, for JSON clients.
+func (u unary) notLeader(ctx context.Context) error {
+	err := u.s.notLeaderUnary(ctx)
+	if _, httpAddr, ok := u.s.leaderAddrs(); ok && httpAddr != "" {
+		return status.Error(codes.Unavailable, status.Convert(err).Message()+" (gRPC), "+httpAddr+" (HTTP)")
+	}
+	return err
+}
+
 // propose runs cmd through the log and returns its result. It does not
 // stop when ctx ends (a hung-up client's request is withdrawn by the
 // caller, which must know whether it applied), but gives up after
@@ -154,7 +165,7 @@ func (u unary) OpenSession(ctx context.Context, req *dlmpb.OpenSessionRequest) (
 		return nil, err
 	}
 	if !u.s.live.isActive() {
-		return nil, u.s.notLeaderUnary(ctx)
+		return nil, u.notLeader(ctx)
 	}
 	if err := protocol.ValidateOpen(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Label: req.GetLabel()}}}); err != nil {
 		return nil, refuse(err)
