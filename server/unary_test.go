@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // locksClient returns a gRPC client of the unary API of s.
@@ -502,4 +503,53 @@ func TestUnaryCancelAndRetriedConversion(t *testing.T) {
 	}
 	_, err = c.Cancel(ctx, &dlmpb.CancelLockRequest{Session: a, LockId: pa.GetLockId()})
 	wantCode(t, err, codes.FailedPrecondition, "cancel with nothing queued")
+}
+
+// On a follower the unary API answers UNAVAILABLE naming the leader's
+// addresses, and the health service says NOT_SERVING, as /readyz says 503.
+func TestUnaryOnAFollower(t *testing.T) {
+	ctx := testCtx(t)
+	start := func(id string, join bool) *Server {
+		s, err := Start(Config{Node: raftnode.Config{ID: id, InMemory: true, Join: join, Raft: slowRaft},
+			HTTPAddr: "127.0.0.1:0", SessionMargin: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	n1 := start("node-1", false)
+	if err := n1.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n2 := start("node-2", true)
+	if err := n2.Join(ctx, n1.HTTPAddr()); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until one node leads and the other knows where it serves
+	// (leadership may move during the join).
+	var leader, follower *Server
+	waitFor(t, ctx, "a leader its follower knows", func() bool {
+		for _, pair := range [][2]*Server{{n1, n2}, {n2, n1}} {
+			if _, h, ok := pair[1].leaderAddrs(); ok && h == pair[0].HTTPAddr() && pair[0].Ready() && !pair[1].Ready() {
+				leader, follower = pair[0], pair[1]
+				return true
+			}
+		}
+		return false
+	})
+	_, err := locksClient(t, follower).OpenSession(ctx, &dlmpb.OpenSessionRequest{})
+	wantCode(t, err, codes.Unavailable, "open on a follower")
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, leader.Addr()) || !strings.Contains(msg, leader.HTTPAddr()) {
+		t.Fatalf("the follower's answer %q does not name the leader's addresses %s and %s", msg, leader.Addr(), leader.HTTPAddr())
+	}
+	conn, err := grpc.NewClient(follower.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("the follower's health: %v, %v", r, err)
+	}
 }
