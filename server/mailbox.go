@@ -25,7 +25,8 @@ const maxMailboxEvents = 1024
 // or a stream resumes the session (which ends it, as a newer stream ends
 // an older one).
 type mailbox struct {
-	sid locktable.SessionID
+	sid  locktable.SessionID
+	work *lockWork // the calls in flight naming each lock (see releaseEarly)
 
 	mu     sync.Mutex
 	err    error         // why it ended; nil while open
@@ -50,7 +51,7 @@ type lockWait struct {
 }
 
 func newMailbox(sid locktable.SessionID) *mailbox {
-	return &mailbox{sid: sid, done: make(chan struct{}), waits: make(map[lockKey]*lockWait)}
+	return &mailbox{sid: sid, work: newLockWork(), done: make(chan struct{}), waits: make(map[lockKey]*lockWait)}
 }
 
 // watch registers a call waiting for the outcome of k. Register before

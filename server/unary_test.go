@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -552,4 +553,40 @@ func TestUnaryOnAFollower(t *testing.T) {
 	if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("the follower's health: %v, %v", r, err)
 	}
+}
+
+// A release nobody waits for is answered before its entry is written; the
+// next keepalive's list of the session's locks no longer has it.
+func TestUnaryReleaseAnsweredEarly(t *testing.T) {
+	s := startServer(t, Config{})
+	c := locksClient(t, s)
+	ctx := testCtx(t)
+	a := openUnary(t, ctx, c, 10*time.Second)
+	x, err := c.Acquire(ctx, &dlmpb.AcquireRequest{Session: a, Resource: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := c.Acquire(ctx, &dlmpb.AcquireRequest{Session: a, Resource: "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.ToFloat64(s.metrics.earlyReleases)
+	rel, err := c.Release(ctx, &dlmpb.ReleaseLockRequest{Session: a, LockId: x.GetLockId()})
+	if err != nil || rel.GetToken() != x.GetToken() {
+		t.Fatalf("release: %v, %v", rel, err)
+	}
+	if got := testutil.ToFloat64(s.metrics.earlyReleases); got != before+1 {
+		t.Fatalf("releases answered early: %v, want %v", got, before+1)
+	}
+	ka, err := c.KeepAlive(ctx, &dlmpb.KeepAliveRequest{Session: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ka.GetHeld(); len(h) != 1 || h[0] != y.GetLockId() {
+		t.Fatalf("held %v, want only y's lock %d", h, y.GetLockId())
+	}
+	// Released again, the lock is unknown: harmless for a client that
+	// re-releases what it finds listed.
+	_, err = c.Release(ctx, &dlmpb.ReleaseLockRequest{Session: a, LockId: x.GetLockId()})
+	wantCode(t, err, codes.NotFound, "a second release")
 }

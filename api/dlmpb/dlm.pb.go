@@ -3769,7 +3769,13 @@ type KeepAliveResponse struct {
 	// call was told, oldest first: grants (of requests whose Acquire returned
 	// QUEUED, or whose client left), requests that timed out, and blocking
 	// notices (another request waits for a lock the session holds).
-	Events        []*LockEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*LockEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// The ids of every lock the session holds or waits for, after every
+	// request sent before this keepalive. A Release is answered before it
+	// is written to the log when nobody waits for the lock; if the leader
+	// fails before writing it, the lock stays with the session and shows
+	// here: release again any lock listed that you released.
+	Held          []uint64 `protobuf:"varint,3,rep,packed,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3814,6 +3820,13 @@ func (x *KeepAliveResponse) GetTtl() *durationpb.Duration {
 func (x *KeepAliveResponse) GetEvents() []*LockEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *KeepAliveResponse) GetHeld() []uint64 {
+	if x != nil {
+		return x.Held
 	}
 	return nil
 }
@@ -5926,10 +5939,11 @@ const file_dlm_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\x04R\tsessionId\x12+\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\",\n" +
 	"\x10KeepAliveRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"k\n" +
+	"\asession\x18\x01 \x01(\tR\asession\"\x7f\n" +
 	"\x11KeepAliveResponse\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12)\n" +
-	"\x06events\x18\x02 \x03(\v2\x11.dlm.v1.LockEventR\x06events\"\x99\x02\n" +
+	"\x06events\x18\x02 \x03(\v2\x11.dlm.v1.LockEventR\x06events\x12\x12\n" +
+	"\x04held\x18\x03 \x03(\x04R\x04held\"\x99\x02\n" +
 	"\tLockEvent\x12*\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x16.dlm.v1.LockEvent.KindR\x04kind\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x14\n" +

@@ -15,6 +15,7 @@ their ratio. Leave --redis out to measure dlm alone.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -88,9 +89,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=int, default=2000, help="cycles measured (default 2000)")
     p.add_argument("--warmup", type=int, default=200, help="cycles run first, not measured (default 200)")
     p.add_argument("--label", default="dlm", help="the name of the dlm row (such as: dlm, in memory)")
+    p.add_argument("--json", action="store_true", help="print one JSON object of the figures (µs) instead of the table")
     a = p.parse_args(argv)
 
     d = bench_dlm(a.dlm, a.n, a.warmup)
+    if a.json:
+        out = {"dlm_p50_us": statistics.median(d), "dlm_mean_us": statistics.fmean(d)}
+        if a.redis:
+            r = bench_redis(a.redis, a.n, a.warmup)
+            out.update(redis_p50_us=statistics.median(r), redis_mean_us=statistics.fmean(r))
+        print(json.dumps(out))
+        return
     print(f"{a.n} uncontended acquire + release cycles after {a.warmup} of warm-up, one at a time (µs)\n")
     print("| client | p50 | mean |")
     print("|---|---:|---:|")

@@ -63,7 +63,7 @@ def test_open_acquire_keepalive_release_close(server: DLMServer) -> None:
     assert isinstance(acq["lock_id"], str) and int(acq["token"]) > 0
 
     status, _, ka = curl(server, "KeepAlive", {"session": session})
-    assert status == 200 and ka == {"ttl": "10s", "events": []}
+    assert status == 200 and ka == {"ttl": "10s", "events": [], "held": [acq["lock_id"]]}
 
     status, _, listing = curl(server, "List", {"prefix": name})
     assert status == 200
