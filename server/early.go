@@ -110,16 +110,13 @@ func (s *Server) releaseEarly(sid locktable.SessionID, ob *outbox, id *dlmpb.Req
 		return nil
 	}
 	var info locktable.LockInfo
-	ok, waiters := false, 0
+	ok := false
 	s.node.FSM().Read(func(v fsm.View) {
 		if seq > v.HighestSeq(sid) {
-			info, ok = v.Table().Describe(locktable.LockID(rel.GetLockId()))
-			if ok {
-				waiters = v.Table().Waiters(info.Resource)
-			}
+			info, ok = releasable(v, sid, rel.GetLockId())
 		}
 	})
-	if !ok || info.Session != sid || info.State != locktable.LockGranted || waiters > 0 || !ob.expectEarly(seq) {
+	if !ok || !ob.expectEarly(seq) {
 		return nil
 	}
 	s.metrics.earlyReleases.Inc()

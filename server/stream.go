@@ -46,44 +46,19 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	sid := locktable.SessionID(open.GetSession())
 	var resumeToken []byte // a new session's, sent once in SessionOpened
 	if sid == 0 {
-		ttl, err := sessionTTL(open.GetTtl())
-		if err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
+		if sid, resumeToken, _, err = s.openSession(ctx, p, open.GetTtl(), open.GetLabel()); err != nil {
+			return err
 		}
-		tok, hash, err := fsm.NewResumeToken()
-		if err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-		resumeToken = tok
-		res, err := s.node.Propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_OpenSession{OpenSession: &dlmpb.OpenSessionCmd{
-			Label: redactToken(open.GetLabel(), token), TtlNanos: int64(ttl), Owner: p.Identity(), ResumeHash: hash,
-		}}})
-		if err != nil {
-			return proposeStatus(err)
-		}
-		if res[0].Err != nil {
-			return refusalStatus(res[0].Err)
-		}
-		sid = res[0].Session
 	}
 
 	var ob *outbox
-	foreign, badToken := false, false
+	acc := accessGone
 	s.node.FSM().Read(func(v fsm.View) {
-		t := v.Table()
-		info, ok := t.Session(sid)
-		rec, recorded := v.Session(sid)
-		if !ok || !recorded {
+		if acc = sessionAccess(v, p, sid, open.GetResumeToken(), open.GetSession() != 0); acc != accessOK {
 			return
 		}
-		if !p.IsUnrestricted() && rec.Owner != p.Identity() {
-			foreign = true // sessions are resumed only by the identity that opened them
-			return
-		}
-		if open.GetSession() != 0 && !v.Resumable(sid, open.GetResumeToken()) {
-			badToken = true // ... and only with the token it was given
-			return
-		}
+		info, _ := v.Table().Session(sid)
+		rec, _ := v.Session(sid)
 		ob = s.hub.attach(sid)
 		ob.push(
 			&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Opened{Opened: &dlmpb.SessionOpened{
@@ -94,11 +69,11 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 			}}},
 		)
 	})
-	if foreign {
+	if acc == accessForeign {
 		s.auth.Deny(p, auth.PermissionLock, fmt.Sprintf("(session %d)", sid))
 		return permissionDenied(fmt.Sprintf("session %d was opened by another identity", sid))
 	}
-	if badToken {
+	if acc == accessBadToken {
 		return s.refuseResume(ctx, p, sid)
 	}
 	if ob == nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
-	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/protocol"
 )
@@ -62,24 +61,11 @@ func (u unary) OpenSession(ctx context.Context, req *dlmpb.OpenSessionRequest) (
 	if err := protocol.ValidateOpen(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{Label: req.GetLabel()}}}); err != nil {
 		return nil, refuse(err)
 	}
-	ttl, err := sessionTTL(req.GetTtl())
-	if err != nil {
-		return nil, &refusal{code: codes.InvalidArgument, reason: dlmpb.Reason_REASON_INVALID, msg: err.Error()}
-	}
-	tok, hash, err := fsm.NewResumeToken()
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	r, err := u.propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_OpenSession{OpenSession: &dlmpb.OpenSessionCmd{
-		Label: redactToken(req.GetLabel(), auth.PresentedToken(ctx)), TtlNanos: int64(ttl), Owner: p.Identity(), ResumeHash: hash,
-	}}})
+	sid, tok, ttl, err := u.s.openSession(ctx, p, req.GetTtl(), req.GetLabel())
 	if err != nil {
 		return nil, err
 	}
-	if r.Err != nil {
-		return nil, refusalStatus(r.Err)
-	}
-	return &dlmpb.OpenSessionResponse{Session: protocol.SessionHandle(r.Session, tok), SessionId: uint64(r.Session), Ttl: durationpb.New(ttl)}, nil
+	return &dlmpb.OpenSessionResponse{Session: protocol.SessionHandle(sid, tok), SessionId: uint64(sid), Ttl: durationpb.New(ttl)}, nil
 }
 
 // KeepAlive keeps a session alive and returns its events.
@@ -135,13 +121,7 @@ func (u unary) Release(ctx context.Context, req *dlmpb.ReleaseLockRequest) (*dlm
 		return nil, refuse(r.Err)
 	}
 	mb.forget(req.GetLockId())
-	token := r.Token
-	for _, e := range r.Events {
-		if token == 0 && e.Kind == locktable.EventReleased && uint64(e.Lock) == req.GetLockId() {
-			token = e.Token
-		}
-	}
-	return &dlmpb.ReleaseLockResponse{Token: token}, nil
+	return &dlmpb.ReleaseLockResponse{Token: protocol.ReleasedToken(&r, locktable.LockID(req.GetLockId()))}, nil
 }
 
 // Cancel withdraws the queued part of a lock: a request not granted yet
@@ -184,13 +164,9 @@ func (u unary) releaseEarly(ctx context.Context, sid locktable.SessionID, mb *ma
 		return 0, false
 	}
 	var info locktable.LockInfo
-	ok, waiters := false, 0
-	u.s.node.FSM().Read(func(v fsm.View) {
-		if info, ok = v.Table().Describe(locktable.LockID(lock)); ok {
-			waiters = v.Table().Waiters(info.Resource)
-		}
-	})
-	if !ok || info.Session != sid || info.State != locktable.LockGranted || waiters > 0 {
+	ok := false
+	u.s.node.FSM().Read(func(v fsm.View) { info, ok = releasable(v, sid, lock) })
+	if !ok {
 		return 0, false
 	}
 	mb.work.begin(lock)

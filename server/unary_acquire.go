@@ -134,9 +134,8 @@ func (u unary) answer(ctx context.Context, mb *mailbox, cmd *dlmpb.Command, conv
 // await waits for the outcome of queued request k.
 func (u unary) await(ctx context.Context, mb *mailbox, k lockKey, mode dlmpb.Mode, permits uint32, poll time.Duration) (*dlmpb.AcquireResponse, error) {
 	w := mb.watch(k)
-	last := true
 	defer func() {
-		if last = mb.unwatch(k, w); last && ctx.Err() != nil {
+		if last := mb.unwatch(k, w); last && ctx.Err() != nil { // the client hung up, and no retry waits on
 			u.withdraw(ctx, mb, k)
 		}
 	}()

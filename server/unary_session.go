@@ -40,29 +40,21 @@ func (u unary) session(ctx context.Context, handle string) (auth.Principal, lock
 		return p, 0, nil, refuse(err)
 	}
 	var mb *mailbox
-	var gone, foreign, badSecret bool
+	acc := accessGone
 	u.s.node.FSM().Read(func(v fsm.View) {
-		rec, ok := v.Session(sid)
-		switch {
-		case !ok:
-			gone = true
-		case !p.IsUnrestricted() && rec.Owner != p.Identity():
-			foreign = true
-		case !v.Resumable(sid, tok):
-			badSecret = true
-		default:
+		if acc = sessionAccess(v, p, sid, tok, true); acc == accessOK {
 			mb = u.s.hub.mailbox(sid) // under Read: no session ends in between
 		}
 	})
-	switch {
-	case gone:
+	switch acc {
+	case accessGone:
 		return p, sid, nil, &refusal{code: codes.NotFound, reason: dlmpb.Reason_REASON_UNKNOWN_SESSION,
 			msg: fmt.Sprintf("dlm server: session %d is gone (expired, closed, or never opened): its locks are lost", sid)}
-	case foreign:
+	case accessForeign:
 		u.s.auth.Deny(p, auth.PermissionLock, fmt.Sprintf("(session %d)", sid))
 		return p, sid, nil, &refusal{code: codes.PermissionDenied, reason: dlmpb.Reason_REASON_PERMISSION_DENIED,
 			msg: fmt.Sprintf("%s: session %d was opened by another identity", auth.ErrPermissionDenied, sid)}
-	case badSecret:
+	case accessBadToken:
 		u.s.log.Warn("dlm server: a unary call named a session with a wrong secret", "session", sid, "identity", p.Identity())
 		return p, sid, nil, &refusal{code: codes.PermissionDenied, reason: dlmpb.Reason_REASON_BAD_RESUME_TOKEN,
 			msg: fmt.Sprintf("%s: session %d: the handle's secret is not the session's", protocol.ErrBadResumeToken, sid)}

@@ -191,14 +191,8 @@ func Answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.Sessio
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_Release:
 		lockID := locktable.LockID(op.Release.GetLockId())
-		token := r.Token
-		for i := range r.Events { // the released grant's token
-			if e := &r.Events[i]; token == 0 && e.Kind == locktable.EventReleased && e.Lock == lockID {
-				token = e.Token
-			}
-		}
 		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Released{Released: &dlmpb.Released{
-			Id: id, LockId: uint64(lockID), Token: token,
+			Id: id, LockId: uint64(lockID), Token: ReleasedToken(r, lockID),
 		}}}, ownLock(sid, lockID, locktable.EventReleased, locktable.EventCancelled)
 	case *dlmpb.Command_Cancel:
 		lockID := locktable.LockID(op.Cancel.GetLockId())
@@ -222,6 +216,20 @@ func Answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.Sessio
 	return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Granted{Granted: &dlmpb.Granted{
 		Id: id, LockId: lock, Token: r.Token, Mode: mode, Permits: permits, Conversion: conversion,
 	}}}, ownLock(sid, r.Lock, locktable.EventGranted)
+}
+
+// ReleasedToken returns the token of the grant that release result r of
+// lock id released: 0 if the lock was only queued.
+func ReleasedToken(r *fsm.Result, id locktable.LockID) uint64 {
+	if r.Token != 0 {
+		return r.Token
+	}
+	for i := range r.Events {
+		if e := &r.Events[i]; e.Kind == locktable.EventReleased && e.Lock == id {
+			return e.Token
+		}
+	}
+	return 0
 }
 
 // ReleasedEvents returns what Answer's third result would be for release
