@@ -35,6 +35,14 @@ type Request struct {
 	Capacity int
 	// Permits is the number of permits a semaphore request takes.
 	Permits int
+	// Group, when not empty, names the unit of work the request belongs to
+	// (dlm.Owner): every request of one Group is one owner in the wait-for
+	// graph of a store that detects deadlocks, so that a request which
+	// would make the group wait on itself, through other groups, is
+	// refused with ErrDeadlock. It is a 128-bit random value in lower-case
+	// hex, like Owner; Owner stays unique to each acquisition. Stores
+	// without deadlock detection ignore it.
+	Group string
 }
 
 // Grant is what a store returns for a granted request.
@@ -57,6 +65,12 @@ type Grant struct {
 	// ends the lease as lost at once instead of at its next renewal. A
 	// Converter returns the same channel for the converted grant.
 	Lost <-chan struct{}
+	// Blocking, if not nil, is closed by the store when a request queues
+	// behind this grant in a mode that conflicts with it (another
+	// requester waits for the holder to yield). A Converter returns a
+	// fresh channel with a grant whose mode changed. Stores that cannot
+	// see their waiters leave it nil (see FeatureBlocking).
+	Blocking <-chan struct{}
 }
 
 // Driver is a lock store. Its methods are called concurrently.
@@ -106,6 +120,12 @@ type Feature uint
 const (
 	// FeatureSemaphores: the store honours Request.Capacity and Permits.
 	FeatureSemaphores Feature = 1 << iota
+	// FeatureBlocking: the store sets Grant.Blocking and closes it when a
+	// conflicting request queues behind the holder.
+	FeatureBlocking
+	// FeatureDeadlocks: the store detects deadlocks among the owners of
+	// Request.Group.
+	FeatureDeadlocks
 )
 
 // Featurer is implemented by stores that declare features.
