@@ -115,6 +115,7 @@ func (c *Client) acquire(ctx context.Context, resource string, base, opts []Opti
 		Metadata: cfg.metadata,
 		Capacity: cfg.capacity,
 		Permits:  cfg.permits,
+		Group:    cfg.group,
 	}
 	l, err := c.attempts(ctx, req, &cfg)
 	outcome := OutcomeAcquired

@@ -13,8 +13,12 @@ import (
 // Do returns Acquire's error if the lock was not acquired. Otherwise it
 // returns fn's error, joined with the loss (ErrLost) if the lock was lost
 // while fn ran, and with the release's error if the release failed.
-func (c *Client) Do(ctx context.Context, resource string, fn func(ctx context.Context, l *Lease) error, opts ...Option) (err error) {
-	l, err := c.acquire(ctx, resource, []Option{WithAutoRenew(true)}, opts)
+func (c *Client) Do(ctx context.Context, resource string, fn func(ctx context.Context, l *Lease) error, opts ...Option) error {
+	return c.do(ctx, resource, fn, []Option{WithAutoRenew(true)}, opts)
+}
+
+func (c *Client) do(ctx context.Context, resource string, fn func(ctx context.Context, l *Lease) error, base, opts []Option) (err error) {
+	l, err := c.acquire(ctx, resource, base, opts)
 	if err != nil {
 		return err
 	}

@@ -114,8 +114,29 @@ func (l *Lease) Permits() int { return l.req.Permits }
 // TTL returns the time to live the lock is held and renewed with.
 func (l *Lease) TTL() time.Duration { return l.req.TTL }
 
-// Metadata returns the owner description given with WithMetadata.
-func (l *Lease) Metadata() string { return l.req.Metadata }
+// Metadata returns the owner description given with WithMetadata (or the
+// value last proclaimed, for a Leadership's lease).
+func (l *Lease) Metadata() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.req.Metadata
+}
+
+// Blocking returns a channel that the store closes when another requester
+// queues behind this lease in a mode that conflicts with it: someone waits
+// for the lease to be released (or converted down). A holder that can
+// yield, such as one rebuilding a cache that others could wait for or
+// serve stale, watches it to finish early. After Convert, ask again: the
+// notice is per mode.
+//
+// Stores that cannot see their waiters return nil, a channel that never
+// fires: the dlm server and the memory store tell at once (see each store
+// for its bound), and so do stores that declare driver.FeatureBlocking.
+func (l *Lease) Blocking() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.grant.Blocking
+}
 
 // current returns the request and grant as they stand.
 func (l *Lease) current() (driver.Request, driver.Grant) {

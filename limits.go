@@ -23,6 +23,8 @@ const (
 	MaxTTL = 24 * time.Hour
 	// MaxCapacity is the largest number of permits of a semaphore.
 	MaxCapacity = 1 << 20
+	// MinPollInterval is the shortest interval of WithPollInterval.
+	MinPollInterval = 10 * time.Millisecond
 )
 
 // validate checks the resource name and the settings of one call.
@@ -51,6 +53,8 @@ func (c *config) validate(resource string) error {
 		return fmt.Errorf("%w: semaphore capacity %d is outside [1, %d]", ErrInvalid, c.capacity, MaxCapacity)
 	case c.capacity != 0 && (c.permits < 1 || c.permits > c.capacity):
 		return fmt.Errorf("%w: %d permits of a semaphore of %d", ErrInvalid, c.permits, c.capacity)
+	case c.poll < MinPollInterval || c.poll > MaxTTL:
+		return fmt.Errorf("%w: poll interval %s is outside [%s, %s]", ErrInvalid, c.poll, MinPollInterval, MaxTTL)
 	case c.retry == nil:
 		return fmt.Errorf("%w: retry strategy is nil", ErrInvalid)
 	}

@@ -11,6 +11,9 @@ const (
 	// DefaultUnavailableTimeout is how long a call keeps retrying a store
 	// that does not answer when WithUnavailableTimeout is not given.
 	DefaultUnavailableTimeout = 30 * time.Second
+	// DefaultPollInterval is how often Election.Observe reads a store that
+	// cannot push changes when WithPollInterval is not given.
+	DefaultPollInterval = time.Second
 )
 
 // waitForever is the unset wait: keep trying until the context ends.
@@ -30,6 +33,11 @@ type config struct {
 	permits   int
 	// unavailable bounds continuous unavailability; negative: no bound.
 	unavailable time.Duration
+	// group is the Owner the call acquires for; empty for none.
+	group string
+	// poll is how often an election's observer reads a store that cannot
+	// push changes.
+	poll time.Duration
 }
 
 func defaultConfig() config {
@@ -40,6 +48,7 @@ func defaultConfig() config {
 		mode:  EX,
 
 		unavailable: DefaultUnavailableTimeout,
+		poll:        DefaultPollInterval,
 	}
 }
 
@@ -102,6 +111,13 @@ func WithMetadata(s string) Option { return func(c *config) { c.metadata = s } }
 func WithSemaphore(capacity, permits int) Option {
 	return func(c *config) { c.capacity, c.permits = capacity, permits }
 }
+
+// WithPollInterval sets how often Election.Observe reads the election on a
+// store that cannot push changes (see the store's documentation): a change
+// of leader is seen within d plus one round trip. It must lie within
+// [MinPollInterval, MaxTTL]; the default is DefaultPollInterval. Stores
+// that push ignore it.
+func WithPollInterval(d time.Duration) Option { return func(c *config) { c.poll = d } }
 
 // WithTracer sets the tracer of Acquire and Release calls, such as
 // dlmotel.New(nil) for OpenTelemetry spans. The default, and nil, traces
