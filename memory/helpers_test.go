@@ -89,13 +89,20 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// awaitClosed fails the test unless ch is closed within the bound.
+// awaitClosed fails the test unless ch is closed within the bound; values
+// received before (a watch's signals) are passed over.
 func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(within):
-		t.Fatalf("%s: not closed", what)
+	deadline := time.After(within)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s: not closed", what)
+		}
 	}
 }
 
