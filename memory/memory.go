@@ -25,8 +25,9 @@
 // converting to EX: the second is refused with ErrDeadlock) and, among
 // groups, any cycle: if group A holds x and waits for y, group B holding y
 // is refused at once with ErrDeadlock when it asks for x, and so on around
-// rings of any length. The error names the group and, as far as the store
-// can trace it (see maxTrace), the resources of the cycle.
+// rings of any length. The error names the group and, when a search of
+// the table bounded to 10 000 locks finds it, the resources of the cycle
+// in wait order: `(group 3f…; cycle through "x", "y")`.
 //
 // A group is one owner, so it must not wait on itself: asking, with
 // AcquireWait, for a lock that the group already holds in a conflicting
@@ -42,9 +43,12 @@
 //
 // Every grant carries a Blocking channel, closed when a request that the
 // holder's mode blocks queues behind it (for a semaphore, a request that
-// does not fit); a conversion that changes the mode returns a fresh one.
-// Watch pushes a signal on every change of a resource, from the same
-// table events; Inspect reads one resource.
+// does not fit), or at once if the grant is made while such a request
+// waits; a conversion that changes the mode returns a fresh one. Watch
+// pushes a signal on every change of a resource, from the same table
+// events, with no polling; Inspect reads one resource, and Relabel changes
+// a holder's metadata in place. In listings, the Session of a grouped
+// holder or waiter is its Group.
 //
 // # Limits
 //
@@ -225,9 +229,9 @@ func (s *Store) usable() error {
 // errors match the driver errors they mean (see package locktable's
 // errors); tableErr names that one first, as every store's errors do, and
 // keeps the table's error matchable behind it. Of the table's errors that
-// mean no driver error, an unknown session is a lock not held (each
-// acquisition is a session of its own, which ends with it), and the rest
-// are refused arguments.
+// mean no driver error, an unknown session is a lock not held (a session
+// ends with its acquisition, or with its group's last), and the rest are
+// refused arguments.
 func tableErr(err error) error {
 	base := driver.ErrInvalid
 	switch {
