@@ -24,8 +24,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	s.granted(e)
-	return driver.Grant{Token: res.Token}, nil
+	return driver.Grant{Token: res.Token, Blocking: e.blocking}, nil
 }
 
 // AcquireWait queues the request and blocks until it is granted or ctx
@@ -46,9 +45,8 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 		return driver.Grant{}, err
 	}
 	if res.Status == locktable.StatusGranted {
-		s.granted(e)
 		s.mu.Unlock()
-		return driver.Grant{Token: res.Token}, nil
+		return driver.Grant{Token: res.Token, Blocking: e.blocking}, nil
 	}
 	wait := make(chan outcome, 1)
 	e.wait = wait
@@ -60,7 +58,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	return driver.Grant{Token: o.token, Start: o.start}, nil
+	return driver.Grant{Token: o.token, Start: o.start, Blocking: o.blocking}, nil
 }
 
 // held returns the grant of an acquisition already made by req.Owner, so
@@ -74,20 +72,19 @@ func (s *Store) held(req driver.Request) (driver.Grant, bool, error) {
 		return driver.Grant{}, false, nil
 	}
 	info, _ := s.tab.Describe(e.lock)
-	return driver.Grant{Token: info.Token}, true, nil
+	return driver.Grant{Token: info.Token, Blocking: e.blocking}, true, nil
 }
 
-// request opens a session for req and asks the table for its lock or
-// permits. On an error nothing is left behind.
+// request asks the table for req's lock or permits, in a session of its
+// own or in its group's. A request granted at once has its TTL started.
+// On an error nothing is left behind.
 func (s *Store) request(req driver.Request, flags locktable.Flags, deadline int64) (*entry, locktable.Result, error) {
 	st := s.now()
-	s.session++
-	sid := s.session
-	if err := s.tab.OpenSession(st, sid, req.Owner); err != nil {
+	sid, g, err := s.sessionFor(st, req)
+	if err != nil {
 		return nil, locktable.Result{}, tableErr(err)
 	}
 	var res locktable.Result
-	var err error
 	if req.Capacity > 0 {
 		res, err = s.tab.AcquirePermits(st, locktable.SemaphoreRequest{
 			Session: sid, Owner: locktable.OwnerID(sid), Resource: req.Resource,
@@ -101,20 +98,44 @@ func (s *Store) request(req driver.Request, flags locktable.Flags, deadline int6
 		})
 	}
 	if err != nil {
-		cres, _ := s.tab.CloseSession(st, sid)
-		s.dispatch(cres.Events)
-		if flags&locktable.NoQueue != 0 {
-			err = fmt.Errorf("%w: %q", tableErr(err), req.Resource)
-		} else {
-			err = tableErr(err)
-		}
-		return nil, locktable.Result{}, err
+		return nil, locktable.Result{}, s.refused(req, sid, g, err, flags)
 	}
-	e := &entry{owner: req.Owner, meta: req.Metadata, session: sid, lock: res.Lock, ttl: req.TTL, index: -1}
+	e := &entry{
+		owner: req.Owner, meta: req.Metadata, group: g, res: req.Resource, session: sid, lock: res.Lock,
+		ttl: req.TTL, index: -1, blocking: make(chan struct{}),
+	}
+	if g != nil {
+		g.link(e)
+	}
 	s.byOwner[req.Owner] = e
 	s.byLock[res.Lock] = e
-	s.dispatch(res.Events)
+	s.dispatch(res.Events) // the grant, if made at once, starts the TTL
+	if res.Status == locktable.StatusQueued {
+		s.signal(req.Resource)
+	}
 	return e, res, nil
+}
+
+// refused closes the session that a refused request leaves empty and
+// returns the request's error in the driver's terms; a deadlock in a group
+// names the group and the cycle.
+func (s *Store) refused(req driver.Request, sid locktable.SessionID, g *group, err error, flags locktable.Flags) error {
+	switch {
+	case g != nil && errors.Is(err, driver.ErrDeadlock):
+		err = fmt.Errorf("%w (group %s%s)", tableErr(err), g.key, s.trace(g, locktable.LockInfo{
+			Resource: req.Resource, State: locktable.LockWaiting, Requested: req.Mode, Permits: uint32(req.Permits),
+		}))
+	case flags&locktable.NoQueue != 0:
+		err = fmt.Errorf("%w: %q", tableErr(err), req.Resource)
+	default:
+		err = tableErr(err)
+	}
+	if g == nil {
+		s.closeSession(sid)
+	} else {
+		s.closeSession(s.idle(g))
+	}
+	return err
 }
 
 // await blocks until the pending request ends (on wait) or ctx ends; in the

@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/locktable"
@@ -9,7 +11,8 @@ import (
 
 // Convert changes the mode of the lock held by req.Owner, waiting until the
 // new mode is granted or ctx ends (the conversion is then withdrawn and the
-// lock stays in its old mode).
+// lock stays in its old mode). The grant carries a fresh Blocking channel
+// if the mode changed, else the lock's current one.
 func (s *Store) Convert(ctx context.Context, req driver.Request, _ driver.Grant, mode driver.Mode) (driver.Grant, error) {
 	s.mu.Lock()
 	e, err := s.holder(req)
@@ -25,8 +28,14 @@ func (s *Store) Convert(ctx context.Context, req driver.Request, _ driver.Grant,
 		Session: e.session, Lock: e.lock, Mode: mode, Deadline: deadline,
 	})
 	if err != nil {
+		err = tableErr(err)
+		if e.group != nil && errors.Is(err, driver.ErrDeadlock) {
+			err = fmt.Errorf("%w (group %s%s)", err, e.group.key, s.trace(e.group, locktable.LockInfo{
+				ID: e.lock, Resource: e.res, State: locktable.LockConverting, Requested: mode,
+			}))
+		}
 		s.mu.Unlock()
-		return driver.Grant{}, tableErr(err)
+		return driver.Grant{}, err
 	}
 	wait := make(chan outcome, 1)
 	e.wait = wait
@@ -34,8 +43,9 @@ func (s *Store) Convert(ctx context.Context, req driver.Request, _ driver.Grant,
 	if res.Status == locktable.StatusGranted {
 		e.wait = nil
 		s.mu.Unlock()
-		return driver.Grant{Token: res.Token}, nil
+		return driver.Grant{Token: res.Token, Blocking: e.blocking}, nil
 	}
+	s.signal(e.res)
 	s.arm()
 	s.mu.Unlock()
 	o, err := s.await(ctx, wait, func() {
@@ -48,5 +58,5 @@ func (s *Store) Convert(ctx context.Context, req driver.Request, _ driver.Grant,
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	return driver.Grant{Token: o.token}, nil
+	return driver.Grant{Token: o.token, Blocking: o.blocking}, nil
 }

@@ -21,7 +21,8 @@ var _ driver.Lister = (*Store)(nil)
 // Waiters are in the order they will be served: conversions first (with
 // Conversion set and the mode they asked for), then new requests, each
 // with when it was queued. Capacity is the number of permits of a
-// semaphore. Metadata is the request's.
+// semaphore. Metadata is the request's. Session is the Group of a grouped
+// acquisition, and empty for the others.
 func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.ResourceInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -38,43 +39,57 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	infos := s.tab.ResourcesWithPrefix(prefix, "", limit)
 	out := make([]driver.ResourceInfo, len(infos))
 	for i, r := range infos {
-		sem := r.Kind == locktable.KindSemaphore
-		ri := driver.ResourceInfo{Resource: r.Name}
-		if sem {
-			ri.Capacity = int(r.Capacity)
-		}
-		for _, l := range r.Holders {
-			h := driver.HolderInfo{Mode: l.Mode, Token: l.Token, Since: s.at(l.GrantedAt)}
-			if sem {
-				h.Permits = int(l.Permits)
-			}
-			if e := s.byLock[l.ID]; e != nil {
-				h.Owner, h.Metadata = e.owner, e.meta
-				if e.granted {
-					h.TTL = time.Duration(max(e.expires-now, 0))
-				}
-			}
-			ri.Holders = append(ri.Holders, h)
-		}
-		for _, q := range [][]locktable.LockInfo{r.Converting, r.Waiting} {
-			for _, l := range q {
-				w := driver.WaiterInfo{
-					Mode:       l.Requested,
-					Conversion: l.State == locktable.LockConverting,
-					Since:      s.at(l.QueuedAt),
-				}
-				if sem {
-					w.Permits = int(l.Permits)
-				}
-				if e := s.byLock[l.ID]; e != nil {
-					w.Owner, w.Metadata = e.owner, e.meta
-				}
-				ri.Waiters = append(ri.Waiters, w)
-			}
-		}
-		out[i] = ri
+		out[i] = s.resourceInfo(r, now)
 	}
 	return out, nil
+}
+
+// resourceInfo describes a resource of the table, as List documents, at
+// table time now.
+func (s *Store) resourceInfo(r locktable.ResourceInfo, now int64) driver.ResourceInfo {
+	sem := r.Kind == locktable.KindSemaphore
+	ri := driver.ResourceInfo{Resource: r.Name}
+	if sem {
+		ri.Capacity = int(r.Capacity)
+	}
+	for _, l := range r.Holders {
+		h := driver.HolderInfo{Mode: l.Mode, Token: l.Token, Since: s.at(l.GrantedAt)}
+		if sem {
+			h.Permits = int(l.Permits)
+		}
+		if e := s.byLock[l.ID]; e != nil {
+			h.Owner, h.Metadata, h.Session = e.owner, e.meta, e.groupKey()
+			if e.granted {
+				h.TTL = time.Duration(max(e.expires-now, 0))
+			}
+		}
+		ri.Holders = append(ri.Holders, h)
+	}
+	for _, q := range [][]locktable.LockInfo{r.Converting, r.Waiting} {
+		for _, l := range q {
+			w := driver.WaiterInfo{
+				Mode:       l.Requested,
+				Conversion: l.State == locktable.LockConverting,
+				Since:      s.at(l.QueuedAt),
+			}
+			if sem {
+				w.Permits = int(l.Permits)
+			}
+			if e := s.byLock[l.ID]; e != nil {
+				w.Owner, w.Metadata, w.Session = e.owner, e.meta, e.groupKey()
+			}
+			ri.Waiters = append(ri.Waiters, w)
+		}
+	}
+	return ri
+}
+
+// groupKey returns the Group of a grouped acquisition, else "".
+func (e *entry) groupKey() string {
+	if e.group == nil {
+		return ""
+	}
+	return e.group.key
 }
 
 // at returns the wall-clock time of a table time, or the zero time for 0.

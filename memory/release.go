@@ -3,10 +3,8 @@ package memory
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/locktable"
 )
 
 // Extend restarts the TTL of the lock held by req.Owner.
@@ -52,13 +50,15 @@ func (s *Store) holder(req driver.Request) (*entry, error) {
 	return e, nil
 }
 
-// drop closes the acquisition's session, which releases or cancels its lock,
-// and pushes the grants that follow.
+// drop takes the acquisition's lock or request out of the table (closing
+// its session, or its group's once empty), and pushes the grants that
+// follow.
 func (s *Store) drop(e *entry) {
-	s.finish(e, outcome{err: fmt.Errorf("%w: the lock was released", driver.ErrNotHeld)})
-	res, _ := s.tab.CloseSession(s.now(), e.session)
+	if e.wait != nil {
+		s.finish(e, outcome{err: fmt.Errorf("%w: the lock was released", driver.ErrNotHeld)})
+	}
 	s.forget(e)
-	s.dispatch(res.Events)
+	s.unlock(e)
 	s.arm()
 }
 
@@ -67,6 +67,9 @@ func (s *Store) forget(e *entry) {
 	delete(s.byOwner, e.owner)
 	delete(s.byLock, e.lock)
 	s.expiry.remove(e)
+	if e.group != nil {
+		e.group.unlink(e)
+	}
 	e.granted = false
 }
 
@@ -75,36 +78,5 @@ func (s *Store) finish(e *entry, o outcome) {
 	if e.wait != nil {
 		e.wait <- o
 		e.wait = nil
-	}
-}
-
-// dispatch acts on the table's events: grants reach their waiters (and
-// start their TTL); timeouts fail them; expired sessions leave the indexes.
-func (s *Store) dispatch(events []locktable.Event) {
-	for _, ev := range events {
-		e := s.byLock[ev.Lock]
-		if e == nil {
-			continue
-		}
-		switch ev.Kind {
-		case locktable.EventGranted:
-			if !ev.Conversion {
-				s.granted(e)
-			}
-			s.finish(e, outcome{token: ev.Token, start: time.Now()})
-		case locktable.EventTimedOut:
-			if ev.Conversion || e.granted {
-				s.finish(e, outcome{err: fmt.Errorf("%w: conversion of %q timed out", driver.ErrTaken, ev.Resource)})
-				continue
-			}
-			s.finish(e, outcome{err: fmt.Errorf("%w: %q: wait deadline passed", driver.ErrTaken, ev.Resource)})
-			res, _ := s.tab.CloseSession(s.now(), e.session)
-			s.forget(e)
-			defer s.dispatch(res.Events)
-		case locktable.EventReleased:
-			if ev.Reason == locktable.ReasonSessionExpired {
-				s.forget(e)
-			}
-		}
 	}
 }

@@ -24,8 +24,10 @@ func (s *Store) arm() {
 	s.timer.Reset(time.Duration(next - s.now().Now))
 }
 
-// tick expires the sessions whose TTL ran out and times out the requests
-// whose deadline passed, then re-arms the timer.
+// tick ends the acquisitions whose TTL ran out and times out the requests
+// whose deadline passed, then re-arms the timer. An ungrouped acquisition's
+// session is expired; a group's lock is released alone, its group's other
+// locks staying held.
 func (s *Store) tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -34,16 +36,26 @@ func (s *Store) tick() {
 	}
 	st := s.now()
 	var ids []locktable.SessionID
+	var grouped []*entry
 	for len(s.expiry) > 0 && s.expiry[0].expires <= st.Now {
 		e := s.expiry[0]
 		s.expiry.remove(e)
-		ids = append(ids, e.session)
+		if e.group == nil {
+			ids = append(ids, e.session)
+		} else {
+			grouped = append(grouped, e)
+		}
 	}
 	if len(ids) > 0 {
 		res := s.tab.ExpireSessions(st, ids)
 		s.dispatch(res.Events)
 	}
-	res := s.tab.Advance(st)
+	for _, e := range grouped {
+		s.finish(e, outcome{err: expired(e.res)})
+		s.forget(e)
+		s.unlock(e)
+	}
+	res := s.tab.Advance(s.now())
 	s.dispatch(res.Events)
 	s.arm()
 }
