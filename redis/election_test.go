@@ -307,6 +307,12 @@ func TestWatchEnds(t *testing.T) {
 	if _, err := s2.Watch(ctx, ""); !errors.Is(err, driver.ErrInvalid) {
 		t.Fatalf("Watch of an empty name: %v, want ErrInvalid", err)
 	}
+	if err := s2.Notify(ctx, ""); !errors.Is(err, driver.ErrInvalid) {
+		t.Fatalf("Notify of an empty name: %v, want ErrInvalid", err)
+	}
+	if _, err := redis.New(e.rdb, redis.WithWatchInterval(time.Millisecond)).Watch(ctx, "a"); !errors.Is(err, driver.ErrInvalid) {
+		t.Fatalf("watch interval of 1ms: %v, want ErrInvalid", err)
+	}
 }
 
 // drained returns a channel closed once ch is closed, reading what ch

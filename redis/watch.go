@@ -138,6 +138,9 @@ func (s *Store) Notify(ctx context.Context, resource string) error {
 	if s.bad != nil {
 		return s.bad
 	}
+	if resource == "" {
+		return fmt.Errorf("%w: empty resource name", driver.ErrInvalid)
+	}
 	if err := s.rdb.Publish(ctx, s.keys(resource, "").Watch, "1").Err(); err != nil {
 		return s.fail(ctx, "notify", err)
 	}
