@@ -29,7 +29,8 @@ const minListBatch = 16
 // A holder shows its owner id, mode EX, token (the resource's token
 // counter, which is the holder's token; 0 if the counter key expired while
 // the lock was held, after the fence retention), TTL left (the lock key's
-// PTTL) and metadata; the store does not record when it was granted.
+// PTTL), metadata, and when it was granted as Inspect reads it from the
+// token.
 // Waiters show their owner id and mode EX, first in line first; a waiter
 // whose place lapsed (it stopped refreshing it) is left out. The store
 // keeps no metadata for waiters.
@@ -70,7 +71,7 @@ func resourceInfo(r redislua.Resource) driver.ResourceInfo {
 	info := driver.ResourceInfo{Resource: r.Name}
 	if r.Owner != "" {
 		info.Holders = []driver.HolderInfo{{
-			Owner: r.Owner, Mode: driver.EX, Token: r.Token, TTL: r.TTL, Metadata: r.Metadata,
+			Owner: r.Owner, Mode: driver.EX, Token: r.Token, TTL: r.TTL, Since: r.Since, Metadata: r.Metadata,
 		}}
 	}
 	for _, w := range r.Waiters {

@@ -29,6 +29,29 @@
 // When a holder's key expires instead of being released, the first waiter
 // takes the lock within about a millisecond of the expiry.
 //
+// # Elections and blocking notices
+//
+// The store reads one resource in one script call (Inspect: the holder
+// with its metadata, token, TTL left and grant time, and the live
+// waiters), changes a holder's metadata in place (Relabel), and tells
+// watchers of a resource about its changes over Redis pub/sub (Watch,
+// Notify): what dlm.Election needs. The changers announce their changes
+// (package dlm notifies after a win, a proclamation and a resignation); a
+// holder that vanishes without telling anyone (a crashed process whose key
+// expires) is seen by the watchers' periodic signal instead, every watch
+// interval (1 s by default, WithWatchInterval). Release itself publishes
+// nothing, so ordinary locks pay nothing for elections.
+//
+// A grant's Blocking channel is closed when a live waiter queues behind
+// it: the grant itself, or the holder's renewal (Extend), counts the live
+// waiters in the same script call. A lock that nobody waits for costs one
+// EXISTS more per renewal and nothing else. A holder therefore learns of a
+// waiter at its next renewal after the waiter queued: within the renewal
+// interval (TTL/3 with package dlm's auto-renewal) plus one round trip. A
+// lease that is not renewed learns only of waiters queued when it was
+// granted. A waiter that dies in the queue counts until its place lapses
+// (four queue refresh intervals).
+//
 // Requires Redis 6.2 or later (scripts read TIME before writing).
 package redis
 
@@ -52,18 +75,24 @@ const (
 	DefaultPrefix         = "dlm:"
 	DefaultQueueRefresh   = 500 * time.Millisecond
 	DefaultFenceRetention = 7 * 24 * time.Hour
+	DefaultWatchInterval  = time.Second
 )
 
 // Store is a dlm store over one Redis deployment. It implements
-// driver.Driver and driver.Waiter. It is safe for concurrent use.
+// driver.Driver, driver.Waiter, driver.Lister, driver.Inspector,
+// driver.Relabeler, driver.Watcher and driver.Notifier, and declares
+// driver.FeatureBlocking. It is safe for concurrent use.
 type Store struct {
 	rdb       goredis.UniversalClient
 	prefix    string
 	refresh   time.Duration
 	retention time.Duration
+	watchTick time.Duration
 	bad       error // a configuration error reported by every call
 
-	pumps sync.WaitGroup
+	life  context.Context // ends with Close, and the watches with it
+	end   context.CancelFunc
+	pumps sync.WaitGroup // wake-up listeners and watches
 }
 
 // Option configures a Store.
@@ -82,10 +111,21 @@ func WithQueueRefresh(d time.Duration) Option { return func(s *Store) { s.refres
 // its last grant; the default is 7 days. It must be at least one minute.
 func WithFenceRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
 
+// WithWatchInterval sets how often a watch signals even though nobody
+// announced a change: the bound on how long a holder that vanished without
+// telling anyone (its key expired) goes unseen by the watchers, and on how
+// long a watch takes to see that its connection hangs (two intervals). It
+// must be at least 10 ms; the default is 1 s.
+func WithWatchInterval(d time.Duration) Option { return func(s *Store) { s.watchTick = d } }
+
 // New returns a store over rdb, which may be a *goredis.Client,
 // *goredis.ClusterClient or a Sentinel failover client.
 func New(rdb goredis.UniversalClient, opts ...Option) *Store {
-	s := &Store{rdb: rdb, prefix: DefaultPrefix, refresh: DefaultQueueRefresh, retention: DefaultFenceRetention}
+	s := &Store{
+		rdb: rdb, prefix: DefaultPrefix, refresh: DefaultQueueRefresh, retention: DefaultFenceRetention,
+		watchTick: DefaultWatchInterval,
+	}
+	s.life, s.end = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
 	}
@@ -96,6 +136,8 @@ func New(rdb goredis.UniversalClient, opts ...Option) *Store {
 		s.bad = fmt.Errorf("%w: queue refresh %s is below 10ms", driver.ErrInvalid, s.refresh)
 	case s.retention < time.Minute:
 		s.bad = fmt.Errorf("%w: fence retention %s is below one minute", driver.ErrInvalid, s.retention)
+	case s.watchTick < 10*time.Millisecond:
+		s.bad = fmt.Errorf("%w: watch interval %s is below 10ms", driver.ErrInvalid, s.watchTick)
 	}
 	return s
 }
@@ -103,10 +145,12 @@ func New(rdb goredis.UniversalClient, opts ...Option) *Store {
 // Name returns "redis".
 func (s *Store) Name() string { return "redis" }
 
-// Close waits for the store's background wake-up listeners to stop, at most
-// about one second after the last waiting call returned. It does not close
-// the Redis client.
+// Close ends the store's watches (their channels close) and waits for
+// them and for the background wake-up listeners to stop, at most about one
+// second after the last waiting call returned. It does not close the Redis
+// client. Watch fails on a closed store; the other calls still work.
 func (s *Store) Close() error {
+	s.end()
 	s.pumps.Wait()
 	return nil
 }
@@ -150,13 +194,14 @@ func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
 	}
-	if len(res) >= 2 && res[0] == int64(1) {
+	if len(res) >= 3 && res[0] == int64(1) {
 		str, _ := res[1].(string)
 		tok, perr := strconv.ParseUint(str, 10, 64)
 		if perr != nil {
 			return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %q", driver.ErrUnavailable, str)
 		}
-		return driver.Grant{Token: tok}, 0, false, nil
+		waiting, _ := res[2].(int64)
+		return newGrant(tok, waiting > 0), 0, false, nil
 	}
 	if len(res) != 3 {
 		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: unexpected reply %v", driver.ErrUnavailable, res)
@@ -167,15 +212,20 @@ func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request
 		fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
 }
 
-// Extend resets the lock's TTL if req.Owner holds it.
-func (s *Store) Extend(ctx context.Context, req driver.Request, _ driver.Grant) error {
+// Extend resets the lock's TTL if req.Owner holds it, and closes the
+// grant's Blocking channel if a live waiter queues behind it.
+func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) error {
 	if s.bad != nil {
 		return s.bad
 	}
 	k := s.keys(req.Resource, req.Owner)
-	n, err := redislua.Extend.Run(ctx, s.rdb, []string{k.Lock}, req.Owner, req.TTL.Milliseconds()).Int64()
+	n, err := redislua.Extend.Run(ctx, s.rdb, []string{k.Lock, k.Live}, req.Owner, req.TTL.Milliseconds()).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
+	}
+	if n == 2 {
+		blocked(g)
+		n = 1
 	}
 	return notHeld(n, req.Resource)
 }

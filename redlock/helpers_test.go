@@ -122,3 +122,6 @@ func (e *env) awaitEveryNode(resource string) {
 		return v != "" && e.count(resource, v) == nodes
 	})
 }
+
+// goredisKeepTTL sets a key and keeps its TTL.
+var goredisKeepTTL = goredis.SetArgs{KeepTTL: true}

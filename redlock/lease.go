@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // lease is the store's state for one grant (driver.Grant.Handle): the calls
@@ -13,6 +14,7 @@ import (
 type lease struct {
 	mu      sync.Mutex
 	pending []<-chan struct{} // each closed when a round's last node has answered
+	label   uint64            // the version of the last relabel
 }
 
 // track adds a round whose nodes may still answer.
@@ -43,6 +45,22 @@ func (l *lease) settle(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// nextLabel returns the version of a new relabel of the lease: larger than
+// the lease's last one, and than the client's clock in microseconds, which
+// orders the relabels of leases that share an owner (an acquisition whose
+// reply was lost, retried). It stays below 10^16 (year 2286), the width of
+// the label key's version.
+func (l *lease) nextLabel() uint64 {
+	now := uint64(time.Now().UnixMicro())
+	if l == nil {
+		return now
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.label = max(l.label+1, now)
+	return l.label
 }
 
 // leaseOf returns the state of a grant made by this store, or nil (for the

@@ -47,9 +47,10 @@ const minListBatch = 16
 // among all the nodes that hold the lock, which is the grant's token when
 // exactly a quorum holds it and otherwise may be above it. The TTL is the
 // time until fewer than a quorum of nodes hold the lock, by the nodes' own
-// clocks: the smallest TTL of the quorum with the longest TTLs. The store
-// does not record when a lock was granted, and it never queues, so there
-// are no waiters.
+// clocks: the smallest TTL of the quorum with the longest TTLs. The
+// metadata is the newest the holder set (see Relabel). Since is read from
+// the token as Inspect does. The store never queues, so there are no
+// waiters.
 func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.ResourceInfo, error) {
 	if s.bad != nil {
 		return nil, s.bad
@@ -159,12 +160,17 @@ func (s *Store) listFailed(ctx context.Context, prefix string, answered []*node,
 }
 
 // quorumHolder returns the owner that holds the resource on a quorum of
-// the nodes whose reads are rs, if one does.
+// the nodes whose reads are rs, if one does. Its metadata is that of the
+// node with the newest relabel (the highest label version; the metadata of
+// the acquisition where none was recorded), and its token and Since those
+// of the node with the largest token counter.
 func (s *Store) quorumHolder(rs []redislua.Resource) (driver.HolderInfo, bool) {
 	type held struct {
-		ttls     []time.Duration
-		token    uint64
-		metadata string
+		ttls    []time.Duration
+		token   uint64
+		since   time.Time
+		version uint64
+		meta    string
 	}
 	byOwner := make(map[string]*held)
 	for _, r := range rs {
@@ -173,11 +179,16 @@ func (s *Store) quorumHolder(rs []redislua.Resource) (driver.HolderInfo, bool) {
 		}
 		h := byOwner[r.Owner]
 		if h == nil {
-			h = &held{metadata: r.Metadata}
+			h = &held{version: r.Version, meta: r.Metadata}
 			byOwner[r.Owner] = h
 		}
 		h.ttls = append(h.ttls, r.TTL)
-		h.token = max(h.token, r.Token)
+		if r.Token > h.token {
+			h.token, h.since = r.Token, r.Since
+		}
+		if r.Version > h.version {
+			h.version, h.meta = r.Version, r.Metadata
+		}
 	}
 	for owner, h := range byOwner {
 		if len(h.ttls) < s.quorum {
@@ -187,8 +198,8 @@ func (s *Store) quorumHolder(rs []redislua.Resource) (driver.HolderInfo, bool) {
 		// runs out.
 		slices.Sort(h.ttls)
 		return driver.HolderInfo{
-			Owner: owner, Mode: driver.EX, Token: h.token,
-			TTL: h.ttls[len(h.ttls)-s.quorum], Metadata: h.metadata,
+			Owner: owner, Mode: driver.EX, Token: h.token, Since: h.since,
+			TTL: h.ttls[len(h.ttls)-s.quorum], Metadata: h.meta,
 		}, true
 	}
 	return driver.HolderInfo{}, false

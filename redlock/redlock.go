@@ -108,6 +108,18 @@
 // nodes with persistence (appendonly, fsync always) or restart them only
 // after the longest TTL in use.
 //
+// # Elections
+//
+// Inspect reads one resource on every node at once and shows the owner
+// that holds it on a quorum; Relabel changes the holder's metadata on a
+// quorum, versioned so that readers see the newest: what dlm.Election
+// needs to say who leads and with what value. The store has no Watch (the
+// nodes share no channel, and a quorum of them would have to agree on
+// every notice): package dlm polls Inspect instead, every poll interval of
+// its own (1 s by default), which bounds how long a change goes unseen.
+// Nor does it tell a holder that someone waits (no Grant.Blocking, no
+// driver.FeatureBlocking): nobody queues on the nodes, contenders retry.
+//
 // Requires Redis 6.2 or later. Only exclusive (EX) locks are provided.
 package redlock
 
@@ -123,7 +135,8 @@ import (
 )
 
 // Store is a dlm store over N independent Redis masters. It implements
-// driver.Driver. It is safe for concurrent use.
+// driver.Driver, driver.Lister, driver.Inspector and driver.Relabeler. It
+// is safe for concurrent use.
 type Store struct {
 	nodes       []*node
 	quorum      int

@@ -25,7 +25,7 @@ func FuzzNameOf(f *testing.F) {
 				t.Fatalf("nameOf(%q, %q) = %q, %v; want %q", prefix, key, got, ok, name)
 			}
 		}
-		for _, key := range []string{k.Fence, k.Live, k.Wake, k.WakeBase} {
+		for _, key := range []string{k.Fence, k.Live, k.Wake, k.WakeBase, k.Label, k.Watch} {
 			if got, ok := nameOf(prefix, key); ok {
 				t.Fatalf("nameOf(%q, %q) = %q: not a lock or queue key", prefix, key, got)
 			}
@@ -41,17 +41,19 @@ func FuzzNameOf(f *testing.F) {
 // FuzzParseResource: a read script's reply of any shape (strings, integers,
 // nil, nested arrays, errors, as go-redis decodes them) is read without a
 // panic: a short one is an error; otherwise the owner is at most the 32
-// bytes of the lock's value, the metadata the rest, the TTL never negative,
-// and the waiters are the strings after the third element.
+// bytes of the lock's value, the metadata the rest unless a label of the
+// same owner has a version, the TTL never negative, Since never after the
+// clock, and the waiters are the strings after the fifth element.
 func FuzzParseResource(f *testing.F) {
-	f.Add("r", []byte("s\x00i\x01s\x02s\x03s\x04"))
-	f.Add("r", []byte("n\x00i\x00n\x00"))
+	f.Add("r", []byte("s\x00i\x01s\x02s\x09s\x0as\x03s\x04"))
+	f.Add("r", []byte("s\x02i\x01s\x09s\x0as\x0bs\x03"))
+	f.Add("r", []byte("n\x00i\x00n\x00n\x00n\x00"))
 	f.Add("r", []byte("s\x05i\x09s\x06a\x00e\x00s\x03"))
 	f.Add("", []byte("s"))
 	f.Fuzz(func(t *testing.T, name string, shape []byte) {
 		reply := buildReply(shape)
 		r, err := parseResource(name, reply)
-		if len(reply) < 3 {
+		if len(reply) < 5 {
 			if err == nil {
 				t.Fatalf("short reply %v accepted", reply)
 			}
@@ -60,13 +62,23 @@ func FuzzParseResource(f *testing.F) {
 		if err != nil || r.Name != name || r.TTL < 0 || len(r.Owner) > 32 {
 			t.Fatalf("parseResource(%q, %v) = %+v, %v", name, reply, r, err)
 		}
-		if cur, ok := reply[0].(string); ok && r.Owner+r.Metadata != cur {
+		cur, ok := reply[0].(string)
+		switch {
+		case ok && r.Version == 0 && r.Owner+r.Metadata != cur:
 			t.Fatalf("lock value %q read as owner %q and metadata %q", cur, r.Owner, r.Metadata)
-		} else if !ok && (r.Owner != "" || r.Metadata != "" || r.Token != 0) {
+		case ok && r.Version != 0 && (r.Owner != cur[:min(len(cur), 32)] || len(r.Owner) != 32):
+			t.Fatalf("lock value %q read as owner %q with version %d", cur, r.Owner, r.Version)
+		case !ok && (r.Owner != "" || r.Metadata != "" || r.Token != 0 || r.Version != 0 || !r.Since.IsZero()):
 			t.Fatalf("free lock read as %+v", r)
 		}
+		if !r.Since.IsZero() {
+			clock, _ := reply[3].(string)
+			if now, err := strconv.ParseUint(clock, 10, 64); err != nil || uint64(r.Since.UnixMicro()) > now || r.Since.UnixMicro() != int64(r.Token) {
+				t.Fatalf("since %s with token %d and the clock %q", r.Since, r.Token, clock)
+			}
+		}
 		var waiters []string
-		for _, w := range reply[3:] {
+		for _, w := range reply[5:] {
 			if s, ok := w.(string); ok {
 				waiters = append(waiters, s)
 			}
@@ -79,7 +91,8 @@ func FuzzParseResource(f *testing.F) {
 
 // values are the strings and integers buildReply picks from.
 var values = []string{"", "0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdefmeta", "w1", "w2",
-	"12345678901234567890", "x", "-1", "ü"}
+	"12345678901234567890", "x", "-1", "ü", "1732000000000000", "1732000000000001",
+	"0123456789abcdef0123456789abcdef0000000000000007new"}
 
 // buildReply makes a reply from pairs of bytes: a type (s string, i
 // integer, n nil, a array, e error) and the index of a value.

@@ -22,7 +22,7 @@ func TestKeysOfOneLockShareASlot(t *testing.T) {
 	for _, name := range []string{"a", "}", "}a", "a}b", "{x}", "{}", "100%", "%7D", "ü/ß"} {
 		k := redislua.KeysFor("dlm:", name, "0123")
 		tag := hashTag(k.Lock)
-		for _, other := range []string{k.Fence, k.Queue, k.Live, k.Wake, k.WakeBase + "ffff"} {
+		for _, other := range []string{k.Fence, k.Queue, k.Live, k.Wake, k.WakeBase + "ffff", k.Label, k.Watch} {
 			if got := hashTag(other); got != tag {
 				t.Errorf("%q: key %q hashes %q, the lock key %q hashes %q", name, other, got, k.Lock, tag)
 			}

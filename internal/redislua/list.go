@@ -3,6 +3,8 @@ package redislua
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,14 +20,15 @@ import (
 // per resource, pipelined (ReadResources).
 
 // ReadResource reads one resource atomically, without writing: the lock's
-// value and PTTL, the token counter, and the queue's live waiters (those
-// whose liveness deadline, by the node's clock, has not passed), first in
-// line first. KEYS: lock, fence, queue, live. Returns {value or nil, pttl,
-// counter or nil, waiter...}.
+// value and PTTL, the token counter, the node's clock, the label of the
+// last relabel (redlock), and the queue's live waiters (those whose
+// liveness deadline, by the node's clock, has not passed), first in line
+// first. KEYS: lock, fence, queue, live, label. Returns {value or nil,
+// pttl, counter or nil, clock in µs, label or nil, waiter...}.
 var ReadResource = goredis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-local res = {cur, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
 local t = redis.call('TIME')
+local res = {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]),
+  t[1] .. string.format('%06d', tonumber(t[2])), redis.call('GET', KEYS[5])}
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, w in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
   local dl = redis.call('ZSCORE', KEYS[4], w)
@@ -33,6 +36,9 @@ for _, w in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
 end
 return res
 `)
+
+// readKeys are the keys ReadResource reads.
+func (k Keys) readKeys() []string { return []string{k.Lock, k.Fence, k.Queue, k.Live, k.Label} }
 
 // scanCount is the COUNT hint of each SCAN call.
 const scanCount = 1000
@@ -50,6 +56,15 @@ type Resource struct {
 	// Token is the resource's token counter, the holder's token while the
 	// lock is held (0 once the counter key has expired).
 	Token uint64
+	// Since is when the holder was granted the lock, read from Token,
+	// which the acquire scripts floor at the node's clock in microseconds:
+	// it is that clock at the grant, or later than the grant if the clock
+	// had stepped back (or grants came faster than one a microsecond).
+	// It is zero when Token is not a past reading of the node's clock.
+	Since time.Time
+	// Version is the version of the holder's last relabel recorded in the
+	// label key (redlock), 0 for none; Metadata is then that relabel's.
+	Version uint64
 	// Waiters are the owners of the live waiters, first in line first.
 	Waiters []string
 }
@@ -171,8 +186,7 @@ func ScanNames(ctx context.Context, rdb goredis.UniversalClient, prefix, namePre
 func ReadResources(ctx context.Context, rdb goredis.UniversalClient, prefix string, names []string, each time.Duration) ([]Resource, error) {
 	keys := make([][]string, len(names))
 	for i, name := range names {
-		k := KeysFor(prefix, name, "")
-		keys[i] = []string{k.Lock, k.Fence, k.Queue, k.Live}
+		keys[i] = KeysFor(prefix, name, "").readKeys()
 	}
 	cmds, err := readPipelined(ctx, rdb, keys, each, ReadResource.EvalSha)
 	if err != nil {
@@ -239,29 +253,76 @@ func readPipelined(ctx context.Context, rdb goredis.UniversalClient, keys [][]st
 	return cmds, nil
 }
 
+// ReadOne reads the resource name (under the key prefix) from rdb with
+// ReadResource; a resource that is gone is Empty. each, when positive,
+// bounds the call.
+func ReadOne(ctx context.Context, rdb goredis.Scripter, prefix, name string, each time.Duration) (Resource, error) {
+	ctx, cancel := bound(ctx, each)
+	defer cancel()
+	reply, err := ReadResource.Run(ctx, rdb, KeysFor(prefix, name, "").readKeys()).Slice()
+	if err != nil {
+		return Resource{}, err
+	}
+	return parseResource(name, reply)
+}
+
+// minClockToken is the smallest token read as a clock: 10^15 µs is
+// September 2001, before any token the acquire scripts floored at a clock.
+const minClockToken = 1e15
+
+// maxPTTL is the longest PTTL, in ms, that a time.Duration holds.
+const maxPTTL = int64(math.MaxInt64 / time.Millisecond)
+
+// readLen is the length of a ReadResource reply before its waiters.
+const readLen = 5
+
 // parseResource reads a ReadResource reply.
 func parseResource(name string, reply []any) (Resource, error) {
 	r := Resource{Name: name}
-	if len(reply) < 3 {
-		return r, errors.New("redis list: short reply from the read script")
+	if len(reply) < readLen {
+		return r, errors.New("redis read: short reply from the read script")
 	}
 	if cur, ok := reply[0].(string); ok {
 		r.Owner = cur[:min(len(cur), 32)]
 		r.Metadata = cur[len(r.Owner):]
-		if pttl, _ := reply[1].(int64); pttl > 0 {
+		if pttl, _ := reply[1].(int64); pttl > 0 && pttl <= maxPTTL {
 			r.TTL = time.Duration(pttl) * time.Millisecond
 		}
 		if fence, ok := reply[2].(string); ok {
 			r.Token, _ = strconv.ParseUint(fence, 10, 64)
 		}
+		clock, _ := reply[3].(string)
+		if now, err := strconv.ParseUint(clock, 10, 64); err == nil && r.Token >= minClockToken && r.Token <= now {
+			r.Since = time.UnixMicro(int64(r.Token))
+		}
+		if label, ok := reply[4].(string); ok && len(r.Owner) == 32 {
+			r.Version, r.Metadata = relabelled(label, r.Owner, r.Metadata)
+		}
 	}
-	for _, w := range reply[3:] {
+	for _, w := range reply[readLen:] {
 		if s, ok := w.(string); ok {
 			r.Waiters = append(r.Waiters, s)
 		}
 	}
 	return r, nil
 }
+
+// relabelled returns the version and metadata of label when it records a
+// relabel by owner, and 0 and metadata otherwise.
+func relabelled(label, owner, metadata string) (uint64, string) {
+	const head = 32 + LabelVersionDigits
+	if len(label) < head || label[:32] != owner {
+		return 0, metadata
+	}
+	v, err := strconv.ParseUint(label[32:head], 10, 64)
+	if err != nil {
+		return 0, metadata
+	}
+	return v, label[head:]
+}
+
+// LabelVersion formats a relabel's version for RedlockRelabel.
+func LabelVersion(v uint64) string { return fmt.Sprintf("%0*d", LabelVersionDigits, v) }
 
 // bound returns ctx bounded by d when d is positive.
 func bound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

@@ -82,3 +82,29 @@ if not born then
 end
 return now - born
 `)
+
+// RedlockRelabel sets the metadata of the lock in place, keeping its TTL,
+// if the owner holds it, and records the relabel in the resource's label
+// key with its version, so that a reader of several nodes can tell the
+// newest metadata from an older one that a node kept (it missed the
+// relabel, or an extend set the lock again there with the metadata of the
+// acquisition). A relabel older than the one recorded for the owner is
+// dropped and answers 1 all the same: a newer one won. KEYS: lock, label.
+// ARGV: owner, metadata, version (16 decimal digits), label retention ms.
+// Returns 1 relabelled, 0 held by another owner, -1 not held.
+var RedlockRelabel = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
+local lab = redis.call('GET', KEYS[2])
+if lab and string.sub(lab, 1, 32) == ARGV[1] then
+  local v = tonumber(string.sub(lab, 33, 48))
+  if v and v >= tonumber(ARGV[3]) then return 1 end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2], 'KEEPTTL')
+redis.call('SET', KEYS[2], ARGV[1] .. ARGV[3] .. ARGV[2], 'PX', ARGV[4])
+return 1
+`)
+
+// LabelVersionDigits is the width of a relabel's version in the label key.
+const LabelVersionDigits = 16

@@ -15,6 +15,10 @@ import (
 //	<prefix>{R}:queue     waiters in arrival order (a list of owner values)
 //	<prefix>{R}:live      waiter -> liveness deadline in ms (a sorted set)
 //	<prefix>{R}:wake:<w>  waiter w's wake-up list, pushed when it is its turn
+//	<prefix>{R}:label     redlock only: the holder's last relabel, owner (32
+//	                      hex), version (16 decimal digits), metadata
+//	<prefix>{R}:watch     a pub/sub channel, not a key: the redis store's
+//	                      change notices for R
 //
 // The wake-up keys are built inside the scripts from the base passed in
 // ARGV; they carry the same hash tag, so they live in the same slot.
@@ -44,6 +48,14 @@ local function wake(wakebase, w, livems)
 end
 `
 
+// waitingLua counts the live waiters of a resource: those whose liveness
+// deadline in the live set has not passed.
+const waitingLua = `
+local function waiting(live, nowms)
+  return redis.call('ZCOUNT', live, '(' .. string.format('%.0f', nowms), '+inf')
+end
+`
+
 // Acquire makes one attempt. KEYS: lock, fence, queue, live, the caller's
 // wake key. ARGV: owner, ttl ms, metadata, "1" to queue if not granted,
 // liveness ms, wake base, fence retention ms, "1" if the caller listens on
@@ -54,20 +66,24 @@ end
 // at the server clock in microseconds, so that tokens keep growing when the
 // counter is lost (expiry, restart without persistence).
 //
-// Returns {1, token} when granted, {0, pttl, isHead} when not.
-var Acquire = goredis.NewScript(handoffLua + `
+// Returns {1, token, waiting} when granted, waiting the number of live
+// waiters left in the queue behind the grant (counted only when the queue
+// was not empty), and {0, pttl, isHead} when not.
+var Acquire = goredis.NewScript(handoffLua + waitingLua + `
 local owner, meta = ARGV[1], ARGV[3]
 local queueing, livems, wakebase = ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6]
 local t, nowms = now()
 local cur = redis.call('GET', KEYS[1])
 if cur and string.sub(cur, 1, 32) == owner then
-  return {1, redis.call('GET', KEYS[2]) or '0'}
+  return {1, redis.call('GET', KEYS[2]) or '0', waiting(KEYS[4], nowms)}
 end
 local head = first(KEYS[3], KEYS[4], nowms)
 if not cur and (not head or head == owner) then
+  local behind = 0
   if head then
     redis.call('LPOP', KEYS[3])
     redis.call('ZREM', KEYS[4], owner)
+    behind = waiting(KEYS[4], nowms)
   end
   redis.call('DEL', KEYS[5])
   if ARGV[8] == '1' then
@@ -80,7 +96,7 @@ if not cur and (not head or head == owner) then
   if us > c then c = us end
   local token = string.format('%.0f', c)
   redis.call('SET', KEYS[2], token, 'PX', ARGV[7])
-  return {1, token}
+  return {1, token, behind}
 end
 if not cur and head then
   wake(wakebase, head, livems)
@@ -134,19 +150,40 @@ end
 return 1
 `)
 
-// Extend resets the lock's TTL if the owner holds it. KEYS: lock. ARGV:
-// owner, ttl ms. Returns 1 extended, 0 held by another owner, -1 not held.
-var Extend = goredis.NewScript(`
+// Extend resets the lock's TTL if the owner holds it, and tells whether
+// live waiters queue behind it; it reads the clock and counts them only
+// when the resource has a live set at all, so a lock nobody waits for costs
+// one EXISTS more. KEYS: lock, live. ARGV: owner, ttl ms. Returns 1
+// extended, 2 extended with live waiters queued, 0 held by another owner,
+// -1 not held.
+var Extend = goredis.NewScript(waitingLua + `
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 0 then return 1 end
+local t = redis.call('TIME')
+if waiting(KEYS[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) > 0 then return 2 end
 return 1
 `)
 
-// Keys are the Redis keys of one resource and one owner.
+// Relabel sets the metadata of the lock in place, keeping its TTL, if the
+// owner holds it. KEYS: lock. ARGV: owner, metadata. Returns 1 relabelled,
+// 0 held by another owner, -1 not held.
+var Relabel = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return -1 end
+if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2], 'KEEPTTL')
+return 1
+`)
+
+// Keys are the Redis keys of one resource and one owner, and the name of
+// the resource's pub/sub channel.
 type Keys struct {
-	Lock, Fence, Queue, Live, WakeBase, Wake string
+	Lock, Fence, Queue, Live, WakeBase, Wake, Label string
+	// Watch is the channel of the resource's change notices.
+	Watch string
 }
 
 // KeysFor returns the keys of resource for owner under prefix.
@@ -159,6 +196,8 @@ func KeysFor(prefix, resource, owner string) Keys {
 		Live:     base + ":live",
 		WakeBase: base + ":wake:",
 		Wake:     base + ":wake:" + owner,
+		Label:    base + ":label",
+		Watch:    base + ":watch",
 	}
 }
 
