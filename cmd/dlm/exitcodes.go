@@ -10,6 +10,7 @@ import (
 // Exit codes of the dlm commands (besides, for dlm run, the command's own).
 const (
 	exitUsage       = 2   // bad flags, arguments or store URL, or a request the store refuses as invalid or does not support
+	exitNoLeader    = 3   // dlm elect --leader: nobody leads
 	exitUnavailable = 69  // the store could not be reached, or could not decide (no quorum)
 	exitBusy        = 75  // the lock was held by others until --wait ran out
 	exitLost        = 76  // the lock was lost while the command ran; it was stopped

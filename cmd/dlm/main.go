@@ -2,6 +2,7 @@
 //
 //	dlm server [flags]                   run a dlm server
 //	dlm run --lock NAME [flags] -- cmd   run a command while holding a lock
+//	dlm elect [flags] NAME VALUE -- cmd  run a command while leading an election
 //	dlm ls [flags]                       list locks, holders and waiters
 //	dlm status [flags]                   describe the store
 //	dlm bench [flags]                    measure a store with the standard workloads
@@ -39,6 +40,8 @@ const usage = `dlm is a distributed lock manager.
 Usage:
   dlm server [flags]                   run a dlm server
   dlm run --lock NAME [flags] -- cmd   run a command while holding a lock
+  dlm elect [flags] NAME VALUE -- cmd  run a command while leading an election
+                                       (--observe NAME: follow who leads)
   dlm ls [flags]                       list locks, holders and waiters
   dlm status [flags]                   describe the store and its health
   dlm bench [flags]                    measure a store with the standard workloads
@@ -65,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "run":
 		// dlm run handles its own signals: it passes them to the command.
 		return runRun(context.WithoutCancel(ctx), args[1:], stderr)
+	case "elect":
+		return runElect(ctx, args[1:], stdout, stderr)
 	case "ls":
 		return runLs(ctx, args[1:], stdout, stderr)
 	case "status":

@@ -146,24 +146,65 @@ func runRun(ctx context.Context, args []string, stderr io.Writer) int {
 	if f.slots > 0 {
 		opts = append(opts, dlm.WithSemaphore(f.slots, 1))
 	}
-	r := &runner{f: f, opts: opts, args: cmdArgs, stderr: stderr, log: log}
-	return r.run(ctx)
+	r := &runner{prog: "dlm run", name: f.lock, label: label(cmdArgs), f: f, args: cmdArgs, stderr: stderr, log: log,
+		take: func(ctx context.Context, c *dlm.Client) (holding, error) {
+			l, err := c.Acquire(ctx, f.lock, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return leaseHolding{l, f.lock}, nil
+		}}
+	return r.run(ctx, r.supervise)
 }
 
-// runner is one `dlm run`.
+// holding is what a command runs under: dlm run's lease, or dlm elect's
+// leadership.
+type holding interface {
+	// Lost is closed when it is lost; Err then says why.
+	Lost() <-chan struct{}
+	Err() error
+	// end gives it up: the lease is released, the leadership resigned.
+	end(ctx context.Context) error
+	// env is what the command is told of it, as environment variables.
+	env() []string
+	// token is its fencing token.
+	token() uint64
+}
+
+// leaseHolding is dlm run's lease on the lock called name.
+type leaseHolding struct {
+	*dlm.Lease
+	name string
+}
+
+func (h leaseHolding) end(ctx context.Context) error { return h.Release(ctx) }
+func (h leaseHolding) token() uint64                 { return h.Token() }
+func (h leaseHolding) env() []string {
+	return []string{"DLM_LOCK_NAME=" + h.name, "DLM_LOCK_TOKEN=" + strconv.FormatUint(h.Token(), 10)}
+}
+
+// runner is one `dlm run` (or `dlm elect`): it opens the store, takes what
+// the command runs under, and serves it.
 type runner struct {
+	prog   string // the command's name in messages: "dlm run" or "dlm elect"
+	name   string // the lock's or the election's name
+	label  string // the store session's label
 	f      runFlags
-	opts   []dlm.Option
-	args   []string
+	args   []string // the command to run
 	stderr io.Writer
 	log    *slog.Logger
+	// take acquires what the command runs under, from c.
+	take func(ctx context.Context, c *dlm.Client) (holding, error)
 }
 
 func (r *runner) errorf(format string, a ...any) {
-	fmt.Fprintf(r.stderr, "dlm run: "+format+"\n", a...)
+	fmt.Fprintf(r.stderr, r.prog+": "+format+"\n", a...)
 }
 
-func (r *runner) run(ctx context.Context) int {
+// run opens the store, takes what the command runs under (abandoning the
+// wait on a signal: exit 128+N), and returns serve's exit code; serve gets
+// the signals that reach the process from then on.
+func (r *runner) run(ctx context.Context, serve func(h holding, sigs <-chan os.Signal) int) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
@@ -182,10 +223,10 @@ func (r *runner) run(ctx context.Context) int {
 		case <-stopWatch:
 		}
 	}()
-	lease, store, code := r.acquire(waitCtx)
+	h, store, code := r.acquire(waitCtx)
 	close(stopWatch)
 	<-watched
-	if lease == nil {
+	if h == nil {
 		return code
 	}
 	defer func() {
@@ -196,15 +237,15 @@ func (r *runner) run(ctx context.Context) int {
 		}
 	}()
 	// A signal that came while the lock was being granted (the grant's
-	// reply was already on its way) still stops dlm run before the
-	// command starts.
+	// reply was already on its way) still stops the command before it
+	// starts.
 	var se signalError
 	if errors.As(context.Cause(waitCtx), &se) {
-		r.errorf("%v while waiting for %q", se, r.f.lock)
-		r.release(lease)
+		r.errorf("%v while waiting for %q", se, r.name)
+		r.release(h)
 		return exitSignalBase + int(se.sig)
 	}
-	return r.supervise(lease, sigs)
+	return serve(h, sigs)
 }
 
 // signalError is the cause of a wait abandoned on a signal.
@@ -212,44 +253,46 @@ type signalError struct{ sig syscall.Signal }
 
 func (e signalError) Error() string { return "stopped by signal " + e.sig.String() }
 
-// acquire opens the store and takes the lock. It returns the lease, or the
-// exit code when there is none.
-func (r *runner) acquire(ctx context.Context) (*dlm.Lease, *storeurl.Store, int) {
-	fail := func(err error) (*dlm.Lease, *storeurl.Store, int) {
-		var se signalError
-		if errors.As(context.Cause(ctx), &se) {
-			r.errorf("%v while waiting for %q", se, r.f.lock)
-			return nil, nil, exitSignalBase + int(se.sig)
-		}
-		if denied(err) {
-			r.errorf("%s", userMessage(err))
-			return nil, nil, exitDenied
-		}
-		if errors.Is(err, dlm.ErrInvalid) || errors.Is(err, dlm.ErrUnsupported) {
-			r.errorf("%s", userMessage(err))
-			return nil, nil, exitUsage
-		}
-		if errors.Is(err, dlm.ErrNotAcquired) {
-			r.errorf("%q is busy: %s", r.f.lock, userMessage(err))
-			return nil, nil, exitBusy
-		}
-		r.errorf("%s", userMessage(err))
-		return nil, nil, exitUnavailable
-	}
+// acquire opens the store and takes what the command runs under. It
+// returns it, or the exit code when there is none.
+func (r *runner) acquire(ctx context.Context) (holding, *storeurl.Store, int) {
+	fail := func(err error) (holding, *storeurl.Store, int) { return nil, nil, r.fail(ctx, err) }
 	store, err := r.open(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	c := dlm.New(store.Driver(), dlm.WithLogger(r.log))
-	lease, err := c.Acquire(ctx, r.f.lock, r.opts...)
+	h, err := r.take(ctx, c)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		store.Close(cctx)
 		cancel()
 		return fail(err)
 	}
-	r.log.Info("acquired", "lock", r.f.lock, "token", lease.Token(), "store", store)
-	return lease, store, 0
+	r.log.Info("acquired", "lock", r.name, "token", h.token(), "store", store)
+	return h, store, 0
+}
+
+// fail reports err, which ended the work of ctx, and returns the exit code:
+// 128+N if signal N ended ctx, else the code of err.
+func (r *runner) fail(ctx context.Context, err error) int {
+	var se signalError
+	switch {
+	case errors.As(context.Cause(ctx), &se):
+		r.errorf("%v while waiting for %q", se, r.name)
+		return exitSignalBase + int(se.sig)
+	case denied(err):
+		r.errorf("%s", userMessage(err))
+		return exitDenied
+	case errors.Is(err, dlm.ErrInvalid) || errors.Is(err, dlm.ErrUnsupported):
+		r.errorf("%s", userMessage(err))
+		return exitUsage
+	case errors.Is(err, dlm.ErrNotAcquired):
+		r.errorf("%q is busy: %s", r.name, userMessage(err))
+		return exitBusy
+	}
+	r.errorf("%s", userMessage(err))
+	return exitUnavailable
 }
 
 // open opens the store. A store that cannot be reached (a dlm server that
@@ -270,7 +313,7 @@ func (r *runner) open(ctx context.Context) (*storeurl.Store, error) {
 			timeout = min(timeout, max(left, time.Millisecond))
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		store, err := storeurl.Open(cctx, r.f.store, storeOptions(label(r.args), storeurl.WithLogger(r.log))...)
+		store, err := storeurl.Open(cctx, r.f.store, storeOptions(r.label, storeurl.WithLogger(r.log))...)
 		cut := cctx.Err() != nil
 		cancel()
 		if err == nil || !errors.Is(err, dlm.ErrUnavailable) || denied(err) || ctx.Err() != nil {
@@ -314,35 +357,32 @@ func storeKind(rawURL string) string {
 	return string(spec.Kind)
 }
 
-// release releases lease and returns the error, which it reports unless
-// it is the loss of the lease.
-func (r *runner) release(lease *dlm.Lease) error {
+// release gives h up and returns the error, which it reports unless it is
+// the loss of h.
+func (r *runner) release(h holding) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := lease.Release(ctx)
+	err := h.end(ctx)
 	if err != nil && !errors.Is(err, dlm.ErrLost) {
-		r.errorf("release %q: %s", r.f.lock, userMessage(err))
+		r.errorf("release %q: %s", r.name, userMessage(err))
 	}
 	return err
 }
 
-// supervise runs the command under lease and returns dlm run's exit code.
-func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
+// supervise runs the command under h and returns the exit code.
+func (r *runner) supervise(h holding, sigs <-chan os.Signal) (code int) {
 	ran := false
 	defer func() {
 		// A loss first seen at the release (the store no longer held the
 		// lock) happened while the command ran.
-		if err := r.release(lease); ran && code != exitLost && errors.Is(err, dlm.ErrLost) {
-			r.errorf("lost %q while the command ran: %s", r.f.lock, userMessage(err))
+		if err := r.release(h); ran && code != exitLost && errors.Is(err, dlm.ErrLost) {
+			r.errorf("lost %q while the command ran: %s", r.name, userMessage(err))
 			code = exitLost
 		}
 	}()
 	cmd := exec.Command(r.args[0], r.args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"DLM_LOCK_NAME="+r.f.lock,
-		"DLM_LOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
-	)
+	cmd.Env = append(os.Environ(), h.env()...)
 	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
 		r.errorf("%v", err)
@@ -368,7 +408,7 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
 		err := syscall.Kill(-pgid, 0)
 		return err == nil || errors.Is(err, syscall.EPERM)
 	}
-	lost := lease.Lost()
+	lost := h.Lost()
 	var kill, leftovers <-chan time.Time
 	for {
 		select {
@@ -376,7 +416,7 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
 			signalGroup(s.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			r.errorf("lost %q: %s; stopping the command (SIGTERM, SIGKILL after %s)", r.f.lock, userMessage(lease.Err()), r.f.grace)
+			r.errorf("lost %q: %s; stopping the command (SIGTERM, SIGKILL after %s)", r.name, userMessage(h.Err()), r.f.grace)
 			signalGroup(syscall.SIGTERM)
 			t := time.NewTimer(r.f.grace)
 			defer t.Stop()
@@ -390,12 +430,12 @@ func (r *runner) supervise(lease *dlm.Lease, sigs <-chan os.Signal) (code int) {
 			}
 		case <-done:
 			done = nil
-			err := lease.Err()
+			err := h.Err()
 			switch {
 			case err == nil:
 				return exitCode(cmd.ProcessState)
 			case lost != nil:
-				r.errorf("lost %q as the command ended: %s", r.f.lock, userMessage(err))
+				r.errorf("lost %q as the command ended: %s", r.name, userMessage(err))
 				return exitLost
 			case kill != nil && groupLives():
 				// The command ended on SIGTERM, but processes it left in
@@ -432,13 +472,16 @@ func exitCode(ps *os.ProcessState) int {
 // UTF-8 without control or bidirectional formatting characters, and at most
 // 200 bytes, whatever the command's path (a session label that is not, the
 // store refuses).
-func label(args []string) string {
+func label(args []string) string { return sessionLabel("dlm run", args[0]) }
+
+// sessionLabel is the session label of prog acting for subject (a command
+// or an election): valid, and at most 200 bytes, whatever the subject.
+func sessionLabel(prog, subject string) string {
 	host, _ := os.Hostname()
-	cmd := args[0]
-	if len(cmd) > 100 {
-		cmd = "…" + cmd[len(cmd)-100:]
+	if len(subject) > 100 {
+		subject = "…" + subject[len(subject)-100:]
 	}
-	l := fmt.Sprintf("dlm run %s (%s pid %d)", cmd, host, os.Getpid())
+	l := fmt.Sprintf("%s %s (%s pid %d)", prog, subject, host, os.Getpid())
 	if len(l) > 200 {
 		l = l[:200]
 	}
