@@ -54,8 +54,12 @@ func (s *Store) dispatchLocked(conn *streamConn, m *dlmpb.SessionResponse) {
 		// with a wrong token: someone guessing the session id).
 		s.log.Warn("dlm remote: the server warns of a refused action against the session", "session", s.st.sid,
 			"reason", msg.Warning.GetReason().String(), "message", msg.Warning.GetMessage())
-	case *dlmpb.SessionResponse_Blocking, *dlmpb.SessionResponse_Closed:
-		// Blocking notices are not surfaced yet; Closed ends the stream.
+	case *dlmpb.SessionResponse_Blocking:
+		if ls := s.st.locks[msg.Blocking.GetLockId()]; ls != nil && ls.granted && !ls.gone {
+			ls.block()
+		}
+	case *dlmpb.SessionResponse_Closed:
+		// The stream ends next.
 	}
 }
 
@@ -85,10 +89,8 @@ func (s *Store) grantedLocked(g *dlmpb.Granted) {
 	if ls == nil || ls.gone {
 		return
 	}
+	ls.setMode(g.GetMode())
 	ls.granted, ls.token = true, g.GetToken()
-	if g.GetMode() != dlmpb.Mode_MODE_UNSPECIFIED {
-		ls.mode = g.GetMode()
-	}
 	if c == nil {
 		return
 	}
@@ -344,8 +346,6 @@ func (s *Store) applyInfo(ls *lockState, li *dlmpb.LockInfo) {
 	if li.GetState() == dlmpb.LockInfo_STATE_WAITING {
 		return
 	}
+	ls.setMode(li.GetMode())
 	ls.granted, ls.token = true, li.GetToken()
-	if li.GetMode() != dlmpb.Mode_MODE_UNSPECIFIED {
-		ls.mode = li.GetMode()
-	}
 }

@@ -31,6 +31,18 @@
 // try-locks (dlm.WithWait(0)) are available; waits are queued in the server
 // in FIFO order and granted by push (driver.Waiter).
 //
+// # Blocking notices
+//
+// The server tells a holder when a request that its lock blocks queues
+// behind it (a conflicting mode, or permits of a semaphore that do not
+// fit), and the store closes the grant's driver.Grant.Blocking channel
+// (dlm.Lease.Blocking) at once: a push, nothing polls. A compatible
+// request closes nothing. The server tells a holder once per mode it
+// could yield to, and again after a conversion: a Convert that changes the
+// mode returns a fresh channel. A notice that falls while the store is
+// reconnecting is not sent again on the new stream: the channel then
+// stays open although someone waits.
+//
 // # Security
 //
 // WithTLS connects over TLS (and, with a client certificate, mutual TLS);
@@ -231,8 +243,10 @@ func (o *options) security() ([]grpc.DialOption, error) {
 // Name returns "dlm".
 func (s *Store) Name() string { return "dlm" }
 
-// Features declares semaphores.
-func (s *Store) Features() driver.Feature { return driver.FeatureSemaphores }
+// Features declares semaphores and blocking notices (driver.Grant.Blocking).
+func (s *Store) Features() driver.Feature {
+	return driver.FeatureSemaphores | driver.FeatureBlocking
+}
 
 // Drift allows for the difference in clock rate between client and server
 // over a lease: 1% of the TTL plus 2 ms.

@@ -51,7 +51,7 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 		return driver.Grant{}, fmt.Errorf("%w: not connected to the dlm server (reconnecting)", driver.ErrUnavailable)
 	}
 	s.st.nextOwner++
-	ls := &lockState{owner: s.st.nextOwner, ownerKey: req.Owner, resource: req.Resource, lost: make(chan struct{})}
+	ls := newLockState(s.st.nextOwner, req.Owner, req.Resource)
 	lr.Owner = ls.owner
 	s.st.byOwner[req.Owner] = ls
 	c := s.sendLocked(callLock, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
@@ -73,7 +73,7 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 
 // grantOf returns the grant of a granted lock.
 func (s *Store) grantOf(ls *lockState) driver.Grant {
-	return driver.Grant{Token: ls.token, Handle: ls, Start: time.Now(), Lost: ls.lost}
+	return driver.Grant{Token: ls.token, Handle: ls, Start: time.Now(), Lost: ls.lost, Blocking: ls.blocking}
 }
 
 // Extend succeeds while the lock is held and the session is alive: locks

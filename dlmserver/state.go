@@ -102,6 +102,37 @@ type lockState struct {
 	waiter  *call         // a queued lock request or conversion awaiting its grant
 	lost    chan struct{} // closed when the lock is gone without our release
 	gone    bool
+
+	blocking chan struct{} // closed when a conflicting request queues behind the grant
+	blocked  bool          // blocking is closed
+}
+
+// newLockState returns the state of a new acquisition.
+func newLockState(owner uint64, ownerKey, resource string) *lockState {
+	return &lockState{owner: owner, ownerKey: ownerKey, resource: resource,
+		lost: make(chan struct{}), blocking: make(chan struct{})}
+}
+
+// block closes the grant's blocking channel, once: the server told the
+// holder that a request it blocks waits.
+func (ls *lockState) block() {
+	if !ls.blocked {
+		ls.blocked = true
+		close(ls.blocking)
+	}
+}
+
+// setMode records the mode the server granted. A granted lock whose mode
+// changes gets a fresh blocking channel: the server tells the holder again
+// about its new mode, and what blocked the old one may not block it.
+func (ls *lockState) setMode(m dlmpb.Mode) {
+	if m == dlmpb.Mode_MODE_UNSPECIFIED || m == ls.mode {
+		return
+	}
+	if ls.granted && ls.mode != dlmpb.Mode_MODE_UNSPECIFIED {
+		ls.blocking, ls.blocked = make(chan struct{}), false
+	}
+	ls.mode = m
 }
 
 // callKind is the kind of a request.
