@@ -231,11 +231,10 @@ func (s *Store) undoLocked(c *call) {
 // the session state the server sent on (re)open.
 func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 	byID := make(map[uint64]*dlmpb.LockInfo, len(sync.GetLocks()))
-	byOwner := make(map[uint64]*dlmpb.LockInfo, len(sync.GetLocks()))
 	for _, li := range sync.GetLocks() {
 		byID[li.GetLockId()] = li
-		byOwner[li.GetOwner()] = li
 	}
+	unnamed := s.unnamedLocked(sync)
 	// Requests whose answers were lost.
 	for seq, c := range s.st.calls {
 		ls := c.lock
@@ -243,7 +242,7 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 		if ls.id != 0 {
 			li = byID[ls.id]
 		} else if c.kind == callLock {
-			li = byOwner[ls.owner]
+			li = unnamed[ownerResource{ls.owner, ls.resource}]
 		}
 		settled := true
 		switch {
@@ -310,6 +309,51 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 		}
 	}
 	s.releaseOrphansLocked(sync)
+}
+
+// ownerResource is an owner id of the session and a resource name.
+type ownerResource struct {
+	owner    uint64
+	resource string
+}
+
+// unnamedLocked returns the locks of the session state that answer lock
+// requests whose answers were lost, by owner and resource: a request not
+// answered yet (its lock id unknown) is the lock of its owner on its
+// resource that the store does not know. An owner is unique to one
+// acquisition, except that of a group (driver.Request.Group): when two
+// such requests, or two such locks, share an owner and a resource, which
+// is which cannot be told, and none of them is named. Those requests go
+// again with their sequence numbers and are answered from the server's
+// reply cache; the locks are released as orphans meanwhile (see
+// releaseOrphansLocked), so that the leases end lost rather than two of
+// them sharing one lock.
+func (s *Store) unnamedLocked(sync *dlmpb.SessionSync) map[ownerResource]*dlmpb.LockInfo {
+	asking := make(map[ownerResource]int)
+	for _, c := range s.st.calls {
+		if c.kind == callLock && c.lock.id == 0 {
+			asking[ownerResource{c.lock.owner, c.lock.resource}]++
+		}
+	}
+	if len(asking) == 0 {
+		return nil
+	}
+	found := make(map[ownerResource]int)
+	out := make(map[ownerResource]*dlmpb.LockInfo)
+	for _, li := range sync.GetLocks() {
+		k := ownerResource{li.GetOwner(), li.GetResource()}
+		if asking[k] == 0 || s.st.locks[li.GetLockId()] != nil {
+			continue
+		}
+		found[k]++
+		out[k] = li
+	}
+	for k, n := range found {
+		if n > 1 || asking[k] > 1 {
+			delete(out, k)
+		}
+	}
+	return out
 }
 
 // releaseOrphansLocked releases again the session's locks that the store

@@ -43,6 +43,21 @@
 // reconnecting is not sent again on the new stream: the channel then
 // stays open although someone waits.
 //
+// # Deadlocks
+//
+// The server refuses a request that would close a cycle of owners waiting
+// on each other with driver.ErrDeadlock (dlm.ErrDeadlock), across every
+// session and process. Each acquisition is an owner of its own, except
+// that the acquisitions of one driver.Request.Group (dlm.Owner) are one
+// owner: the store gives the group one owner id in its session, kept
+// while the group has a lock or a request in the store, and forgotten
+// after. A group seen from two stores (two sessions) is two owners. A
+// group that holds a lock and asks for it again in a conflicting mode
+// waits on itself: a waiting request is refused with driver.ErrDeadlock at
+// once, a try-lock with driver.ErrTaken. The refusal names the resource
+// asked for, not the other resources of the cycle (the server's search
+// does not record its path).
+//
 // # Security
 //
 // WithTLS connects over TLS (and, with a client certificate, mutual TLS);
@@ -243,9 +258,10 @@ func (o *options) security() ([]grpc.DialOption, error) {
 // Name returns "dlm".
 func (s *Store) Name() string { return "dlm" }
 
-// Features declares semaphores and blocking notices (driver.Grant.Blocking).
+// Features declares semaphores, blocking notices (driver.Grant.Blocking)
+// and deadlock detection among groups (driver.Request.Group).
 func (s *Store) Features() driver.Feature {
-	return driver.FeatureSemaphores | driver.FeatureBlocking
+	return driver.FeatureSemaphores | driver.FeatureBlocking | driver.FeatureDeadlocks
 }
 
 // Drift allows for the difference in clock rate between client and server

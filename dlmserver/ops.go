@@ -50,8 +50,7 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 		s.mu.Unlock()
 		return driver.Grant{}, fmt.Errorf("%w: not connected to the dlm server (reconnecting)", driver.ErrUnavailable)
 	}
-	s.st.nextOwner++
-	ls := newLockState(s.st.nextOwner, req.Owner, req.Resource)
+	ls := newLockState(s.st.ownerFor(req.Group), req)
 	lr.Owner = ls.owner
 	s.st.byOwner[req.Owner] = ls
 	c := s.sendLocked(callLock, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
