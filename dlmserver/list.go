@@ -49,6 +49,11 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: list limit %d is not positive", driver.ErrInvalid, limit)
 	}
+	return s.list(ctx, prefix, limit, false)
+}
+
+// list is List; with exact, of the resource named prefix only.
+func (s *Store) list(ctx context.Context, prefix string, limit int, exact bool) ([]driver.ResourceInfo, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -57,7 +62,7 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	cut := false // the last resource of out goes on in the next page
 	for len(out) < limit || cut {
 		page := max(1, min(limit-len(out), maxListPage))
-		resp, err := s.rpc().List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page)})
+		resp, err := s.rpc().List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page), Exact: exact})
 		if err != nil {
 			return nil, s.rpcError(ctx, "list", err)
 		}

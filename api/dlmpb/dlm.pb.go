@@ -3047,7 +3047,12 @@ type ListRequest struct {
 	// At most this many locks (entries of holders, converting and waiting)
 	// per page; 0 for the server's default (500); at most 500. A resource
 	// with more is cut and continued on the next page.
-	LockLimit     int32 `protobuf:"varint,4,opt,name=lock_limit,json=lockLimit,proto3" json:"lock_limit,omitempty"`
+	LockLimit int32 `protobuf:"varint,4,opt,name=lock_limit,json=lockLimit,proto3" json:"lock_limit,omitempty"`
+	// Only the resource named prefix exactly, looked up instead of the
+	// names being scanned (a read of one resource, as the Go client's
+	// Inspect). A server older than this field lists every name with the
+	// prefix: a client keeps the exact name, which comes first.
+	Exact         bool `protobuf:"varint,5,opt,name=exact,proto3" json:"exact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3108,6 +3113,13 @@ func (x *ListRequest) GetLockLimit() int32 {
 		return x.LockLimit
 	}
 	return 0
+}
+
+func (x *ListRequest) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
 }
 
 // ListResponse is one page of resources.
@@ -5884,13 +5896,14 @@ const file_dlm_proto_rawDesc = "" +
 	"\vSessionSync\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12&\n" +
-	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"p\n" +
+	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"\x86\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x1d\n" +
 	"\n" +
-	"lock_limit\x18\x04 \x01(\x05R\tlockLimit\"V\n" +
+	"lock_limit\x18\x04 \x01(\x05R\tlockLimit\x12\x14\n" +
+	"\x05exact\x18\x05 \x01(\bR\x05exact\"V\n" +
 	"\fListResponse\x122\n" +
 	"\tresources\x18\x01 \x03(\v2\x14.dlm.v1.ResourceInfoR\tresources\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next\"\x0f\n" +
