@@ -45,6 +45,10 @@ func (s *Store) dispatchLocked(conn *streamConn, m *dlmpb.SessionResponse) {
 		if c != nil {
 			c.finish(nil)
 		}
+	case *dlmpb.SessionResponse_Relabeled:
+		if c := s.takeCall(msg.Relabeled.GetId()); c != nil {
+			c.finish(nil)
+		}
 	case *dlmpb.SessionResponse_TimedOut:
 		s.endWaitLocked(msg.TimedOut.GetLockId(), msg.TimedOut.GetConversion(), "timed out")
 	case *dlmpb.SessionResponse_Expired:
@@ -263,6 +267,8 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 			case callRelease:
 				s.st.forget(ls) // released: not a loss
 				c.finish(nil)
+			case callRelabel:
+				c.finish(fmt.Errorf("%w: the lock is gone", driver.ErrNotHeld))
 			default:
 				c.finish(nil) // a cancel: nothing left to do
 			}

@@ -226,6 +226,8 @@ func (s *Store) reissueLocked(c *call) {
 		m.Release.Id = id
 	case *dlmpb.SessionRequest_Cancel:
 		m.Cancel.Id = id
+	case *dlmpb.SessionRequest_Relabel:
+		m.Relabel.Id = id
 	}
 	s.st.calls[c.seq] = c
 	if conn := s.st.conn; conn != nil {
@@ -263,7 +265,7 @@ func (s *Store) await(ctx context.Context, c *call) error {
 			s.undoLocked(c)
 		}
 	}
-	if c.kind == callRelease || c.kind == callCancel {
+	if c.kind == callRelease || c.kind == callCancel || c.kind == callRelabel {
 		return fmt.Errorf("%w: no answer from the dlm server: %w", driver.ErrUnavailable, ctx.Err())
 	}
 	return fmt.Errorf("%w: %w", driver.ErrTaken, ctx.Err())

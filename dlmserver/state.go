@@ -186,6 +186,7 @@ const (
 	callConvert
 	callRelease
 	callCancel
+	callRelabel
 )
 
 // call is a request awaiting its outcome.

@@ -389,7 +389,7 @@ func (x LockEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LockEvent_Kind.Descriptor instead.
 func (LockEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{44, 0}
 }
 
 type AcquireResponse_Outcome int32
@@ -441,7 +441,7 @@ func (x AcquireResponse_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AcquireResponse_Outcome.Descriptor instead.
 func (AcquireResponse_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{46, 0}
 }
 
 // RequestID names one client request for idempotent retries: a retried
@@ -1318,6 +1318,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Release
 	//	*SessionRequest_Cancel
 	//	*SessionRequest_Close
+	//	*SessionRequest_Relabel
 	Msg           isSessionRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1423,6 +1424,15 @@ func (x *SessionRequest) GetClose() *CloseRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetRelabel() *RelabelRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_Relabel); ok {
+			return x.Relabel
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Msg interface {
 	isSessionRequest_Msg()
 }
@@ -1455,6 +1465,10 @@ type SessionRequest_Close struct {
 	Close *CloseRequest `protobuf:"bytes,7,opt,name=close,proto3,oneof"`
 }
 
+type SessionRequest_Relabel struct {
+	Relabel *RelabelRequest `protobuf:"bytes,8,opt,name=relabel,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Msg() {}
 
 func (*SessionRequest_KeepAlive) isSessionRequest_Msg() {}
@@ -1468,6 +1482,8 @@ func (*SessionRequest_Release) isSessionRequest_Msg() {}
 func (*SessionRequest_Cancel) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Close) isSessionRequest_Msg() {}
+
+func (*SessionRequest_Relabel) isSessionRequest_Msg() {}
 
 // OpenRequest opens a new session (session 0) or resumes an existing one
 // after a reconnect or a leader change; the server answers SessionOpened
@@ -1921,6 +1937,72 @@ func (x *CancelRequest) GetLockId() uint64 {
 	return 0
 }
 
+// RelabelRequest sets the metadata (the holder description) of a lock of
+// the session, granted or queued, in place: the lock keeps its grant, mode
+// and token. It is answered Relabeled, or Refused (REASON_UNKNOWN_LOCK for
+// a lock that is gone; REASON_INVALID for metadata over 1 KiB, as in
+// LockRequest), and needs the lock permission on the lock's resource. A
+// server older than this message does not answer it.
+type RelabelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            *RequestID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"` // the new holder description, at most 1 KiB; empty clears it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelabelRequest) Reset() {
+	*x = RelabelRequest{}
+	mi := &file_dlm_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelabelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelabelRequest) ProtoMessage() {}
+
+func (x *RelabelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelabelRequest.ProtoReflect.Descriptor instead.
+func (*RelabelRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RelabelRequest) GetId() *RequestID {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *RelabelRequest) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *RelabelRequest) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // CloseRequest ends the session: every lock it holds is released and every
 // request it has queued is cancelled. The server answers SessionClosed and
 // ends the stream.
@@ -1932,7 +2014,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2026,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2039,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{15}
+	return file_dlm_proto_rawDescGZIP(), []int{16}
 }
 
 // SessionResponse is one server-to-client message of the Session stream.
@@ -1978,6 +2060,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Sync
 	//	*SessionResponse_Closed
 	//	*SessionResponse_Warning
+	//	*SessionResponse_Relabeled
 	Msg           isSessionResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1985,7 +2068,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2080,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2093,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{16}
+	return file_dlm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SessionResponse) GetMsg() isSessionResponse_Msg {
@@ -2137,6 +2220,15 @@ func (x *SessionResponse) GetWarning() *SessionWarning {
 	return nil
 }
 
+func (x *SessionResponse) GetRelabeled() *Relabeled {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_Relabeled); ok {
+			return x.Relabeled
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Msg interface {
 	isSessionResponse_Msg()
 }
@@ -2193,6 +2285,10 @@ type SessionResponse_Warning struct {
 	Warning *SessionWarning `protobuf:"bytes,13,opt,name=warning,proto3,oneof"`
 }
 
+type SessionResponse_Relabeled struct {
+	Relabeled *Relabeled `protobuf:"bytes,14,opt,name=relabeled,proto3,oneof"`
+}
+
 func (*SessionResponse_Opened) isSessionResponse_Msg() {}
 
 func (*SessionResponse_KeepAliveAck) isSessionResponse_Msg() {}
@@ -2219,6 +2315,8 @@ func (*SessionResponse_Closed) isSessionResponse_Msg() {}
 
 func (*SessionResponse_Warning) isSessionResponse_Msg() {}
 
+func (*SessionResponse_Relabeled) isSessionResponse_Msg() {}
+
 // SessionWarning tells a session's stream of something done against the
 // session that was refused, such as a resume with a wrong token
 // (REASON_BAD_RESUME_TOKEN). The stream and the session go on.
@@ -2232,7 +2330,7 @@ type SessionWarning struct {
 
 func (x *SessionWarning) Reset() {
 	*x = SessionWarning{}
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2342,7 @@ func (x *SessionWarning) String() string {
 func (*SessionWarning) ProtoMessage() {}
 
 func (x *SessionWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2355,7 @@ func (x *SessionWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionWarning.ProtoReflect.Descriptor instead.
 func (*SessionWarning) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{17}
+	return file_dlm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionWarning) GetReason() Reason {
@@ -2290,7 +2388,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2400,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2413,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{18}
+	return file_dlm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionOpened) GetSession() uint64 {
@@ -2359,7 +2457,7 @@ type KeepAliveAck struct {
 
 func (x *KeepAliveAck) Reset() {
 	*x = KeepAliveAck{}
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2469,7 @@ func (x *KeepAliveAck) String() string {
 func (*KeepAliveAck) ProtoMessage() {}
 
 func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2482,7 @@ func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveAck.ProtoReflect.Descriptor instead.
 func (*KeepAliveAck) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{19}
+	return file_dlm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KeepAliveAck) GetSeq() uint64 {
@@ -2423,7 +2521,7 @@ type Granted struct {
 
 func (x *Granted) Reset() {
 	*x = Granted{}
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2533,7 @@ func (x *Granted) String() string {
 func (*Granted) ProtoMessage() {}
 
 func (x *Granted) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2546,7 @@ func (x *Granted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Granted.ProtoReflect.Descriptor instead.
 func (*Granted) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{20}
+	return file_dlm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Granted) GetId() *RequestID {
@@ -2505,7 +2603,7 @@ type Queued struct {
 
 func (x *Queued) Reset() {
 	*x = Queued{}
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2615,7 @@ func (x *Queued) String() string {
 func (*Queued) ProtoMessage() {}
 
 func (x *Queued) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2628,7 @@ func (x *Queued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queued.ProtoReflect.Descriptor instead.
 func (*Queued) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{21}
+	return file_dlm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Queued) GetId() *RequestID {
@@ -2567,7 +2665,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2677,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2690,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{22}
+	return file_dlm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Refused) GetId() *RequestID {
@@ -2637,7 +2735,7 @@ type TimedOut struct {
 
 func (x *TimedOut) Reset() {
 	*x = TimedOut{}
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2747,7 @@ func (x *TimedOut) String() string {
 func (*TimedOut) ProtoMessage() {}
 
 func (x *TimedOut) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2760,7 @@ func (x *TimedOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimedOut.ProtoReflect.Descriptor instead.
 func (*TimedOut) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{23}
+	return file_dlm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TimedOut) GetId() *RequestID {
@@ -2706,7 +2804,7 @@ type Cancelled struct {
 
 func (x *Cancelled) Reset() {
 	*x = Cancelled{}
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2816,7 @@ func (x *Cancelled) String() string {
 func (*Cancelled) ProtoMessage() {}
 
 func (x *Cancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2829,7 @@ func (x *Cancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancelled.ProtoReflect.Descriptor instead.
 func (*Cancelled) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{24}
+	return file_dlm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Cancelled) GetId() *RequestID {
@@ -2774,7 +2872,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2884,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2897,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{25}
+	return file_dlm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Released) GetId() *RequestID {
@@ -2823,6 +2921,59 @@ func (x *Released) GetToken() uint64 {
 	return 0
 }
 
+// Relabeled confirms a RelabelRequest: listings show the new metadata.
+type Relabeled struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            *RequestID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Relabeled) Reset() {
+	*x = Relabeled{}
+	mi := &file_dlm_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Relabeled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Relabeled) ProtoMessage() {}
+
+func (x *Relabeled) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Relabeled.ProtoReflect.Descriptor instead.
+func (*Relabeled) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Relabeled) GetId() *RequestID {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Relabeled) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
 // Blocking politely asks a holder to release or down-convert: it blocks a
 // queued request for mode (or for permits of a semaphore).
 type Blocking struct {
@@ -2836,7 +2987,7 @@ type Blocking struct {
 
 func (x *Blocking) Reset() {
 	*x = Blocking{}
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2999,7 @@ func (x *Blocking) String() string {
 func (*Blocking) ProtoMessage() {}
 
 func (x *Blocking) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3012,7 @@ func (x *Blocking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blocking.ProtoReflect.Descriptor instead.
 func (*Blocking) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{26}
+	return file_dlm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Blocking) GetLockId() uint64 {
@@ -2895,7 +3046,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3058,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3071,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{27}
+	return file_dlm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -2940,7 +3091,7 @@ type SessionClosed struct {
 
 func (x *SessionClosed) Reset() {
 	*x = SessionClosed{}
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3103,7 @@ func (x *SessionClosed) String() string {
 func (*SessionClosed) ProtoMessage() {}
 
 func (x *SessionClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3116,7 @@ func (x *SessionClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionClosed.ProtoReflect.Descriptor instead.
 func (*SessionClosed) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{28}
+	return file_dlm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SessionClosed) GetSession() uint64 {
@@ -2989,7 +3140,7 @@ type SessionSync struct {
 
 func (x *SessionSync) Reset() {
 	*x = SessionSync{}
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3152,7 @@ func (x *SessionSync) String() string {
 func (*SessionSync) ProtoMessage() {}
 
 func (x *SessionSync) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3165,7 @@ func (x *SessionSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSync.ProtoReflect.Descriptor instead.
 func (*SessionSync) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{29}
+	return file_dlm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SessionSync) GetSession() uint64 {
@@ -3059,7 +3210,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3222,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3235,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{30}
+	return file_dlm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListRequest) GetAfter() string {
@@ -3135,7 +3286,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3298,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3311,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{31}
+	return file_dlm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListResponse) GetResources() []*ResourceInfo {
@@ -3186,7 +3337,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3349,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3362,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{32}
+	return file_dlm_proto_rawDescGZIP(), []int{34}
 }
 
 // StatusResponse describes the server and its replicated state: in
@@ -3237,7 +3388,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3400,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3413,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{33}
+	return file_dlm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3368,7 +3519,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3531,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3544,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{34}
+	return file_dlm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListSessionsRequest) GetAfter() uint64 {
@@ -3435,7 +3586,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3598,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3611,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{35}
+	return file_dlm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -3517,7 +3668,7 @@ type KillSessionsRequest struct {
 
 func (x *KillSessionsRequest) Reset() {
 	*x = KillSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3680,7 @@ func (x *KillSessionsRequest) String() string {
 func (*KillSessionsRequest) ProtoMessage() {}
 
 func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3693,7 @@ func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsRequest.ProtoReflect.Descriptor instead.
 func (*KillSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{36}
+	return file_dlm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KillSessionsRequest) GetSessions() []uint64 {
@@ -3569,7 +3720,7 @@ type KillSessionsResponse struct {
 
 func (x *KillSessionsResponse) Reset() {
 	*x = KillSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3732,7 @@ func (x *KillSessionsResponse) String() string {
 func (*KillSessionsResponse) ProtoMessage() {}
 
 func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3745,7 @@ func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsResponse.ProtoReflect.Descriptor instead.
 func (*KillSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{37}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *KillSessionsResponse) GetSessions() []uint64 {
@@ -3617,7 +3768,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3629,7 +3780,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3642,7 +3793,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OpenSessionRequest) GetTtl() *durationpb.Duration {
@@ -3676,7 +3827,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3688,7 +3839,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3701,7 +3852,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -3735,7 +3886,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3747,7 +3898,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3760,7 +3911,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -3794,7 +3945,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +3957,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +3970,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *KeepAliveResponse) GetTtl() *durationpb.Duration {
@@ -3858,7 +4009,7 @@ type LockEvent struct {
 
 func (x *LockEvent) Reset() {
 	*x = LockEvent{}
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3870,7 +4021,7 @@ func (x *LockEvent) String() string {
 func (*LockEvent) ProtoMessage() {}
 
 func (x *LockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3883,7 +4034,7 @@ func (x *LockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockEvent.ProtoReflect.Descriptor instead.
 func (*LockEvent) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42}
+	return file_dlm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LockEvent) GetKind() LockEvent_Kind {
@@ -3970,7 +4121,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3982,7 +4133,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3995,7 +4146,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{43}
+	return file_dlm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AcquireRequest) GetSession() string {
@@ -4085,7 +4236,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4248,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4261,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44}
+	return file_dlm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AcquireResponse) GetOutcome() AcquireResponse_Outcome {
@@ -4164,7 +4315,7 @@ type ConvertLockRequest struct {
 
 func (x *ConvertLockRequest) Reset() {
 	*x = ConvertLockRequest{}
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4176,7 +4327,7 @@ func (x *ConvertLockRequest) String() string {
 func (*ConvertLockRequest) ProtoMessage() {}
 
 func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4189,7 +4340,7 @@ func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertLockRequest.ProtoReflect.Descriptor instead.
 func (*ConvertLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{45}
+	return file_dlm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConvertLockRequest) GetSession() string {
@@ -4252,7 +4403,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4264,7 +4415,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4277,7 +4428,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{46}
+	return file_dlm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReleaseLockRequest) GetSession() string {
@@ -4304,7 +4455,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4316,7 +4467,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4329,7 +4480,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{47}
+	return file_dlm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReleaseLockResponse) GetToken() uint64 {
@@ -4350,7 +4501,7 @@ type CancelLockRequest struct {
 
 func (x *CancelLockRequest) Reset() {
 	*x = CancelLockRequest{}
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4362,7 +4513,7 @@ func (x *CancelLockRequest) String() string {
 func (*CancelLockRequest) ProtoMessage() {}
 
 func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4375,7 +4526,7 @@ func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockRequest.ProtoReflect.Descriptor instead.
 func (*CancelLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{48}
+	return file_dlm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CancelLockRequest) GetSession() string {
@@ -4402,7 +4553,7 @@ type CancelLockResponse struct {
 
 func (x *CancelLockResponse) Reset() {
 	*x = CancelLockResponse{}
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4565,7 @@ func (x *CancelLockResponse) String() string {
 func (*CancelLockResponse) ProtoMessage() {}
 
 func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4578,7 @@ func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockResponse.ProtoReflect.Descriptor instead.
 func (*CancelLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{49}
+	return file_dlm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CancelLockResponse) GetConversion() bool {
@@ -4447,7 +4598,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4459,7 +4610,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4472,7 +4623,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{50}
+	return file_dlm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -4491,7 +4642,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4503,7 +4654,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4516,7 +4667,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{51}
+	return file_dlm_proto_rawDescGZIP(), []int{53}
 }
 
 // Batch is the data of one Raft log entry: commands applied in order, each
@@ -4532,7 +4683,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4544,7 +4695,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4557,7 +4708,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{52}
+	return file_dlm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -4593,6 +4744,7 @@ type Command struct {
 	//	*Command_Cancel
 	//	*Command_Advance
 	//	*Command_SetMember
+	//	*Command_Relabel
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4600,7 +4752,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4612,7 +4764,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4625,7 +4777,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{53}
+	return file_dlm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -4730,6 +4882,15 @@ func (x *Command) GetSetMember() *SetMemberCmd {
 	return nil
 }
 
+func (x *Command) GetRelabel() *RelabelCmd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Relabel); ok {
+			return x.Relabel
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -4770,6 +4931,10 @@ type Command_SetMember struct {
 	SetMember *SetMemberCmd `protobuf:"bytes,18,opt,name=set_member,json=setMember,proto3,oneof"`
 }
 
+type Command_Relabel struct {
+	Relabel *RelabelCmd `protobuf:"bytes,19,opt,name=relabel,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -4788,6 +4953,8 @@ func (*Command_Advance) isCommand_Op() {}
 
 func (*Command_SetMember) isCommand_Op() {}
 
+func (*Command_Relabel) isCommand_Op() {}
+
 // SetMemberCmd records the addresses a cluster member serves clients on,
 // so that every node can point clients to the leader. A leader proposes its
 // own when it starts serving.
@@ -4802,7 +4969,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4814,7 +4981,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4827,7 +4994,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{54}
+	return file_dlm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -4865,7 +5032,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4877,7 +5044,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4890,7 +5057,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{55}
+	return file_dlm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -4931,7 +5098,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4943,7 +5110,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4956,7 +5123,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{56}
+	return file_dlm_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -4976,7 +5143,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5155,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5168,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{57}
+	return file_dlm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -5029,7 +5196,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5208,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5221,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{58}
+	return file_dlm_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -5135,7 +5302,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5147,7 +5314,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5160,7 +5327,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{59}
+	return file_dlm_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -5216,7 +5383,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5228,7 +5395,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5241,7 +5408,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{60}
+	return file_dlm_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -5269,7 +5436,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5281,7 +5448,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5294,7 +5461,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{61}
+	return file_dlm_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -5311,6 +5478,69 @@ func (x *CancelCmd) GetLockId() uint64 {
 	return 0
 }
 
+// RelabelCmd sets the metadata of a lock of the session (empty clears it).
+// A server older than this command refuses it as unknown and keeps the
+// old metadata: upgrade every node of a cluster before clients relabel.
+type RelabelCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelabelCmd) Reset() {
+	*x = RelabelCmd{}
+	mi := &file_dlm_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelabelCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelabelCmd) ProtoMessage() {}
+
+func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelabelCmd.ProtoReflect.Descriptor instead.
+func (*RelabelCmd) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *RelabelCmd) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RelabelCmd) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *RelabelCmd) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // AdvanceCmd moves the FSM clock to the stamp and times out passed deadlines;
 // the leader proposes it when the table's next deadline passes.
 type AdvanceCmd struct {
@@ -5321,7 +5551,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5333,7 +5563,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5346,7 +5576,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{62}
+	return file_dlm_proto_rawDescGZIP(), []int{65}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -5364,7 +5594,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5606,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5619,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{63}
+	return file_dlm_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -5438,7 +5668,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5450,7 +5680,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5463,7 +5693,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{64}
+	return file_dlm_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -5497,7 +5727,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5509,7 +5739,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5522,7 +5752,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{65}
+	return file_dlm_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -5597,7 +5827,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5609,7 +5839,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5622,7 +5852,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{66}
+	return file_dlm_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -5775,7 +6005,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\tresources\x18\x06 \x03(\v2\x14.dlm.v1.ResourceInfoR\tresources\x12%\n" +
 	"\x0emore_resources\x18\a \x01(\bR\rmoreResources\x12/\n" +
 	"\bsessions\x18\b \x03(\v2\x13.dlm.v1.SessionInfoR\bsessions\x12#\n" +
-	"\rmore_sessions\x18\t \x01(\bR\fmoreSessions\"\xe8\x02\n" +
+	"\rmore_sessions\x18\t \x01(\bR\fmoreSessions\"\x9c\x03\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x04open\x18\x01 \x01(\v2\x13.dlm.v1.OpenRequestH\x00R\x04open\x122\n" +
 	"\n" +
@@ -5784,7 +6014,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\aconvert\x18\x04 \x01(\v2\x16.dlm.v1.ConvertRequestH\x00R\aconvert\x122\n" +
 	"\arelease\x18\x05 \x01(\v2\x16.dlm.v1.ReleaseRequestH\x00R\arelease\x12/\n" +
 	"\x06cancel\x18\x06 \x01(\v2\x15.dlm.v1.CancelRequestH\x00R\x06cancel\x12,\n" +
-	"\x05close\x18\a \x01(\v2\x14.dlm.v1.CloseRequestH\x00R\x05closeB\x05\n" +
+	"\x05close\x18\a \x01(\v2\x14.dlm.v1.CloseRequestH\x00R\x05close\x122\n" +
+	"\arelabel\x18\b \x01(\v2\x16.dlm.v1.RelabelRequestH\x00R\arelabelB\x05\n" +
 	"\x03msg\"\x8d\x01\n" +
 	"\vOpenRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
@@ -5817,8 +6048,12 @@ const file_dlm_proto_rawDesc = "" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"K\n" +
 	"\rCancelRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
-	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\x0e\n" +
-	"\fCloseRequest\"\x93\x05\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"h\n" +
+	"\x0eRelabelRequest\x12!\n" +
+	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x1a\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\x0e\n" +
+	"\fCloseRequest\"\xc6\x05\n" +
 	"\x0fSessionResponse\x12/\n" +
 	"\x06opened\x18\x01 \x01(\v2\x15.dlm.v1.SessionOpenedH\x00R\x06opened\x12<\n" +
 	"\x0ekeep_alive_ack\x18\x02 \x01(\v2\x14.dlm.v1.KeepAliveAckH\x00R\fkeepAliveAck\x12+\n" +
@@ -5833,7 +6068,8 @@ const file_dlm_proto_rawDesc = "" +
 	" \x01(\v2\x16.dlm.v1.SessionExpiredH\x00R\aexpired\x12)\n" +
 	"\x04sync\x18\v \x01(\v2\x13.dlm.v1.SessionSyncH\x00R\x04sync\x12/\n" +
 	"\x06closed\x18\f \x01(\v2\x15.dlm.v1.SessionClosedH\x00R\x06closed\x122\n" +
-	"\awarning\x18\r \x01(\v2\x16.dlm.v1.SessionWarningH\x00R\awarningB\x05\n" +
+	"\awarning\x18\r \x01(\v2\x16.dlm.v1.SessionWarningH\x00R\awarning\x121\n" +
+	"\trelabeled\x18\x0e \x01(\v2\x11.dlm.v1.RelabeledH\x00R\trelabeledB\x05\n" +
 	"\x03msg\"R\n" +
 	"\x0eSessionWarning\x12&\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x0e.dlm.v1.ReasonR\x06reason\x12\x18\n" +
@@ -5884,7 +6120,10 @@ const file_dlm_proto_rawDesc = "" +
 	"\bReleased\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"_\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"G\n" +
+	"\tRelabeled\x12!\n" +
+	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"_\n" +
 	"\bBlocking\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12 \n" +
 	"\x04mode\x18\x02 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12\x18\n" +
@@ -6021,7 +6260,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\x14CloseSessionResponse\"\\\n" +
 	"\x05Batch\x12+\n" +
 	"\bcommands\x18\x01 \x03(\v2\x0f.dlm.v1.CommandR\bcommands\x12&\n" +
-	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\x91\x04\n" +
+	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xc1\x04\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12;\n" +
@@ -6035,7 +6274,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x06cancel\x18\x10 \x01(\v2\x11.dlm.v1.CancelCmdH\x00R\x06cancel\x12.\n" +
 	"\aadvance\x18\x11 \x01(\v2\x12.dlm.v1.AdvanceCmdH\x00R\aadvance\x125\n" +
 	"\n" +
-	"set_member\x18\x12 \x01(\v2\x14.dlm.v1.SetMemberCmdH\x00R\tsetMemberB\x04\n" +
+	"set_member\x18\x12 \x01(\v2\x14.dlm.v1.SetMemberCmdH\x00R\tsetMember\x12.\n" +
+	"\arelabel\x18\x13 \x01(\v2\x12.dlm.v1.RelabelCmdH\x00R\arelabelB\x04\n" +
 	"\x02op\"\\\n" +
 	"\fSetMemberCmd\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
@@ -6080,7 +6320,12 @@ const file_dlm_proto_rawDesc = "" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\">\n" +
 	"\tCancelCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x17\n" +
-	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\f\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"[\n" +
+	"\n" +
+	"RelabelCmd\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x1a\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\f\n" +
 	"\n" +
 	"AdvanceCmd\"\xc3\x01\n" +
 	"\vFSMSnapshot\x12\x18\n" +
@@ -6180,7 +6425,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
@@ -6203,79 +6448,82 @@ var file_dlm_proto_goTypes = []any{
 	(*ConvertRequest)(nil),        // 18: dlm.v1.ConvertRequest
 	(*ReleaseRequest)(nil),        // 19: dlm.v1.ReleaseRequest
 	(*CancelRequest)(nil),         // 20: dlm.v1.CancelRequest
-	(*CloseRequest)(nil),          // 21: dlm.v1.CloseRequest
-	(*SessionResponse)(nil),       // 22: dlm.v1.SessionResponse
-	(*SessionWarning)(nil),        // 23: dlm.v1.SessionWarning
-	(*SessionOpened)(nil),         // 24: dlm.v1.SessionOpened
-	(*KeepAliveAck)(nil),          // 25: dlm.v1.KeepAliveAck
-	(*Granted)(nil),               // 26: dlm.v1.Granted
-	(*Queued)(nil),                // 27: dlm.v1.Queued
-	(*Refused)(nil),               // 28: dlm.v1.Refused
-	(*TimedOut)(nil),              // 29: dlm.v1.TimedOut
-	(*Cancelled)(nil),             // 30: dlm.v1.Cancelled
-	(*Released)(nil),              // 31: dlm.v1.Released
-	(*Blocking)(nil),              // 32: dlm.v1.Blocking
-	(*SessionExpired)(nil),        // 33: dlm.v1.SessionExpired
-	(*SessionClosed)(nil),         // 34: dlm.v1.SessionClosed
-	(*SessionSync)(nil),           // 35: dlm.v1.SessionSync
-	(*ListRequest)(nil),           // 36: dlm.v1.ListRequest
-	(*ListResponse)(nil),          // 37: dlm.v1.ListResponse
-	(*StatusRequest)(nil),         // 38: dlm.v1.StatusRequest
-	(*StatusResponse)(nil),        // 39: dlm.v1.StatusResponse
-	(*ListSessionsRequest)(nil),   // 40: dlm.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 41: dlm.v1.ListSessionsResponse
-	(*KillSessionsRequest)(nil),   // 42: dlm.v1.KillSessionsRequest
-	(*KillSessionsResponse)(nil),  // 43: dlm.v1.KillSessionsResponse
-	(*OpenSessionRequest)(nil),    // 44: dlm.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 45: dlm.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),      // 46: dlm.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 47: dlm.v1.KeepAliveResponse
-	(*LockEvent)(nil),             // 48: dlm.v1.LockEvent
-	(*AcquireRequest)(nil),        // 49: dlm.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 50: dlm.v1.AcquireResponse
-	(*ConvertLockRequest)(nil),    // 51: dlm.v1.ConvertLockRequest
-	(*ReleaseLockRequest)(nil),    // 52: dlm.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),   // 53: dlm.v1.ReleaseLockResponse
-	(*CancelLockRequest)(nil),     // 54: dlm.v1.CancelLockRequest
-	(*CancelLockResponse)(nil),    // 55: dlm.v1.CancelLockResponse
-	(*CloseSessionRequest)(nil),   // 56: dlm.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 57: dlm.v1.CloseSessionResponse
-	(*Batch)(nil),                 // 58: dlm.v1.Batch
-	(*Command)(nil),               // 59: dlm.v1.Command
-	(*SetMemberCmd)(nil),          // 60: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),        // 61: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),       // 62: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),     // 63: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),               // 64: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),            // 65: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),            // 66: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),             // 67: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),            // 68: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 69: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 70: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 71: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 72: dlm.v1.Reply
-	(*timestamppb.Timestamp)(nil), // 73: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 74: google.protobuf.Duration
+	(*RelabelRequest)(nil),        // 21: dlm.v1.RelabelRequest
+	(*CloseRequest)(nil),          // 22: dlm.v1.CloseRequest
+	(*SessionResponse)(nil),       // 23: dlm.v1.SessionResponse
+	(*SessionWarning)(nil),        // 24: dlm.v1.SessionWarning
+	(*SessionOpened)(nil),         // 25: dlm.v1.SessionOpened
+	(*KeepAliveAck)(nil),          // 26: dlm.v1.KeepAliveAck
+	(*Granted)(nil),               // 27: dlm.v1.Granted
+	(*Queued)(nil),                // 28: dlm.v1.Queued
+	(*Refused)(nil),               // 29: dlm.v1.Refused
+	(*TimedOut)(nil),              // 30: dlm.v1.TimedOut
+	(*Cancelled)(nil),             // 31: dlm.v1.Cancelled
+	(*Released)(nil),              // 32: dlm.v1.Released
+	(*Relabeled)(nil),             // 33: dlm.v1.Relabeled
+	(*Blocking)(nil),              // 34: dlm.v1.Blocking
+	(*SessionExpired)(nil),        // 35: dlm.v1.SessionExpired
+	(*SessionClosed)(nil),         // 36: dlm.v1.SessionClosed
+	(*SessionSync)(nil),           // 37: dlm.v1.SessionSync
+	(*ListRequest)(nil),           // 38: dlm.v1.ListRequest
+	(*ListResponse)(nil),          // 39: dlm.v1.ListResponse
+	(*StatusRequest)(nil),         // 40: dlm.v1.StatusRequest
+	(*StatusResponse)(nil),        // 41: dlm.v1.StatusResponse
+	(*ListSessionsRequest)(nil),   // 42: dlm.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 43: dlm.v1.ListSessionsResponse
+	(*KillSessionsRequest)(nil),   // 44: dlm.v1.KillSessionsRequest
+	(*KillSessionsResponse)(nil),  // 45: dlm.v1.KillSessionsResponse
+	(*OpenSessionRequest)(nil),    // 46: dlm.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 47: dlm.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),      // 48: dlm.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 49: dlm.v1.KeepAliveResponse
+	(*LockEvent)(nil),             // 50: dlm.v1.LockEvent
+	(*AcquireRequest)(nil),        // 51: dlm.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 52: dlm.v1.AcquireResponse
+	(*ConvertLockRequest)(nil),    // 53: dlm.v1.ConvertLockRequest
+	(*ReleaseLockRequest)(nil),    // 54: dlm.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),   // 55: dlm.v1.ReleaseLockResponse
+	(*CancelLockRequest)(nil),     // 56: dlm.v1.CancelLockRequest
+	(*CancelLockResponse)(nil),    // 57: dlm.v1.CancelLockResponse
+	(*CloseSessionRequest)(nil),   // 58: dlm.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 59: dlm.v1.CloseSessionResponse
+	(*Batch)(nil),                 // 60: dlm.v1.Batch
+	(*Command)(nil),               // 61: dlm.v1.Command
+	(*SetMemberCmd)(nil),          // 62: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),        // 63: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),       // 64: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),     // 65: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),               // 66: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),            // 67: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),            // 68: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),             // 69: dlm.v1.CancelCmd
+	(*RelabelCmd)(nil),            // 70: dlm.v1.RelabelCmd
+	(*AdvanceCmd)(nil),            // 71: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),           // 72: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 73: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 74: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 75: dlm.v1.Reply
+	(*timestamppb.Timestamp)(nil), // 76: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 77: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
 	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
 	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	73,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	73,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	73,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	74,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	76,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	76,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	76,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	77,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
 	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
 	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
 	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	74,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	73,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	74,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	77,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	76,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	77,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
 	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
 	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
 	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
-	39,  // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
+	41,  // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
 	10,  // 17: dlm.v1.EventSnapshot.members:type_name -> dlm.v1.Member
 	8,   // 18: dlm.v1.EventSnapshot.resources:type_name -> dlm.v1.ResourceInfo
 	9,   // 19: dlm.v1.EventSnapshot.sessions:type_name -> dlm.v1.SessionInfo
@@ -6285,111 +6533,116 @@ var file_dlm_proto_depIdxs = []int32{
 	18,  // 23: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
 	19,  // 24: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
 	20,  // 25: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
-	21,  // 26: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	74,  // 27: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
-	6,   // 28: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
-	0,   // 29: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 30: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	6,   // 31: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
-	0,   // 32: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 33: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
-	6,   // 34: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
-	6,   // 35: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
-	24,  // 36: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
-	25,  // 37: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
-	26,  // 38: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
-	27,  // 39: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
-	28,  // 40: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
-	29,  // 41: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
-	30,  // 42: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
-	31,  // 43: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
-	32,  // 44: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
-	33,  // 45: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
-	35,  // 46: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
-	34,  // 47: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	23,  // 48: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
-	1,   // 49: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	74,  // 50: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	74,  // 51: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
-	6,   // 52: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
-	0,   // 53: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
-	6,   // 54: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
-	6,   // 55: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
-	1,   // 56: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
-	6,   // 57: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
-	0,   // 58: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
-	6,   // 59: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
-	0,   // 60: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
-	6,   // 61: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
-	0,   // 62: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
-	7,   // 63: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
-	8,   // 64: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	73,  // 65: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
-	9,   // 66: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	74,  // 67: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	74,  // 68: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	74,  // 69: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	48,  // 70: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
-	4,   // 71: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
-	0,   // 72: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
-	0,   // 73: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 74: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	74,  // 75: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
-	5,   // 76: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
-	0,   // 77: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
-	0,   // 78: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 79: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
-	74,  // 80: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
-	59,  // 81: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	61,  // 82: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	62,  // 83: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	63,  // 84: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	64,  // 85: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	65,  // 86: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	66,  // 87: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	67,  // 88: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	68,  // 89: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	60,  // 90: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	0,   // 91: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,   // 92: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	71,  // 93: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	60,  // 94: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	72,  // 95: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	70,  // 96: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	72,  // 97: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
-	2,   // 98: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,   // 99: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	14,  // 100: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	36,  // 101: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	38,  // 102: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	40,  // 103: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	42,  // 104: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	44,  // 105: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
-	46,  // 106: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
-	49,  // 107: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
-	51,  // 108: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
-	52,  // 109: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
-	54,  // 110: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
-	36,  // 111: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
-	56,  // 112: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
-	22,  // 113: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	37,  // 114: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	39,  // 115: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	41,  // 116: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	43,  // 117: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	45,  // 118: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
-	47,  // 119: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
-	50,  // 120: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
-	50,  // 121: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
-	53,  // 122: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
-	55,  // 123: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
-	37,  // 124: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
-	57,  // 125: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
-	113, // [113:126] is the sub-list for method output_type
-	100, // [100:113] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	22,  // 26: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
+	21,  // 27: dlm.v1.SessionRequest.relabel:type_name -> dlm.v1.RelabelRequest
+	77,  // 28: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	6,   // 29: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 30: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
+	77,  // 31: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 32: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 33: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
+	77,  // 34: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 35: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
+	6,   // 36: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
+	6,   // 37: dlm.v1.RelabelRequest.id:type_name -> dlm.v1.RequestID
+	25,  // 38: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
+	26,  // 39: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
+	27,  // 40: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
+	28,  // 41: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
+	29,  // 42: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
+	30,  // 43: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
+	31,  // 44: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
+	32,  // 45: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
+	34,  // 46: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
+	35,  // 47: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
+	37,  // 48: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
+	36,  // 49: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
+	24,  // 50: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
+	33,  // 51: dlm.v1.SessionResponse.relabeled:type_name -> dlm.v1.Relabeled
+	1,   // 52: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
+	77,  // 53: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	77,  // 54: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	6,   // 55: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
+	0,   // 56: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
+	6,   // 57: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
+	6,   // 58: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
+	1,   // 59: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
+	6,   // 60: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
+	0,   // 61: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
+	6,   // 62: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
+	0,   // 63: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
+	6,   // 64: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
+	6,   // 65: dlm.v1.Relabeled.id:type_name -> dlm.v1.RequestID
+	0,   // 66: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
+	7,   // 67: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
+	8,   // 68: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
+	76,  // 69: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	9,   // 70: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
+	77,  // 71: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	77,  // 72: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	77,  // 73: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	50,  // 74: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
+	4,   // 75: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
+	0,   // 76: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
+	0,   // 77: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
+	77,  // 78: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	77,  // 79: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	5,   // 80: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
+	0,   // 81: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
+	0,   // 82: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
+	77,  // 83: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	77,  // 84: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	61,  // 85: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	63,  // 86: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	64,  // 87: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	65,  // 88: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	66,  // 89: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	67,  // 90: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	68,  // 91: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	69,  // 92: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	71,  // 93: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	62,  // 94: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	70,  // 95: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
+	0,   // 96: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,   // 97: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	74,  // 98: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	62,  // 99: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	75,  // 100: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	73,  // 101: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	75,  // 102: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	2,   // 103: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,   // 104: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	14,  // 105: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	38,  // 106: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	40,  // 107: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	42,  // 108: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	44,  // 109: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	46,  // 110: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
+	48,  // 111: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
+	51,  // 112: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
+	53,  // 113: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
+	54,  // 114: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
+	56,  // 115: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
+	38,  // 116: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	58,  // 117: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	23,  // 118: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	39,  // 119: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	41,  // 120: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	43,  // 121: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	45,  // 122: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	47,  // 123: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	49,  // 124: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	52,  // 125: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	52,  // 126: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	55,  // 127: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	57,  // 128: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
+	39,  // 129: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	59,  // 130: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	118, // [118:131] is the sub-list for method output_type
+	105, // [105:118] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -6408,8 +6661,9 @@ func file_dlm_proto_init() {
 		(*SessionRequest_Release)(nil),
 		(*SessionRequest_Cancel)(nil),
 		(*SessionRequest_Close)(nil),
+		(*SessionRequest_Relabel)(nil),
 	}
-	file_dlm_proto_msgTypes[16].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[17].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_KeepAliveAck)(nil),
 		(*SessionResponse_Granted)(nil),
@@ -6423,8 +6677,9 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Sync)(nil),
 		(*SessionResponse_Closed)(nil),
 		(*SessionResponse_Warning)(nil),
+		(*SessionResponse_Relabeled)(nil),
 	}
-	file_dlm_proto_msgTypes[53].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[55].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -6434,16 +6689,17 @@ func file_dlm_proto_init() {
 		(*Command_Cancel)(nil),
 		(*Command_Advance)(nil),
 		(*Command_SetMember)(nil),
+		(*Command_Relabel)(nil),
 	}
-	file_dlm_proto_msgTypes[58].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[59].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[60].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   67,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

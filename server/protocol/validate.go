@@ -60,6 +60,17 @@ func validateRequest(m *dlmpb.SessionRequest) error {
 		return validateLock(r.Lock)
 	case *dlmpb.SessionRequest_Convert:
 		return validateMode("convert", r.Convert.GetMode())
+	case *dlmpb.SessionRequest_Relabel:
+		return validateMetadata(r.Relabel.GetMetadata())
+	}
+	return nil
+}
+
+// validateMetadata checks a lock's holder description, given with a lock
+// request or a relabel: at most MaxMetadataBytes.
+func validateMetadata(md []byte) error {
+	if n := len(md); n > MaxMetadataBytes {
+		return invalid("metadata is %d bytes, the limit is %d", n, MaxMetadataBytes)
 	}
 	return nil
 }
@@ -87,10 +98,7 @@ func validateLock(l *dlmpb.LockRequest) error {
 			return err
 		}
 	}
-	if n := len(l.GetMetadata()); n > MaxMetadataBytes {
-		return invalid("metadata is %d bytes, the limit is %d", n, MaxMetadataBytes)
-	}
-	return nil
+	return validateMetadata(l.GetMetadata())
 }
 
 // validateMode checks the mode of a lock or convert request.
