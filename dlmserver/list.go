@@ -149,7 +149,8 @@ func (s *Store) open() error {
 // rpcError classifies the error of a unary call to the server: the end of
 // ctx as such, an argument the server rejected as driver.ErrInvalid,
 // refused credentials or rights as ErrUnauthenticated or
-// ErrPermissionDenied, and anything else as the server being unavailable.
+// ErrPermissionDenied, a bound of the server as ErrLimit, and anything
+// else as the server being unavailable.
 func (s *Store) rpcError(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("dlm %s: %w", op, cerr)
@@ -159,6 +160,9 @@ func (s *Store) rpcError(ctx context.Context, op string, err error) error {
 	}
 	if aerr := authError(err); aerr != nil {
 		return fmt.Errorf("dlm %s: %w", op, aerr)
+	}
+	if status.Code(err) == codes.ResourceExhausted {
+		return fmt.Errorf("%w: dlm %s: %s", ErrLimit, op, status.Convert(err).Message())
 	}
 	return fmt.Errorf("%w: dlm %s: %w", driver.ErrUnavailable, op, err)
 }

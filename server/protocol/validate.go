@@ -162,6 +162,23 @@ func ValidateList(l *dlmpb.ListRequest) error {
 	return ValidateListArgs(l.GetPrefix(), l.GetAfter())
 }
 
+// ValidateWatch checks a Watch request: the name of a resource, no
+// longer than maxLen bytes (the table's Limits.MaxNameLen), which could
+// never be locked.
+func ValidateWatch(w *dlmpb.WatchRequest, maxLen int) error {
+	name := w.GetResource()
+	if bad := badUTF8(w); bad != "" {
+		return invalid("%s", bad)
+	}
+	if err := validateName("resource name", name); err != nil {
+		return err
+	}
+	if len(name) > maxLen {
+		return fmt.Errorf("%w: resource name of %d bytes, the limit is %d", locktable.ErrNameTooLong, len(name), maxLen)
+	}
+	return nil
+}
+
 // ValidateUnary is a unary interceptor that refuses, with InvalidArgument,
 // a request whose strings are not UTF-8 (see utf8Codec) or whose
 // arguments ValidateListArgs refuses.
