@@ -58,6 +58,17 @@
 // asked for, not the other resources of the cycle (the server's search
 // does not record its path).
 //
+// # Elections
+//
+// Inspect reads one resource by its exact name (its holders with their
+// metadata, token and grant time). Relabel changes a held lock's metadata
+// in place, through the server's log. Watch follows one resource: the
+// leader pushes a signal after every change it applies to it (grants,
+// releases, queued and withdrawn requests, conversions, relabels, the end
+// of a holder's session, expiry included), so nothing polls; the watch
+// ends with the leadership of its server, and the caller watches again.
+// None of them needs a Notifier: the server sees every change itself.
+//
 // # Security
 //
 // WithTLS connects over TLS (and, with a client certificate, mutual TLS);
@@ -137,8 +148,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // Store is a dlm store backed by a dlm server. It implements driver.Driver,
-// driver.Waiter and driver.Converter, and offers semaphores. It is safe for
-// concurrent use. Close it when done: that ends the session and releases
+// driver.Waiter and driver.Converter, offers semaphores, blocking notices
+// and deadlock detection among groups, and reads and follows resources for
+// elections: driver.Inspector (Inspect), driver.Watcher (Watch) and
+// driver.Relabeler (Relabel). It is safe for concurrent use. Close it when done: that ends the session and releases
 // its locks at once.
 type Store struct {
 	opt options
