@@ -114,7 +114,7 @@ func TestWatch(t *testing.T) {
 	w.await("session closed", free)
 
 	// A holder's process killed: its session expires.
-	child := startChild(t, shared.Addr(), name, time.Second)
+	child := startChild(t, shared.Addr(), name, 2*time.Second) // late keepalives of a loaded machine fit in it
 	w.await("the child's grant", func(r driver.ResourceInfo) bool { return len(r.Holders) == 1 && r.Holders[0].SessionLabel == "child" })
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
