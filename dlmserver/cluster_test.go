@@ -99,8 +99,24 @@ func failover(t *testing.T, nodes int) {
 		t.Fatalf("b was granted while a held the lock (token %d)", l.Token())
 	default:
 	}
+	// A watch goes to the new leader, where the store's session is, and
+	// sees the hand-over.
+	var watch <-chan struct{}
+	storetest.Await(t, 10*time.Second, "a watch on the new leader", func() bool {
+		var err error
+		watch, err = sa.Watch(ctx, "failover")
+		return err == nil
+	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("release on the new leader: %v", err)
+	}
+	select {
+	case _, ok := <-watch:
+		if !ok {
+			t.Fatal("the watch ended instead of signalling the release")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not signal the release")
 	}
 	select {
 	case l := <-granted:

@@ -45,6 +45,10 @@ func (s *Store) dispatchLocked(conn *streamConn, m *dlmpb.SessionResponse) {
 		if c != nil {
 			c.finish(nil)
 		}
+	case *dlmpb.SessionResponse_Relabeled:
+		if c := s.takeCall(msg.Relabeled.GetId()); c != nil {
+			c.finish(nil)
+		}
 	case *dlmpb.SessionResponse_TimedOut:
 		s.endWaitLocked(msg.TimedOut.GetLockId(), msg.TimedOut.GetConversion(), "timed out")
 	case *dlmpb.SessionResponse_Expired:
@@ -54,8 +58,12 @@ func (s *Store) dispatchLocked(conn *streamConn, m *dlmpb.SessionResponse) {
 		// with a wrong token: someone guessing the session id).
 		s.log.Warn("dlm remote: the server warns of a refused action against the session", "session", s.st.sid,
 			"reason", msg.Warning.GetReason().String(), "message", msg.Warning.GetMessage())
-	case *dlmpb.SessionResponse_Blocking, *dlmpb.SessionResponse_Closed:
-		// Blocking notices are not surfaced yet; Closed ends the stream.
+	case *dlmpb.SessionResponse_Blocking:
+		if ls := s.st.locks[msg.Blocking.GetLockId()]; ls != nil && ls.granted && !ls.gone {
+			ls.block()
+		}
+	case *dlmpb.SessionResponse_Closed:
+		// The stream ends next.
 	}
 }
 
@@ -85,10 +93,8 @@ func (s *Store) grantedLocked(g *dlmpb.Granted) {
 	if ls == nil || ls.gone {
 		return
 	}
+	ls.setMode(g.GetMode())
 	ls.granted, ls.token = true, g.GetToken()
-	if g.GetMode() != dlmpb.Mode_MODE_UNSPECIFIED {
-		ls.mode = g.GetMode()
-	}
 	if c == nil {
 		return
 	}
@@ -229,11 +235,10 @@ func (s *Store) undoLocked(c *call) {
 // the session state the server sent on (re)open.
 func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 	byID := make(map[uint64]*dlmpb.LockInfo, len(sync.GetLocks()))
-	byOwner := make(map[uint64]*dlmpb.LockInfo, len(sync.GetLocks()))
 	for _, li := range sync.GetLocks() {
 		byID[li.GetLockId()] = li
-		byOwner[li.GetOwner()] = li
 	}
+	unnamed := s.unnamedLocked(sync)
 	// Requests whose answers were lost.
 	for seq, c := range s.st.calls {
 		ls := c.lock
@@ -241,7 +246,7 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 		if ls.id != 0 {
 			li = byID[ls.id]
 		} else if c.kind == callLock {
-			li = byOwner[ls.owner]
+			li = unnamed[ownerResource{ls.owner, ls.resource}]
 		}
 		settled := true
 		switch {
@@ -262,6 +267,8 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 			case callRelease:
 				s.st.forget(ls) // released: not a loss
 				c.finish(nil)
+			case callRelabel:
+				c.finish(fmt.Errorf("%w: the lock is gone", driver.ErrNotHeld))
 			default:
 				c.finish(nil) // a cancel: nothing left to do
 			}
@@ -310,6 +317,51 @@ func (s *Store) reconcileLocked(sync *dlmpb.SessionSync) {
 	s.releaseOrphansLocked(sync)
 }
 
+// ownerResource is an owner id of the session and a resource name.
+type ownerResource struct {
+	owner    uint64
+	resource string
+}
+
+// unnamedLocked returns the locks of the session state that answer lock
+// requests whose answers were lost, by owner and resource: a request not
+// answered yet (its lock id unknown) is the lock of its owner on its
+// resource that the store does not know. An owner is unique to one
+// acquisition, except that of a group (driver.Request.Group): when two
+// such requests, or two such locks, share an owner and a resource, which
+// is which cannot be told, and none of them is named. Those requests go
+// again with their sequence numbers and are answered from the server's
+// reply cache; the locks are released as orphans meanwhile (see
+// releaseOrphansLocked), so that the leases end lost rather than two of
+// them sharing one lock.
+func (s *Store) unnamedLocked(sync *dlmpb.SessionSync) map[ownerResource]*dlmpb.LockInfo {
+	asking := make(map[ownerResource]int)
+	for _, c := range s.st.calls {
+		if c.kind == callLock && c.lock.id == 0 {
+			asking[ownerResource{c.lock.owner, c.lock.resource}]++
+		}
+	}
+	if len(asking) == 0 {
+		return nil
+	}
+	found := make(map[ownerResource]int)
+	out := make(map[ownerResource]*dlmpb.LockInfo)
+	for _, li := range sync.GetLocks() {
+		k := ownerResource{li.GetOwner(), li.GetResource()}
+		if asking[k] == 0 || s.st.locks[li.GetLockId()] != nil {
+			continue
+		}
+		found[k]++
+		out[k] = li
+	}
+	for k, n := range found {
+		if n > 1 || asking[k] > 1 {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
 // releaseOrphansLocked releases again the session's locks that the store
 // does not know: locks it released whose release the server answered
 // before committing it, then lost with a leader that died or stepped down
@@ -344,8 +396,6 @@ func (s *Store) applyInfo(ls *lockState, li *dlmpb.LockInfo) {
 	if li.GetState() == dlmpb.LockInfo_STATE_WAITING {
 		return
 	}
+	ls.setMode(li.GetMode())
 	ls.granted, ls.token = true, li.GetToken()
-	if li.GetMode() != dlmpb.Mode_MODE_UNSPECIFIED {
-		ls.mode = li.GetMode()
-	}
 }

@@ -31,6 +31,44 @@
 // try-locks (dlm.WithWait(0)) are available; waits are queued in the server
 // in FIFO order and granted by push (driver.Waiter).
 //
+// # Blocking notices
+//
+// The server tells a holder when a request that its lock blocks queues
+// behind it (a conflicting mode, or permits of a semaphore that do not
+// fit), and the store closes the grant's driver.Grant.Blocking channel
+// (dlm.Lease.Blocking) at once: a push, nothing polls. A compatible
+// request closes nothing. The server tells a holder once per mode it
+// could yield to, and again after a conversion: a Convert that changes the
+// mode returns a fresh channel. A notice that falls while the store is
+// reconnecting is not sent again on the new stream: the channel then
+// stays open although someone waits.
+//
+// # Deadlocks
+//
+// The server refuses a request that would close a cycle of owners waiting
+// on each other with driver.ErrDeadlock (dlm.ErrDeadlock), across every
+// session and process. Each acquisition is an owner of its own, except
+// that the acquisitions of one driver.Request.Group (dlm.Owner) are one
+// owner: the store gives the group one owner id in its session, kept
+// while the group has a lock or a request in the store, and forgotten
+// after. A group seen from two stores (two sessions) is two owners. A
+// group that holds a lock and asks for it again in a conflicting mode
+// waits on itself: a waiting request is refused with driver.ErrDeadlock at
+// once, a try-lock with driver.ErrTaken. The refusal names the resource
+// asked for, not the other resources of the cycle (the server's search
+// does not record its path).
+//
+// # Elections
+//
+// Inspect reads one resource by its exact name (its holders with their
+// metadata, token and grant time). Relabel changes a held lock's metadata
+// in place, through the server's log. Watch follows one resource: the
+// leader pushes a signal after every change it applies to it (grants,
+// releases, queued and withdrawn requests, conversions, relabels, the end
+// of a holder's session, expiry included), so nothing polls; the watch
+// ends with the leadership of its server, and the caller watches again.
+// None of them needs a Notifier: the server sees every change itself.
+//
 // # Security
 //
 // WithTLS connects over TLS (and, with a client certificate, mutual TLS);
@@ -110,8 +148,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // Store is a dlm store backed by a dlm server. It implements driver.Driver,
-// driver.Waiter and driver.Converter, and offers semaphores. It is safe for
-// concurrent use. Close it when done: that ends the session and releases
+// driver.Waiter and driver.Converter, offers semaphores, blocking notices
+// and deadlock detection among groups, and reads and follows resources for
+// elections: driver.Inspector (Inspect), driver.Watcher (Watch) and
+// driver.Relabeler (Relabel). It is safe for concurrent use. Close it when done: that ends the session and releases
 // its locks at once.
 type Store struct {
 	opt options
@@ -231,8 +271,11 @@ func (o *options) security() ([]grpc.DialOption, error) {
 // Name returns "dlm".
 func (s *Store) Name() string { return "dlm" }
 
-// Features declares semaphores.
-func (s *Store) Features() driver.Feature { return driver.FeatureSemaphores }
+// Features declares semaphores, blocking notices (driver.Grant.Blocking)
+// and deadlock detection among groups (driver.Request.Group).
+func (s *Store) Features() driver.Feature {
+	return driver.FeatureSemaphores | driver.FeatureBlocking | driver.FeatureDeadlocks
+}
 
 // Drift allows for the difference in clock rate between client and server
 // over a lease: 1% of the TTL plus 2 ms.

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child))
 	}
+	if child := os.Getenv(deadlockChildEnv); child != "" {
+		os.Exit(runDeadlockChild(child))
+	}
 	var cleanup func()
 	var err error
 	bin, cleanup, err = testenv.BuildDLM()

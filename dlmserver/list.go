@@ -49,6 +49,11 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: list limit %d is not positive", driver.ErrInvalid, limit)
 	}
+	return s.list(ctx, prefix, limit, false)
+}
+
+// list is List; with exact, of the resource named prefix only.
+func (s *Store) list(ctx context.Context, prefix string, limit int, exact bool) ([]driver.ResourceInfo, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -57,7 +62,7 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	cut := false // the last resource of out goes on in the next page
 	for len(out) < limit || cut {
 		page := max(1, min(limit-len(out), maxListPage))
-		resp, err := s.rpc().List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page)})
+		resp, err := s.rpc().List(ctx, &dlmpb.ListRequest{Prefix: prefix, After: after, Limit: int32(page), Exact: exact})
 		if err != nil {
 			return nil, s.rpcError(ctx, "list", err)
 		}
@@ -144,7 +149,8 @@ func (s *Store) open() error {
 // rpcError classifies the error of a unary call to the server: the end of
 // ctx as such, an argument the server rejected as driver.ErrInvalid,
 // refused credentials or rights as ErrUnauthenticated or
-// ErrPermissionDenied, and anything else as the server being unavailable.
+// ErrPermissionDenied, a bound of the server as ErrLimit, and anything
+// else as the server being unavailable.
 func (s *Store) rpcError(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("dlm %s: %w", op, cerr)
@@ -154,6 +160,9 @@ func (s *Store) rpcError(ctx context.Context, op string, err error) error {
 	}
 	if aerr := authError(err); aerr != nil {
 		return fmt.Errorf("dlm %s: %w", op, aerr)
+	}
+	if status.Code(err) == codes.ResourceExhausted {
+		return fmt.Errorf("%w: dlm %s: %s", ErrLimit, op, status.Convert(err).Message())
 	}
 	return fmt.Errorf("%w: dlm %s: %w", driver.ErrUnavailable, op, err)
 }

@@ -50,8 +50,7 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 		s.mu.Unlock()
 		return driver.Grant{}, fmt.Errorf("%w: not connected to the dlm server (reconnecting)", driver.ErrUnavailable)
 	}
-	s.st.nextOwner++
-	ls := &lockState{owner: s.st.nextOwner, ownerKey: req.Owner, resource: req.Resource, lost: make(chan struct{})}
+	ls := newLockState(s.st.ownerFor(req.Group), req)
 	lr.Owner = ls.owner
 	s.st.byOwner[req.Owner] = ls
 	c := s.sendLocked(callLock, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
@@ -73,7 +72,7 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 
 // grantOf returns the grant of a granted lock.
 func (s *Store) grantOf(ls *lockState) driver.Grant {
-	return driver.Grant{Token: ls.token, Handle: ls, Start: time.Now(), Lost: ls.lost}
+	return driver.Grant{Token: ls.token, Handle: ls, Start: time.Now(), Lost: ls.lost, Blocking: ls.blocking}
 }
 
 // Extend succeeds while the lock is held and the session is alive: locks
@@ -227,6 +226,8 @@ func (s *Store) reissueLocked(c *call) {
 		m.Release.Id = id
 	case *dlmpb.SessionRequest_Cancel:
 		m.Cancel.Id = id
+	case *dlmpb.SessionRequest_Relabel:
+		m.Relabel.Id = id
 	}
 	s.st.calls[c.seq] = c
 	if conn := s.st.conn; conn != nil {
@@ -264,7 +265,7 @@ func (s *Store) await(ctx context.Context, c *call) error {
 			s.undoLocked(c)
 		}
 	}
-	if c.kind == callRelease || c.kind == callCancel {
+	if c.kind == callRelease || c.kind == callCancel || c.kind == callRelabel {
 		return fmt.Errorf("%w: no answer from the dlm server: %w", driver.ErrUnavailable, ctx.Err())
 	}
 	return fmt.Errorf("%w: %w", driver.ErrTaken, ctx.Err())

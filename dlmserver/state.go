@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/driver"
 )
 
 // state is the store's view of its session, guarded by Store.mu.
@@ -25,6 +26,7 @@ type state struct {
 	calls     map[uint64]*call     // requests awaiting their first answer
 	locks     map[uint64]*lockState
 	byOwner   map[string]*lockState
+	groups    map[string]*group // by driver.Request.Group
 	nextOwner uint64
 }
 
@@ -33,6 +35,46 @@ func (st *state) init() {
 	st.calls = make(map[uint64]*call)
 	st.locks = make(map[uint64]*lockState)
 	st.byOwner = make(map[string]*lockState)
+	st.groups = make(map[string]*group)
+}
+
+// group is the owner id in the session of a driver.Request.Group: every
+// acquisition of the group is that one owner in the server's wait-for
+// graph. It is kept while the group has an acquisition in the store.
+type group struct {
+	owner uint64
+	n     int // acquisitions of the group not forgotten yet
+}
+
+// ownerFor returns the owner id of a new acquisition of group name: a
+// fresh one without a group, else the group's, which the acquisition
+// joins.
+func (st *state) ownerFor(name string) uint64 {
+	if name == "" {
+		st.nextOwner++
+		return st.nextOwner
+	}
+	g := st.groups[name]
+	if g == nil {
+		st.nextOwner++
+		g = &group{owner: st.nextOwner}
+		st.groups[name] = g
+	}
+	g.n++
+	return g.owner
+}
+
+// leave takes an acquisition that is forgotten out of its group, and
+// forgets the group once it has none left.
+func (st *state) leave(ls *lockState) {
+	if ls.group == "" {
+		return
+	}
+	if g := st.groups[ls.group]; g != nil {
+		if g.n--; g.n <= 0 {
+			delete(st.groups, ls.group)
+		}
+	}
 }
 
 // streamConn is one session stream. Messages are queued and sent by the
@@ -90,8 +132,9 @@ func (c *streamConn) write() {
 // lockState is one acquisition: a lock or semaphore request of this store,
 // from the moment it is sent until it is released, refused or lost.
 type lockState struct {
-	owner    uint64 // the acquisition's owner id in the session
+	owner    uint64 // the acquisition's owner id in the session (its group's, if any)
 	ownerKey string // the driver's owner value
+	group    string // the driver's group, "" for none
 	resource string
 
 	id      uint64 // the server's lock id; 0 until an answer names it
@@ -102,6 +145,37 @@ type lockState struct {
 	waiter  *call         // a queued lock request or conversion awaiting its grant
 	lost    chan struct{} // closed when the lock is gone without our release
 	gone    bool
+
+	blocking chan struct{} // closed when a conflicting request queues behind the grant
+	blocked  bool          // blocking is closed
+}
+
+// newLockState returns the state of a new acquisition of req by owner.
+func newLockState(owner uint64, req driver.Request) *lockState {
+	return &lockState{owner: owner, ownerKey: req.Owner, group: req.Group, resource: req.Resource,
+		lost: make(chan struct{}), blocking: make(chan struct{})}
+}
+
+// block closes the grant's blocking channel, once: the server told the
+// holder that a request it blocks waits.
+func (ls *lockState) block() {
+	if !ls.blocked {
+		ls.blocked = true
+		close(ls.blocking)
+	}
+}
+
+// setMode records the mode the server granted. A granted lock whose mode
+// changes gets a fresh blocking channel: the server tells the holder again
+// about its new mode, and what blocked the old one may not block it.
+func (ls *lockState) setMode(m dlmpb.Mode) {
+	if m == dlmpb.Mode_MODE_UNSPECIFIED || m == ls.mode {
+		return
+	}
+	if ls.granted && ls.mode != dlmpb.Mode_MODE_UNSPECIFIED {
+		ls.blocking, ls.blocked = make(chan struct{}), false
+	}
+	ls.mode = m
 }
 
 // callKind is the kind of a request.
@@ -112,6 +186,7 @@ const (
 	callConvert
 	callRelease
 	callCancel
+	callRelabel
 )
 
 // call is a request awaiting its outcome.
@@ -147,6 +222,9 @@ func (st *state) setID(ls *lockState, id uint64) {
 
 // forget removes a lock from the store's records.
 func (st *state) forget(ls *lockState) {
+	if !ls.gone {
+		st.leave(ls)
+	}
 	ls.gone = true
 	if ls.id != 0 && st.locks[ls.id] == ls {
 		delete(st.locks, ls.id)

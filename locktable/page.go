@@ -10,6 +10,9 @@ import (
 type ResourceQuery struct {
 	// Prefix keeps only the names that begin with it.
 	Prefix string
+	// Exact keeps only the resource named Prefix exactly, which is looked
+	// up instead of the names being scanned.
+	Exact bool
 	// Keep, if not nil, keeps only the names it accepts.
 	Keep func(name string) bool
 	// After is where the page starts: after the resource of this name (""
@@ -45,9 +48,18 @@ func (t *Table) ResourcePage(q ResourceQuery) (page []ResourceInfo, more bool) {
 	if q.MaxResources <= 0 {
 		sel = newSmallest(0)
 	}
-	for name := range t.resources {
-		if (name > q.After || cont && name == q.After) && strings.HasPrefix(name, q.Prefix) && (q.Keep == nil || q.Keep(name)) {
-			sel.add(name)
+	selected := func(name string) bool {
+		return (name > q.After || cont && name == q.After) && strings.HasPrefix(name, q.Prefix) && (q.Keep == nil || q.Keep(name))
+	}
+	if q.Exact {
+		if t.resources[q.Prefix] != nil && selected(q.Prefix) {
+			sel.add(q.Prefix)
+		}
+	} else {
+		for name := range t.resources {
+			if selected(name) {
+				sel.add(name)
+			}
 		}
 	}
 	names := sel.sorted()

@@ -116,6 +116,49 @@ func TestResourcePage(t *testing.T) {
 	if page, more := h.t.ResourcePage(ResourceQuery{After: "sem"}); len(page) != 0 || more {
 		t.Fatalf("after the last: %+v %v", page, more)
 	}
+
+	// Exact: the one resource of that name, in pieces; none for a prefix
+	// of a name.
+	if got := readExactPages(t, h.t, "big", 3); len(got) != 1 || !reflect.DeepEqual(got[0], all[1]) {
+		t.Fatalf("exact big: %+v", got)
+	}
+	for _, name := range []string{"b", "bi", "bigger", ""} {
+		if page, more := h.t.ResourcePage(ResourceQuery{Prefix: name, Exact: true}); len(page) != 0 || more {
+			t.Fatalf("exact %q: %+v %v", name, page, more)
+		}
+	}
+	if page, _ := h.t.ResourcePage(ResourceQuery{Prefix: "big", Exact: true, Keep: func(string) bool { return false }}); len(page) != 0 {
+		t.Fatalf("exact big, kept out: %+v", page)
+	}
+}
+
+// readExactPages reads resource name with Exact in pages of maxLocks.
+func readExactPages(t *testing.T, tb *Table, name string, maxLocks int) []ResourceInfo {
+	t.Helper()
+	var out []ResourceInfo
+	q := ResourceQuery{Prefix: name, Exact: true, MaxResources: 1, MaxLocks: maxLocks}
+	for pages := 0; ; pages++ {
+		if pages > 100 {
+			t.Fatal("paging does not end")
+		}
+		page, more := tb.ResourcePage(q)
+		for _, r := range page {
+			if n := len(out); n > 0 && out[n-1].Continues {
+				last := &out[n-1]
+				last.Holders = append(last.Holders, r.Holders...)
+				last.Converting = append(last.Converting, r.Converting...)
+				last.Waiting = append(last.Waiting, r.Waiting...)
+				last.Continues = r.Continues
+				continue
+			}
+			out = append(out, r)
+		}
+		if !more {
+			return out
+		}
+		last := page[len(page)-1]
+		q.After, q.Skip = last.Name, last.First+len(last.Holders)+len(last.Converting)+len(last.Waiting)
+	}
 }
 
 // TestSessionPage: sessions paged by count and by locks, with and without

@@ -254,6 +254,7 @@ func TestAuthReleaseAndConvertAreOwnerChecked(t *testing.T) {
 	bob.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Convert{Convert: &dlmpb.ConvertRequest{
 		Id: &dlmpb.RequestID{Session: bob.sid, Seq: bob.seq}, LockId: lockID, Mode: dlmpb.Mode_MODE_NL}}})
 	bob.refusal(bob.seq, dlmpb.Reason_REASON_UNKNOWN_LOCK)
+	bob.refusal(bob.relabel(lockID, []byte("bob's now")), dlmpb.Reason_REASON_UNKNOWN_LOCK)
 	bob.seq++
 	bob.send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Cancel{Cancel: &dlmpb.CancelRequest{
 		Id: &dlmpb.RequestID{Session: bob.sid, Seq: bob.seq}, LockId: lockID}}})
@@ -289,6 +290,11 @@ func TestAuthTokenNeverStoredOrShown(t *testing.T) {
 	tok := as.tok["alice"]
 	alice := as.openAs(t, "alice", "job --token "+tok)
 	alice.granted(alice.lock("a/meta", dlmpb.Mode_MODE_EX, func(r *dlmpb.LockRequest) { r.Metadata = []byte("Bearer " + tok) }))
+	relabeled := alice.granted(alice.lock("a/relabeled", dlmpb.Mode_MODE_EX)).GetLockId()
+	seq := alice.relabel(relabeled, []byte("token "+tok))
+	if m := alice.recvSkipAcks().GetRelabeled(); m == nil || m.GetId().GetSeq() != seq {
+		t.Fatalf("relabel: %v", m)
+	}
 
 	client := &http.Client{}
 	base := "http://" + as.HTTPAddr()
@@ -303,6 +309,9 @@ func TestAuthTokenNeverStoredOrShown(t *testing.T) {
 	}
 	if _, body := httpGet(t, client, base+"/v1/sessions", as.tok["ops"]); !strings.Contains(body, "job --token "+redactedToken) {
 		t.Fatalf("the label is not shown redacted:\n%s", body)
+	}
+	if _, body := httpGet(t, client, base+"/v1/resources", as.tok["ops"]); !strings.Contains(body, "token "+redactedToken) {
+		t.Fatalf("the relabeled metadata is not shown redacted:\n%s", body)
 	}
 	snap := as.eventSnapshot("", 100, scopeOf(as.auth.Caller(auth.WithPrincipal(context.Background(), auth.NewPrincipal("ops", nil)))))
 	if fmt.Sprint(snap) == "" || strings.Contains(fmt.Sprintf("%+v", snap), tok) {

@@ -14,11 +14,11 @@ import (
 )
 
 // authorize decides whether p may run cmd on session sid: a lock request
-// needs the lock permission on its name; a conversion, release or cancel,
-// on the name of the lock it names, when that lock is the session's (when
-// it is not, the table refuses it as not the owner's, and no name is
-// disclosed). Closing the session is always allowed. It returns the
-// refusal's message.
+// needs the lock permission on its name; a conversion, release, cancel or
+// relabel, on the name of the lock it names, when that lock is the
+// session's (when it is not, the table refuses it as not the owner's, and
+// no name is disclosed). Closing the session is always allowed. It
+// returns the refusal's message.
 func (s *Server) authorize(p auth.Principal, sid locktable.SessionID, cmd *dlmpb.Command) (string, bool) {
 	if p.IsUnrestricted() {
 		return "", true
@@ -35,6 +35,8 @@ func (s *Server) authorize(p auth.Principal, sid locktable.SessionID, cmd *dlmpb
 		lockID = op.Release.GetLockId()
 	case *dlmpb.Command_Cancel:
 		lockID = op.Cancel.GetLockId()
+	case *dlmpb.Command_Relabel:
+		lockID = op.Relabel.GetLockId()
 	default:
 		return "", true
 	}

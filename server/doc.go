@@ -20,7 +20,9 @@
 //     ExpireSessions entry when a session's deadline passes, acknowledges
 //     keepalives only after confirming its leadership, and on becoming
 //     leader applies its whole log and gives every session a fresh deadline
-//     before serving.
+//     before serving. Watch streams are woken by the same observer when a
+//     command changes their resource (see Server.Watch): the leader pushes
+//     changes, bounded by Config.MaxWatches and MaxWatchesPerIdentity.
 //
 // Security is optional and layered: TLS for the client ports
 // (Config.TLS, LoadTLS, with client certificates for mutual TLS),

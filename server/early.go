@@ -70,8 +70,8 @@ func (w *lockWork) end(id uint64) {
 // hand-off but not time, 633-658/s against 650-692/s with 8 waiters.)
 const lazyRelease = time.Millisecond
 
-// namedLock returns the lock a command names (a conversion, release or
-// cancel), or 0.
+// namedLock returns the lock a command names (a conversion, release,
+// cancel or relabel), or 0.
 func namedLock(c *dlmpb.Command) uint64 {
 	switch op := c.GetOp().(type) {
 	case *dlmpb.Command_Convert:
@@ -80,6 +80,8 @@ func namedLock(c *dlmpb.Command) uint64 {
 		return op.Release.GetLockId()
 	case *dlmpb.Command_Cancel:
 		return op.Cancel.GetLockId()
+	case *dlmpb.Command_Relabel:
+		return op.Relabel.GetLockId()
 	}
 	return 0
 }

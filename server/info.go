@@ -133,7 +133,8 @@ func keepOf(sc listScope) (keep func(string) bool, ok bool) {
 // continued on the next page, from the cursor in Next. It reads this
 // node's state once the requests it took before the call are applied (a
 // release answered early is then seen released), which on a follower may
-// lag the leader's. With
+// lag the leader's. With req.Exact, only the resource named req.Prefix is
+// looked up, at the cost of one resource, not of the table. With
 // authentication, it needs the list permission on some prefix
 // (PermissionDenied otherwise) and lists only the resources it covers.
 func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
@@ -161,7 +162,7 @@ func (s *Server) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListR
 		return resp, nil
 	}
 	limit, locks := pageBounds(int(req.GetLimit()), int(req.GetLockLimit()))
-	q := locktable.ResourceQuery{Prefix: req.GetPrefix(), Keep: keep, After: after, Skip: skip, MaxResources: limit, MaxLocks: locks}
+	q := locktable.ResourceQuery{Prefix: req.GetPrefix(), Exact: req.GetExact(), Keep: keep, After: after, Skip: skip, MaxResources: limit, MaxLocks: locks}
 	s.node.FSM().Read(func(v fsm.View) {
 		infos, more := v.Table().ResourcePage(q)
 		if more {

@@ -63,6 +63,7 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		setHealth(s.health, false)
 		s.live.deactivate()
 		s.hub.endAll(errNotLeader)
+		s.watches.endAll(errNotLeader, false)
 	}()
 	s.log.Info("dlm server: serving as leader", "sessions", len(s.node.FSM().Sessions()), "margin", s.cfg.SessionMargin)
 	s.announce(ctx)
@@ -251,6 +252,7 @@ func (s *Server) confirmKeepalives() {
 // and the metrics.
 func (s *Server) applied(c *dlmpb.Command, r *fsm.Result) {
 	s.hub.route(c, r)
+	s.watches.changed(r)
 	s.live.track(c, r)
 	s.metrics.count(r)
 	switch op := c.GetOp().(type) {

@@ -93,6 +93,12 @@ type Config struct {
 	// server together; default DefaultMaxQueuedBytes. A message that would
 	// pass it ends its stream with ResourceExhausted.
 	MaxQueuedBytes int64
+	// MaxWatches bounds the Watch streams open at once on the server, and
+	// MaxWatchesPerIdentity those of one authenticated identity (without
+	// authentication it does not apply); more are refused with
+	// ResourceExhausted. Defaults DefaultMaxWatches and
+	// DefaultMaxWatchesPerIdentity.
+	MaxWatches, MaxWatchesPerIdentity int
 	// MaxEventStreamsPerIdentity bounds the /v1/events streams one
 	// authenticated identity may have open at once (more are refused with
 	// 429 Too Many Requests); default httpapi.DefaultMaxEventStreamsPerIdentity.
@@ -148,6 +154,12 @@ func (c *Config) setDefaults() {
 	if c.MaxStreamInflight <= 0 {
 		c.MaxStreamInflight = DefaultMaxStreamInflight
 	}
+	if c.MaxWatches <= 0 {
+		c.MaxWatches = DefaultMaxWatches
+	}
+	if c.MaxWatchesPerIdentity <= 0 {
+		c.MaxWatchesPerIdentity = DefaultMaxWatchesPerIdentity
+	}
 	if c.MaxEventStreamsPerIdentity <= 0 {
 		c.MaxEventStreamsPerIdentity = httpapi.DefaultMaxEventStreamsPerIdentity
 	}
@@ -168,6 +180,7 @@ type Server struct {
 	log     *slog.Logger
 	node    *raftnode.Node
 	hub     *hub
+	watches *watches
 	live    *liveness
 	metrics *serverMetrics
 	auth    *auth.Authenticator
@@ -214,6 +227,7 @@ func Start(cfg Config) (*Server, error) {
 
 		confirmed: make(chan struct{}),
 	}
+	s.watches = newWatches(cfg.MaxWatches, cfg.MaxWatchesPerIdentity, s.live.isActive)
 	s.metrics = newServerMetrics(s)
 	var err error
 	s.auth, err = auth.New(auth.Config{Tokens: cfg.Tokens, ClientCerts: cfg.TLS != nil && cfg.TLS.ClientCAs != nil, Rules: cfg.Rules,
@@ -360,6 +374,7 @@ func (s *Server) Close() error {
 		close(s.stop)
 		s.health.Shutdown()
 		s.hub.endAll(errShutdown)
+		s.watches.endAll(errShutdown, true)
 		var errs []error
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

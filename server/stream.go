@@ -267,6 +267,9 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		if lk := cmd.GetLock(); lk != nil && token != "" {
 			lk.Metadata = redactTokenBytes(lk.GetMetadata(), token)
 		}
+		if rl := cmd.GetRelabel(); rl != nil && token != "" {
+			rl.Metadata = redactTokenBytes(rl.GetMetadata(), token)
+		}
 		if err := slots.take(ctx); err != nil {
 			return // the stream is gone
 		}

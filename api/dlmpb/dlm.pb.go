@@ -389,7 +389,7 @@ func (x LockEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LockEvent_Kind.Descriptor instead.
 func (LockEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{46, 0}
 }
 
 type AcquireResponse_Outcome int32
@@ -441,7 +441,7 @@ func (x AcquireResponse_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AcquireResponse_Outcome.Descriptor instead.
 func (AcquireResponse_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{48, 0}
 }
 
 // RequestID names one client request for idempotent retries: a retried
@@ -1306,6 +1306,107 @@ func (x *EventSnapshot) GetMoreSessions() bool {
 	return false
 }
 
+// WatchRequest names the resource to watch.
+type WatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"` // the exact name (not a prefix)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_dlm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WatchRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+// WatchEvent shows a watched resource after changes.
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource as it stands (holders in grant order, queues head
+	// first), with at most 500 locks: one that has more is cut (continues
+	// set; read the rest with List). A free resource has only its name.
+	Resource      *ResourceInfo `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	Index         uint64        `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the Raft index of the state shown
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_dlm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WatchEvent) GetResource() *ResourceInfo {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 // SessionRequest is one client-to-server message of the Session stream.
 type SessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1318,6 +1419,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Release
 	//	*SessionRequest_Cancel
 	//	*SessionRequest_Close
+	//	*SessionRequest_Relabel
 	Msg           isSessionRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1325,7 +1427,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_dlm_proto_msgTypes[8]
+	mi := &file_dlm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1439,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[8]
+	mi := &file_dlm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1452,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{8}
+	return file_dlm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionRequest) GetMsg() isSessionRequest_Msg {
@@ -1423,6 +1525,15 @@ func (x *SessionRequest) GetClose() *CloseRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetRelabel() *RelabelRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_Relabel); ok {
+			return x.Relabel
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Msg interface {
 	isSessionRequest_Msg()
 }
@@ -1455,6 +1566,10 @@ type SessionRequest_Close struct {
 	Close *CloseRequest `protobuf:"bytes,7,opt,name=close,proto3,oneof"`
 }
 
+type SessionRequest_Relabel struct {
+	Relabel *RelabelRequest `protobuf:"bytes,8,opt,name=relabel,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Msg() {}
 
 func (*SessionRequest_KeepAlive) isSessionRequest_Msg() {}
@@ -1468,6 +1583,8 @@ func (*SessionRequest_Release) isSessionRequest_Msg() {}
 func (*SessionRequest_Cancel) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Close) isSessionRequest_Msg() {}
+
+func (*SessionRequest_Relabel) isSessionRequest_Msg() {}
 
 // OpenRequest opens a new session (session 0) or resumes an existing one
 // after a reconnect or a leader change; the server answers SessionOpened
@@ -1486,7 +1603,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_dlm_proto_msgTypes[9]
+	mi := &file_dlm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1615,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[9]
+	mi := &file_dlm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1628,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{9}
+	return file_dlm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OpenRequest) GetSession() uint64 {
@@ -1554,7 +1671,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_dlm_proto_msgTypes[10]
+	mi := &file_dlm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1683,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[10]
+	mi := &file_dlm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1696,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{10}
+	return file_dlm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KeepAlive) GetSeq() uint64 {
@@ -1637,7 +1754,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_dlm_proto_msgTypes[11]
+	mi := &file_dlm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1766,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[11]
+	mi := &file_dlm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1779,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{11}
+	return file_dlm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LockRequest) GetId() *RequestID {
@@ -1745,7 +1862,7 @@ type ConvertRequest struct {
 
 func (x *ConvertRequest) Reset() {
 	*x = ConvertRequest{}
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1874,7 @@ func (x *ConvertRequest) String() string {
 func (*ConvertRequest) ProtoMessage() {}
 
 func (x *ConvertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1887,7 @@ func (x *ConvertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertRequest.ProtoReflect.Descriptor instead.
 func (*ConvertRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{12}
+	return file_dlm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConvertRequest) GetId() *RequestID {
@@ -1826,7 +1943,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1955,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1968,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{13}
+	return file_dlm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetId() *RequestID {
@@ -1879,7 +1996,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2008,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2021,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{14}
+	return file_dlm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelRequest) GetId() *RequestID {
@@ -1921,6 +2038,72 @@ func (x *CancelRequest) GetLockId() uint64 {
 	return 0
 }
 
+// RelabelRequest sets the metadata (the holder description) of a lock of
+// the session, granted or queued, in place: the lock keeps its grant, mode
+// and token. It is answered Relabeled, or Refused (REASON_UNKNOWN_LOCK for
+// a lock that is gone; REASON_INVALID for metadata over 1 KiB, as in
+// LockRequest), and needs the lock permission on the lock's resource. A
+// server older than this message does not answer it.
+type RelabelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            *RequestID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"` // the new holder description, at most 1 KiB; empty clears it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelabelRequest) Reset() {
+	*x = RelabelRequest{}
+	mi := &file_dlm_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelabelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelabelRequest) ProtoMessage() {}
+
+func (x *RelabelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelabelRequest.ProtoReflect.Descriptor instead.
+func (*RelabelRequest) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RelabelRequest) GetId() *RequestID {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *RelabelRequest) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *RelabelRequest) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // CloseRequest ends the session: every lock it holds is released and every
 // request it has queued is cancelled. The server answers SessionClosed and
 // ends the stream.
@@ -1932,7 +2115,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2127,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2140,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{15}
+	return file_dlm_proto_rawDescGZIP(), []int{18}
 }
 
 // SessionResponse is one server-to-client message of the Session stream.
@@ -1978,6 +2161,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Sync
 	//	*SessionResponse_Closed
 	//	*SessionResponse_Warning
+	//	*SessionResponse_Relabeled
 	Msg           isSessionResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1985,7 +2169,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2181,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2194,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{16}
+	return file_dlm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionResponse) GetMsg() isSessionResponse_Msg {
@@ -2137,6 +2321,15 @@ func (x *SessionResponse) GetWarning() *SessionWarning {
 	return nil
 }
 
+func (x *SessionResponse) GetRelabeled() *Relabeled {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_Relabeled); ok {
+			return x.Relabeled
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Msg interface {
 	isSessionResponse_Msg()
 }
@@ -2193,6 +2386,10 @@ type SessionResponse_Warning struct {
 	Warning *SessionWarning `protobuf:"bytes,13,opt,name=warning,proto3,oneof"`
 }
 
+type SessionResponse_Relabeled struct {
+	Relabeled *Relabeled `protobuf:"bytes,14,opt,name=relabeled,proto3,oneof"`
+}
+
 func (*SessionResponse_Opened) isSessionResponse_Msg() {}
 
 func (*SessionResponse_KeepAliveAck) isSessionResponse_Msg() {}
@@ -2219,6 +2416,8 @@ func (*SessionResponse_Closed) isSessionResponse_Msg() {}
 
 func (*SessionResponse_Warning) isSessionResponse_Msg() {}
 
+func (*SessionResponse_Relabeled) isSessionResponse_Msg() {}
+
 // SessionWarning tells a session's stream of something done against the
 // session that was refused, such as a resume with a wrong token
 // (REASON_BAD_RESUME_TOKEN). The stream and the session go on.
@@ -2232,7 +2431,7 @@ type SessionWarning struct {
 
 func (x *SessionWarning) Reset() {
 	*x = SessionWarning{}
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2443,7 @@ func (x *SessionWarning) String() string {
 func (*SessionWarning) ProtoMessage() {}
 
 func (x *SessionWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2456,7 @@ func (x *SessionWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionWarning.ProtoReflect.Descriptor instead.
 func (*SessionWarning) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{17}
+	return file_dlm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionWarning) GetReason() Reason {
@@ -2290,7 +2489,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2501,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2514,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{18}
+	return file_dlm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionOpened) GetSession() uint64 {
@@ -2359,7 +2558,7 @@ type KeepAliveAck struct {
 
 func (x *KeepAliveAck) Reset() {
 	*x = KeepAliveAck{}
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2570,7 @@ func (x *KeepAliveAck) String() string {
 func (*KeepAliveAck) ProtoMessage() {}
 
 func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2583,7 @@ func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveAck.ProtoReflect.Descriptor instead.
 func (*KeepAliveAck) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{19}
+	return file_dlm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KeepAliveAck) GetSeq() uint64 {
@@ -2423,7 +2622,7 @@ type Granted struct {
 
 func (x *Granted) Reset() {
 	*x = Granted{}
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2634,7 @@ func (x *Granted) String() string {
 func (*Granted) ProtoMessage() {}
 
 func (x *Granted) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2647,7 @@ func (x *Granted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Granted.ProtoReflect.Descriptor instead.
 func (*Granted) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{20}
+	return file_dlm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Granted) GetId() *RequestID {
@@ -2505,7 +2704,7 @@ type Queued struct {
 
 func (x *Queued) Reset() {
 	*x = Queued{}
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2716,7 @@ func (x *Queued) String() string {
 func (*Queued) ProtoMessage() {}
 
 func (x *Queued) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2729,7 @@ func (x *Queued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queued.ProtoReflect.Descriptor instead.
 func (*Queued) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{21}
+	return file_dlm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Queued) GetId() *RequestID {
@@ -2567,7 +2766,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2778,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2791,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{22}
+	return file_dlm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Refused) GetId() *RequestID {
@@ -2637,7 +2836,7 @@ type TimedOut struct {
 
 func (x *TimedOut) Reset() {
 	*x = TimedOut{}
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2848,7 @@ func (x *TimedOut) String() string {
 func (*TimedOut) ProtoMessage() {}
 
 func (x *TimedOut) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2861,7 @@ func (x *TimedOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimedOut.ProtoReflect.Descriptor instead.
 func (*TimedOut) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{23}
+	return file_dlm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TimedOut) GetId() *RequestID {
@@ -2706,7 +2905,7 @@ type Cancelled struct {
 
 func (x *Cancelled) Reset() {
 	*x = Cancelled{}
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2917,7 @@ func (x *Cancelled) String() string {
 func (*Cancelled) ProtoMessage() {}
 
 func (x *Cancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2930,7 @@ func (x *Cancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancelled.ProtoReflect.Descriptor instead.
 func (*Cancelled) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{24}
+	return file_dlm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Cancelled) GetId() *RequestID {
@@ -2774,7 +2973,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2985,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2998,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{25}
+	return file_dlm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Released) GetId() *RequestID {
@@ -2823,6 +3022,59 @@ func (x *Released) GetToken() uint64 {
 	return 0
 }
 
+// Relabeled confirms a RelabelRequest: listings show the new metadata.
+type Relabeled struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            *RequestID             `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Relabeled) Reset() {
+	*x = Relabeled{}
+	mi := &file_dlm_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Relabeled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Relabeled) ProtoMessage() {}
+
+func (x *Relabeled) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Relabeled.ProtoReflect.Descriptor instead.
+func (*Relabeled) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Relabeled) GetId() *RequestID {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Relabeled) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
 // Blocking politely asks a holder to release or down-convert: it blocks a
 // queued request for mode (or for permits of a semaphore).
 type Blocking struct {
@@ -2836,7 +3088,7 @@ type Blocking struct {
 
 func (x *Blocking) Reset() {
 	*x = Blocking{}
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +3100,7 @@ func (x *Blocking) String() string {
 func (*Blocking) ProtoMessage() {}
 
 func (x *Blocking) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3113,7 @@ func (x *Blocking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blocking.ProtoReflect.Descriptor instead.
 func (*Blocking) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{26}
+	return file_dlm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Blocking) GetLockId() uint64 {
@@ -2895,7 +3147,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3159,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3172,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{27}
+	return file_dlm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -2940,7 +3192,7 @@ type SessionClosed struct {
 
 func (x *SessionClosed) Reset() {
 	*x = SessionClosed{}
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3204,7 @@ func (x *SessionClosed) String() string {
 func (*SessionClosed) ProtoMessage() {}
 
 func (x *SessionClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3217,7 @@ func (x *SessionClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionClosed.ProtoReflect.Descriptor instead.
 func (*SessionClosed) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{28}
+	return file_dlm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionClosed) GetSession() uint64 {
@@ -2989,7 +3241,7 @@ type SessionSync struct {
 
 func (x *SessionSync) Reset() {
 	*x = SessionSync{}
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3001,7 +3253,7 @@ func (x *SessionSync) String() string {
 func (*SessionSync) ProtoMessage() {}
 
 func (x *SessionSync) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3014,7 +3266,7 @@ func (x *SessionSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSync.ProtoReflect.Descriptor instead.
 func (*SessionSync) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{29}
+	return file_dlm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SessionSync) GetSession() uint64 {
@@ -3047,14 +3299,19 @@ type ListRequest struct {
 	// At most this many locks (entries of holders, converting and waiting)
 	// per page; 0 for the server's default (500); at most 500. A resource
 	// with more is cut and continued on the next page.
-	LockLimit     int32 `protobuf:"varint,4,opt,name=lock_limit,json=lockLimit,proto3" json:"lock_limit,omitempty"`
+	LockLimit int32 `protobuf:"varint,4,opt,name=lock_limit,json=lockLimit,proto3" json:"lock_limit,omitempty"`
+	// Only the resource named prefix exactly, looked up instead of the
+	// names being scanned (a read of one resource, as the Go client's
+	// Inspect). A server older than this field lists every name with the
+	// prefix: a client keeps the exact name, which comes first.
+	Exact         bool `protobuf:"varint,5,opt,name=exact,proto3" json:"exact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3323,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3336,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{30}
+	return file_dlm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRequest) GetAfter() string {
@@ -3110,6 +3367,13 @@ func (x *ListRequest) GetLockLimit() int32 {
 	return 0
 }
 
+func (x *ListRequest) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
+}
+
 // ListResponse is one page of resources.
 type ListResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3123,7 +3387,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3135,7 +3399,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3148,7 +3412,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{31}
+	return file_dlm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListResponse) GetResources() []*ResourceInfo {
@@ -3174,7 +3438,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3450,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3463,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{32}
+	return file_dlm_proto_rawDescGZIP(), []int{36}
 }
 
 // StatusResponse describes the server and its replicated state: in
@@ -3225,7 +3489,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3501,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3514,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{33}
+	return file_dlm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3356,7 +3620,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +3632,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +3645,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{34}
+	return file_dlm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListSessionsRequest) GetAfter() uint64 {
@@ -3423,7 +3687,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3699,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3712,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{35}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -3505,7 +3769,7 @@ type KillSessionsRequest struct {
 
 func (x *KillSessionsRequest) Reset() {
 	*x = KillSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3781,7 @@ func (x *KillSessionsRequest) String() string {
 func (*KillSessionsRequest) ProtoMessage() {}
 
 func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3794,7 @@ func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsRequest.ProtoReflect.Descriptor instead.
 func (*KillSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{36}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *KillSessionsRequest) GetSessions() []uint64 {
@@ -3557,7 +3821,7 @@ type KillSessionsResponse struct {
 
 func (x *KillSessionsResponse) Reset() {
 	*x = KillSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3569,7 +3833,7 @@ func (x *KillSessionsResponse) String() string {
 func (*KillSessionsResponse) ProtoMessage() {}
 
 func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3582,7 +3846,7 @@ func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsResponse.ProtoReflect.Descriptor instead.
 func (*KillSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{37}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KillSessionsResponse) GetSessions() []uint64 {
@@ -3605,7 +3869,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3881,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3894,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *OpenSessionRequest) GetTtl() *durationpb.Duration {
@@ -3664,7 +3928,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3940,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3953,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -3723,7 +3987,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3735,7 +3999,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3748,7 +4012,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -3782,7 +4046,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +4058,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +4071,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *KeepAliveResponse) GetTtl() *durationpb.Duration {
@@ -3846,7 +4110,7 @@ type LockEvent struct {
 
 func (x *LockEvent) Reset() {
 	*x = LockEvent{}
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3858,7 +4122,7 @@ func (x *LockEvent) String() string {
 func (*LockEvent) ProtoMessage() {}
 
 func (x *LockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3871,7 +4135,7 @@ func (x *LockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockEvent.ProtoReflect.Descriptor instead.
 func (*LockEvent) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42}
+	return file_dlm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LockEvent) GetKind() LockEvent_Kind {
@@ -3958,7 +4222,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4234,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4247,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{43}
+	return file_dlm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AcquireRequest) GetSession() string {
@@ -4073,7 +4337,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4349,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4362,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44}
+	return file_dlm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AcquireResponse) GetOutcome() AcquireResponse_Outcome {
@@ -4152,7 +4416,7 @@ type ConvertLockRequest struct {
 
 func (x *ConvertLockRequest) Reset() {
 	*x = ConvertLockRequest{}
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4428,7 @@ func (x *ConvertLockRequest) String() string {
 func (*ConvertLockRequest) ProtoMessage() {}
 
 func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4441,7 @@ func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertLockRequest.ProtoReflect.Descriptor instead.
 func (*ConvertLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{45}
+	return file_dlm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ConvertLockRequest) GetSession() string {
@@ -4240,7 +4504,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4252,7 +4516,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4265,7 +4529,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{46}
+	return file_dlm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReleaseLockRequest) GetSession() string {
@@ -4292,7 +4556,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4304,7 +4568,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4317,7 +4581,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{47}
+	return file_dlm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReleaseLockResponse) GetToken() uint64 {
@@ -4338,7 +4602,7 @@ type CancelLockRequest struct {
 
 func (x *CancelLockRequest) Reset() {
 	*x = CancelLockRequest{}
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4614,7 @@ func (x *CancelLockRequest) String() string {
 func (*CancelLockRequest) ProtoMessage() {}
 
 func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4627,7 @@ func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockRequest.ProtoReflect.Descriptor instead.
 func (*CancelLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{48}
+	return file_dlm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CancelLockRequest) GetSession() string {
@@ -4390,7 +4654,7 @@ type CancelLockResponse struct {
 
 func (x *CancelLockResponse) Reset() {
 	*x = CancelLockResponse{}
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4666,7 @@ func (x *CancelLockResponse) String() string {
 func (*CancelLockResponse) ProtoMessage() {}
 
 func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4679,7 @@ func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockResponse.ProtoReflect.Descriptor instead.
 func (*CancelLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{49}
+	return file_dlm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CancelLockResponse) GetConversion() bool {
@@ -4435,7 +4699,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4711,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4724,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{50}
+	return file_dlm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -4479,7 +4743,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4491,7 +4755,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4504,7 +4768,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{51}
+	return file_dlm_proto_rawDescGZIP(), []int{55}
 }
 
 // Batch is the data of one Raft log entry: commands applied in order, each
@@ -4520,7 +4784,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4796,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4809,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{52}
+	return file_dlm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -4581,6 +4845,7 @@ type Command struct {
 	//	*Command_Cancel
 	//	*Command_Advance
 	//	*Command_SetMember
+	//	*Command_Relabel
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4588,7 +4853,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4600,7 +4865,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4613,7 +4878,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{53}
+	return file_dlm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -4718,6 +4983,15 @@ func (x *Command) GetSetMember() *SetMemberCmd {
 	return nil
 }
 
+func (x *Command) GetRelabel() *RelabelCmd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Relabel); ok {
+			return x.Relabel
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -4758,6 +5032,10 @@ type Command_SetMember struct {
 	SetMember *SetMemberCmd `protobuf:"bytes,18,opt,name=set_member,json=setMember,proto3,oneof"`
 }
 
+type Command_Relabel struct {
+	Relabel *RelabelCmd `protobuf:"bytes,19,opt,name=relabel,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -4776,6 +5054,8 @@ func (*Command_Advance) isCommand_Op() {}
 
 func (*Command_SetMember) isCommand_Op() {}
 
+func (*Command_Relabel) isCommand_Op() {}
+
 // SetMemberCmd records the addresses a cluster member serves clients on,
 // so that every node can point clients to the leader. A leader proposes its
 // own when it starts serving.
@@ -4790,7 +5070,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4802,7 +5082,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4815,7 +5095,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{54}
+	return file_dlm_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -4853,7 +5133,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4865,7 +5145,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4878,7 +5158,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{55}
+	return file_dlm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -4919,7 +5199,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4931,7 +5211,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4944,7 +5224,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{56}
+	return file_dlm_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -4964,7 +5244,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5256,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5269,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{57}
+	return file_dlm_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -5017,7 +5297,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5029,7 +5309,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5042,7 +5322,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{58}
+	return file_dlm_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -5123,7 +5403,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5135,7 +5415,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5148,7 +5428,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{59}
+	return file_dlm_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -5204,7 +5484,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5216,7 +5496,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5229,7 +5509,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{60}
+	return file_dlm_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -5257,7 +5537,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5269,7 +5549,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5282,7 +5562,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{61}
+	return file_dlm_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -5299,6 +5579,69 @@ func (x *CancelCmd) GetLockId() uint64 {
 	return 0
 }
 
+// RelabelCmd sets the metadata of a lock of the session (empty clears it).
+// A server older than this command refuses it as unknown and keeps the
+// old metadata: upgrade every node of a cluster before clients relabel.
+type RelabelCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockId        uint64                 `protobuf:"varint,2,opt,name=lock_id,json=lockId,proto3" json:"lock_id,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelabelCmd) Reset() {
+	*x = RelabelCmd{}
+	mi := &file_dlm_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelabelCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelabelCmd) ProtoMessage() {}
+
+func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelabelCmd.ProtoReflect.Descriptor instead.
+func (*RelabelCmd) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *RelabelCmd) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RelabelCmd) GetLockId() uint64 {
+	if x != nil {
+		return x.LockId
+	}
+	return 0
+}
+
+func (x *RelabelCmd) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // AdvanceCmd moves the FSM clock to the stamp and times out passed deadlines;
 // the leader proposes it when the table's next deadline passes.
 type AdvanceCmd struct {
@@ -5309,7 +5652,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5321,7 +5664,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5334,7 +5677,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{62}
+	return file_dlm_proto_rawDescGZIP(), []int{67}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -5352,7 +5695,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5364,7 +5707,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5377,7 +5720,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{63}
+	return file_dlm_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -5426,7 +5769,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5438,7 +5781,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5451,7 +5794,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{64}
+	return file_dlm_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -5485,7 +5828,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5497,7 +5840,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5510,7 +5853,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{65}
+	return file_dlm_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -5585,7 +5928,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5597,7 +5940,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5610,7 +5953,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{66}
+	return file_dlm_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -5763,7 +6106,13 @@ const file_dlm_proto_rawDesc = "" +
 	"\tresources\x18\x06 \x03(\v2\x14.dlm.v1.ResourceInfoR\tresources\x12%\n" +
 	"\x0emore_resources\x18\a \x01(\bR\rmoreResources\x12/\n" +
 	"\bsessions\x18\b \x03(\v2\x13.dlm.v1.SessionInfoR\bsessions\x12#\n" +
-	"\rmore_sessions\x18\t \x01(\bR\fmoreSessions\"\xe8\x02\n" +
+	"\rmore_sessions\x18\t \x01(\bR\fmoreSessions\"*\n" +
+	"\fWatchRequest\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\"T\n" +
+	"\n" +
+	"WatchEvent\x120\n" +
+	"\bresource\x18\x01 \x01(\v2\x14.dlm.v1.ResourceInfoR\bresource\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\x9c\x03\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x04open\x18\x01 \x01(\v2\x13.dlm.v1.OpenRequestH\x00R\x04open\x122\n" +
 	"\n" +
@@ -5772,7 +6121,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\aconvert\x18\x04 \x01(\v2\x16.dlm.v1.ConvertRequestH\x00R\aconvert\x122\n" +
 	"\arelease\x18\x05 \x01(\v2\x16.dlm.v1.ReleaseRequestH\x00R\arelease\x12/\n" +
 	"\x06cancel\x18\x06 \x01(\v2\x15.dlm.v1.CancelRequestH\x00R\x06cancel\x12,\n" +
-	"\x05close\x18\a \x01(\v2\x14.dlm.v1.CloseRequestH\x00R\x05closeB\x05\n" +
+	"\x05close\x18\a \x01(\v2\x14.dlm.v1.CloseRequestH\x00R\x05close\x122\n" +
+	"\arelabel\x18\b \x01(\v2\x16.dlm.v1.RelabelRequestH\x00R\arelabelB\x05\n" +
 	"\x03msg\"\x8d\x01\n" +
 	"\vOpenRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
@@ -5805,8 +6155,12 @@ const file_dlm_proto_rawDesc = "" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"K\n" +
 	"\rCancelRequest\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
-	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\x0e\n" +
-	"\fCloseRequest\"\x93\x05\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"h\n" +
+	"\x0eRelabelRequest\x12!\n" +
+	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x1a\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\x0e\n" +
+	"\fCloseRequest\"\xc6\x05\n" +
 	"\x0fSessionResponse\x12/\n" +
 	"\x06opened\x18\x01 \x01(\v2\x15.dlm.v1.SessionOpenedH\x00R\x06opened\x12<\n" +
 	"\x0ekeep_alive_ack\x18\x02 \x01(\v2\x14.dlm.v1.KeepAliveAckH\x00R\fkeepAliveAck\x12+\n" +
@@ -5821,7 +6175,8 @@ const file_dlm_proto_rawDesc = "" +
 	" \x01(\v2\x16.dlm.v1.SessionExpiredH\x00R\aexpired\x12)\n" +
 	"\x04sync\x18\v \x01(\v2\x13.dlm.v1.SessionSyncH\x00R\x04sync\x12/\n" +
 	"\x06closed\x18\f \x01(\v2\x15.dlm.v1.SessionClosedH\x00R\x06closed\x122\n" +
-	"\awarning\x18\r \x01(\v2\x16.dlm.v1.SessionWarningH\x00R\awarningB\x05\n" +
+	"\awarning\x18\r \x01(\v2\x16.dlm.v1.SessionWarningH\x00R\awarning\x121\n" +
+	"\trelabeled\x18\x0e \x01(\v2\x11.dlm.v1.RelabeledH\x00R\trelabeledB\x05\n" +
 	"\x03msg\"R\n" +
 	"\x0eSessionWarning\x12&\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x0e.dlm.v1.ReasonR\x06reason\x12\x18\n" +
@@ -5872,7 +6227,10 @@ const file_dlm_proto_rawDesc = "" +
 	"\bReleased\x12!\n" +
 	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"_\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"G\n" +
+	"\tRelabeled\x12!\n" +
+	"\x02id\x18\x01 \x01(\v2\x11.dlm.v1.RequestIDR\x02id\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"_\n" +
 	"\bBlocking\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12 \n" +
 	"\x04mode\x18\x02 \x01(\x0e2\f.dlm.v1.ModeR\x04mode\x12\x18\n" +
@@ -5884,13 +6242,14 @@ const file_dlm_proto_rawDesc = "" +
 	"\vSessionSync\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12&\n" +
-	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"p\n" +
+	"\x05locks\x18\x03 \x03(\v2\x10.dlm.v1.LockInfoR\x05locks\"\x86\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x1d\n" +
 	"\n" +
-	"lock_limit\x18\x04 \x01(\x05R\tlockLimit\"V\n" +
+	"lock_limit\x18\x04 \x01(\x05R\tlockLimit\x12\x14\n" +
+	"\x05exact\x18\x05 \x01(\bR\x05exact\"V\n" +
 	"\fListResponse\x122\n" +
 	"\tresources\x18\x01 \x03(\v2\x14.dlm.v1.ResourceInfoR\tresources\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next\"\x0f\n" +
@@ -6008,7 +6367,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\x14CloseSessionResponse\"\\\n" +
 	"\x05Batch\x12+\n" +
 	"\bcommands\x18\x01 \x03(\v2\x0f.dlm.v1.CommandR\bcommands\x12&\n" +
-	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\x91\x04\n" +
+	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xc1\x04\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12;\n" +
@@ -6022,7 +6381,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x06cancel\x18\x10 \x01(\v2\x11.dlm.v1.CancelCmdH\x00R\x06cancel\x12.\n" +
 	"\aadvance\x18\x11 \x01(\v2\x12.dlm.v1.AdvanceCmdH\x00R\aadvance\x125\n" +
 	"\n" +
-	"set_member\x18\x12 \x01(\v2\x14.dlm.v1.SetMemberCmdH\x00R\tsetMemberB\x04\n" +
+	"set_member\x18\x12 \x01(\v2\x14.dlm.v1.SetMemberCmdH\x00R\tsetMember\x12.\n" +
+	"\arelabel\x18\x13 \x01(\v2\x12.dlm.v1.RelabelCmdH\x00R\arelabelB\x04\n" +
 	"\x02op\"\\\n" +
 	"\fSetMemberCmd\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
@@ -6067,7 +6427,12 @@ const file_dlm_proto_rawDesc = "" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\">\n" +
 	"\tCancelCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x17\n" +
-	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"\f\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\"[\n" +
+	"\n" +
+	"RelabelCmd\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x17\n" +
+	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x1a\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\f\n" +
 	"\n" +
 	"AdvanceCmd\"\xc3\x01\n" +
 	"\vFSMSnapshot\x12\x18\n" +
@@ -6137,13 +6502,14 @@ const file_dlm_proto_rawDesc = "" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_GRANTED\x10\x01\x12\x11\n" +
-	"\rSTATUS_QUEUED\x10\x022\xc7\x02\n" +
+	"\rSTATUS_QUEUED\x10\x022\xfc\x02\n" +
 	"\x03DLM\x12>\n" +
 	"\aSession\x12\x16.dlm.v1.SessionRequest\x1a\x17.dlm.v1.SessionResponse(\x010\x01\x121\n" +
 	"\x04List\x12\x13.dlm.v1.ListRequest\x1a\x14.dlm.v1.ListResponse\x127\n" +
 	"\x06Status\x12\x15.dlm.v1.StatusRequest\x1a\x16.dlm.v1.StatusResponse\x12I\n" +
 	"\fListSessions\x12\x1b.dlm.v1.ListSessionsRequest\x1a\x1c.dlm.v1.ListSessionsResponse\x12I\n" +
-	"\fKillSessions\x12\x1b.dlm.v1.KillSessionsRequest\x1a\x1c.dlm.v1.KillSessionsResponse2\x90\x04\n" +
+	"\fKillSessions\x12\x1b.dlm.v1.KillSessionsRequest\x1a\x1c.dlm.v1.KillSessionsResponse\x123\n" +
+	"\x05Watch\x12\x14.dlm.v1.WatchRequest\x1a\x12.dlm.v1.WatchEvent0\x012\x90\x04\n" +
 	"\x05Locks\x12F\n" +
 	"\vOpenSession\x12\x1a.dlm.v1.OpenSessionRequest\x1a\x1b.dlm.v1.OpenSessionResponse\x12@\n" +
 	"\tKeepAlive\x12\x18.dlm.v1.KeepAliveRequest\x1a\x19.dlm.v1.KeepAliveResponse\x12:\n" +
@@ -6167,7 +6533,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
@@ -6183,200 +6549,213 @@ var file_dlm_proto_goTypes = []any{
 	(*MemberList)(nil),            // 11: dlm.v1.MemberList
 	(*SessionPage)(nil),           // 12: dlm.v1.SessionPage
 	(*EventSnapshot)(nil),         // 13: dlm.v1.EventSnapshot
-	(*SessionRequest)(nil),        // 14: dlm.v1.SessionRequest
-	(*OpenRequest)(nil),           // 15: dlm.v1.OpenRequest
-	(*KeepAlive)(nil),             // 16: dlm.v1.KeepAlive
-	(*LockRequest)(nil),           // 17: dlm.v1.LockRequest
-	(*ConvertRequest)(nil),        // 18: dlm.v1.ConvertRequest
-	(*ReleaseRequest)(nil),        // 19: dlm.v1.ReleaseRequest
-	(*CancelRequest)(nil),         // 20: dlm.v1.CancelRequest
-	(*CloseRequest)(nil),          // 21: dlm.v1.CloseRequest
-	(*SessionResponse)(nil),       // 22: dlm.v1.SessionResponse
-	(*SessionWarning)(nil),        // 23: dlm.v1.SessionWarning
-	(*SessionOpened)(nil),         // 24: dlm.v1.SessionOpened
-	(*KeepAliveAck)(nil),          // 25: dlm.v1.KeepAliveAck
-	(*Granted)(nil),               // 26: dlm.v1.Granted
-	(*Queued)(nil),                // 27: dlm.v1.Queued
-	(*Refused)(nil),               // 28: dlm.v1.Refused
-	(*TimedOut)(nil),              // 29: dlm.v1.TimedOut
-	(*Cancelled)(nil),             // 30: dlm.v1.Cancelled
-	(*Released)(nil),              // 31: dlm.v1.Released
-	(*Blocking)(nil),              // 32: dlm.v1.Blocking
-	(*SessionExpired)(nil),        // 33: dlm.v1.SessionExpired
-	(*SessionClosed)(nil),         // 34: dlm.v1.SessionClosed
-	(*SessionSync)(nil),           // 35: dlm.v1.SessionSync
-	(*ListRequest)(nil),           // 36: dlm.v1.ListRequest
-	(*ListResponse)(nil),          // 37: dlm.v1.ListResponse
-	(*StatusRequest)(nil),         // 38: dlm.v1.StatusRequest
-	(*StatusResponse)(nil),        // 39: dlm.v1.StatusResponse
-	(*ListSessionsRequest)(nil),   // 40: dlm.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 41: dlm.v1.ListSessionsResponse
-	(*KillSessionsRequest)(nil),   // 42: dlm.v1.KillSessionsRequest
-	(*KillSessionsResponse)(nil),  // 43: dlm.v1.KillSessionsResponse
-	(*OpenSessionRequest)(nil),    // 44: dlm.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 45: dlm.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),      // 46: dlm.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 47: dlm.v1.KeepAliveResponse
-	(*LockEvent)(nil),             // 48: dlm.v1.LockEvent
-	(*AcquireRequest)(nil),        // 49: dlm.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 50: dlm.v1.AcquireResponse
-	(*ConvertLockRequest)(nil),    // 51: dlm.v1.ConvertLockRequest
-	(*ReleaseLockRequest)(nil),    // 52: dlm.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),   // 53: dlm.v1.ReleaseLockResponse
-	(*CancelLockRequest)(nil),     // 54: dlm.v1.CancelLockRequest
-	(*CancelLockResponse)(nil),    // 55: dlm.v1.CancelLockResponse
-	(*CloseSessionRequest)(nil),   // 56: dlm.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 57: dlm.v1.CloseSessionResponse
-	(*Batch)(nil),                 // 58: dlm.v1.Batch
-	(*Command)(nil),               // 59: dlm.v1.Command
-	(*SetMemberCmd)(nil),          // 60: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),        // 61: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),       // 62: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),     // 63: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),               // 64: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),            // 65: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),            // 66: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),             // 67: dlm.v1.CancelCmd
-	(*AdvanceCmd)(nil),            // 68: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 69: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 70: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 71: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 72: dlm.v1.Reply
-	(*timestamppb.Timestamp)(nil), // 73: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 74: google.protobuf.Duration
+	(*WatchRequest)(nil),          // 14: dlm.v1.WatchRequest
+	(*WatchEvent)(nil),            // 15: dlm.v1.WatchEvent
+	(*SessionRequest)(nil),        // 16: dlm.v1.SessionRequest
+	(*OpenRequest)(nil),           // 17: dlm.v1.OpenRequest
+	(*KeepAlive)(nil),             // 18: dlm.v1.KeepAlive
+	(*LockRequest)(nil),           // 19: dlm.v1.LockRequest
+	(*ConvertRequest)(nil),        // 20: dlm.v1.ConvertRequest
+	(*ReleaseRequest)(nil),        // 21: dlm.v1.ReleaseRequest
+	(*CancelRequest)(nil),         // 22: dlm.v1.CancelRequest
+	(*RelabelRequest)(nil),        // 23: dlm.v1.RelabelRequest
+	(*CloseRequest)(nil),          // 24: dlm.v1.CloseRequest
+	(*SessionResponse)(nil),       // 25: dlm.v1.SessionResponse
+	(*SessionWarning)(nil),        // 26: dlm.v1.SessionWarning
+	(*SessionOpened)(nil),         // 27: dlm.v1.SessionOpened
+	(*KeepAliveAck)(nil),          // 28: dlm.v1.KeepAliveAck
+	(*Granted)(nil),               // 29: dlm.v1.Granted
+	(*Queued)(nil),                // 30: dlm.v1.Queued
+	(*Refused)(nil),               // 31: dlm.v1.Refused
+	(*TimedOut)(nil),              // 32: dlm.v1.TimedOut
+	(*Cancelled)(nil),             // 33: dlm.v1.Cancelled
+	(*Released)(nil),              // 34: dlm.v1.Released
+	(*Relabeled)(nil),             // 35: dlm.v1.Relabeled
+	(*Blocking)(nil),              // 36: dlm.v1.Blocking
+	(*SessionExpired)(nil),        // 37: dlm.v1.SessionExpired
+	(*SessionClosed)(nil),         // 38: dlm.v1.SessionClosed
+	(*SessionSync)(nil),           // 39: dlm.v1.SessionSync
+	(*ListRequest)(nil),           // 40: dlm.v1.ListRequest
+	(*ListResponse)(nil),          // 41: dlm.v1.ListResponse
+	(*StatusRequest)(nil),         // 42: dlm.v1.StatusRequest
+	(*StatusResponse)(nil),        // 43: dlm.v1.StatusResponse
+	(*ListSessionsRequest)(nil),   // 44: dlm.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 45: dlm.v1.ListSessionsResponse
+	(*KillSessionsRequest)(nil),   // 46: dlm.v1.KillSessionsRequest
+	(*KillSessionsResponse)(nil),  // 47: dlm.v1.KillSessionsResponse
+	(*OpenSessionRequest)(nil),    // 48: dlm.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 49: dlm.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),      // 50: dlm.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 51: dlm.v1.KeepAliveResponse
+	(*LockEvent)(nil),             // 52: dlm.v1.LockEvent
+	(*AcquireRequest)(nil),        // 53: dlm.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 54: dlm.v1.AcquireResponse
+	(*ConvertLockRequest)(nil),    // 55: dlm.v1.ConvertLockRequest
+	(*ReleaseLockRequest)(nil),    // 56: dlm.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),   // 57: dlm.v1.ReleaseLockResponse
+	(*CancelLockRequest)(nil),     // 58: dlm.v1.CancelLockRequest
+	(*CancelLockResponse)(nil),    // 59: dlm.v1.CancelLockResponse
+	(*CloseSessionRequest)(nil),   // 60: dlm.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 61: dlm.v1.CloseSessionResponse
+	(*Batch)(nil),                 // 62: dlm.v1.Batch
+	(*Command)(nil),               // 63: dlm.v1.Command
+	(*SetMemberCmd)(nil),          // 64: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),        // 65: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),       // 66: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),     // 67: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),               // 68: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),            // 69: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),            // 70: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),             // 71: dlm.v1.CancelCmd
+	(*RelabelCmd)(nil),            // 72: dlm.v1.RelabelCmd
+	(*AdvanceCmd)(nil),            // 73: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),           // 74: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 75: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 76: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 77: dlm.v1.Reply
+	(*timestamppb.Timestamp)(nil), // 78: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 79: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
 	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
 	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	73,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	73,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	73,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	74,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	78,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	78,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	78,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	79,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
 	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
 	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
 	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	74,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	73,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	74,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	79,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	78,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	79,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
 	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
 	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
 	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
-	39,  // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
+	43,  // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
 	10,  // 17: dlm.v1.EventSnapshot.members:type_name -> dlm.v1.Member
 	8,   // 18: dlm.v1.EventSnapshot.resources:type_name -> dlm.v1.ResourceInfo
 	9,   // 19: dlm.v1.EventSnapshot.sessions:type_name -> dlm.v1.SessionInfo
-	15,  // 20: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
-	16,  // 21: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
-	17,  // 22: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
-	18,  // 23: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
-	19,  // 24: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
-	20,  // 25: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
-	21,  // 26: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	74,  // 27: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
-	6,   // 28: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
-	0,   // 29: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 30: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	6,   // 31: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
-	0,   // 32: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 33: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
-	6,   // 34: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
-	6,   // 35: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
-	24,  // 36: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
-	25,  // 37: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
-	26,  // 38: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
-	27,  // 39: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
-	28,  // 40: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
-	29,  // 41: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
-	30,  // 42: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
-	31,  // 43: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
-	32,  // 44: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
-	33,  // 45: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
-	35,  // 46: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
-	34,  // 47: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	23,  // 48: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
-	1,   // 49: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	74,  // 50: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	74,  // 51: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
-	6,   // 52: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
-	0,   // 53: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
-	6,   // 54: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
-	6,   // 55: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
-	1,   // 56: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
-	6,   // 57: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
-	0,   // 58: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
-	6,   // 59: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
-	0,   // 60: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
-	6,   // 61: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
-	0,   // 62: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
-	7,   // 63: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
-	8,   // 64: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	73,  // 65: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
-	9,   // 66: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	74,  // 67: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	74,  // 68: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	74,  // 69: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	48,  // 70: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
-	4,   // 71: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
-	0,   // 72: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
-	0,   // 73: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 74: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	74,  // 75: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
-	5,   // 76: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
-	0,   // 77: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
-	0,   // 78: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
-	74,  // 79: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
-	74,  // 80: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
-	59,  // 81: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	61,  // 82: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	62,  // 83: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	63,  // 84: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	64,  // 85: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	65,  // 86: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	66,  // 87: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	67,  // 88: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	68,  // 89: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	60,  // 90: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	0,   // 91: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,   // 92: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	71,  // 93: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	60,  // 94: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	72,  // 95: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	70,  // 96: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	72,  // 97: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
-	2,   // 98: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,   // 99: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	14,  // 100: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	36,  // 101: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	38,  // 102: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	40,  // 103: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	42,  // 104: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	44,  // 105: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
-	46,  // 106: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
-	49,  // 107: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
-	51,  // 108: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
-	52,  // 109: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
-	54,  // 110: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
-	36,  // 111: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
-	56,  // 112: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
-	22,  // 113: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	37,  // 114: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	39,  // 115: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	41,  // 116: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	43,  // 117: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	45,  // 118: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
-	47,  // 119: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
-	50,  // 120: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
-	50,  // 121: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
-	53,  // 122: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
-	55,  // 123: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
-	37,  // 124: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
-	57,  // 125: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
-	113, // [113:126] is the sub-list for method output_type
-	100, // [100:113] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	8,   // 20: dlm.v1.WatchEvent.resource:type_name -> dlm.v1.ResourceInfo
+	17,  // 21: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
+	18,  // 22: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
+	19,  // 23: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
+	20,  // 24: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
+	21,  // 25: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
+	22,  // 26: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
+	24,  // 27: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
+	23,  // 28: dlm.v1.SessionRequest.relabel:type_name -> dlm.v1.RelabelRequest
+	79,  // 29: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	6,   // 30: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 31: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
+	79,  // 32: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 33: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 34: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
+	79,  // 35: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 36: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
+	6,   // 37: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
+	6,   // 38: dlm.v1.RelabelRequest.id:type_name -> dlm.v1.RequestID
+	27,  // 39: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
+	28,  // 40: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
+	29,  // 41: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
+	30,  // 42: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
+	31,  // 43: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
+	32,  // 44: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
+	33,  // 45: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
+	34,  // 46: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
+	36,  // 47: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
+	37,  // 48: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
+	39,  // 49: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
+	38,  // 50: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
+	26,  // 51: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
+	35,  // 52: dlm.v1.SessionResponse.relabeled:type_name -> dlm.v1.Relabeled
+	1,   // 53: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
+	79,  // 54: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	79,  // 55: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	6,   // 56: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
+	0,   // 57: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
+	6,   // 58: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
+	6,   // 59: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
+	1,   // 60: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
+	6,   // 61: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
+	0,   // 62: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
+	6,   // 63: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
+	0,   // 64: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
+	6,   // 65: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
+	6,   // 66: dlm.v1.Relabeled.id:type_name -> dlm.v1.RequestID
+	0,   // 67: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
+	7,   // 68: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
+	8,   // 69: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
+	78,  // 70: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	9,   // 71: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
+	79,  // 72: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	79,  // 73: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	79,  // 74: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	52,  // 75: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
+	4,   // 76: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
+	0,   // 77: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
+	0,   // 78: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
+	79,  // 79: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	79,  // 80: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	5,   // 81: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
+	0,   // 82: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
+	0,   // 83: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
+	79,  // 84: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	79,  // 85: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	63,  // 86: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	65,  // 87: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	66,  // 88: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	67,  // 89: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	68,  // 90: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	69,  // 91: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	70,  // 92: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	71,  // 93: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	73,  // 94: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	64,  // 95: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	72,  // 96: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
+	0,   // 97: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,   // 98: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	76,  // 99: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	64,  // 100: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	77,  // 101: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	75,  // 102: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	77,  // 103: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	2,   // 104: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,   // 105: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	16,  // 106: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	40,  // 107: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	42,  // 108: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	44,  // 109: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	46,  // 110: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	14,  // 111: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
+	48,  // 112: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
+	50,  // 113: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
+	53,  // 114: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
+	55,  // 115: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
+	56,  // 116: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
+	58,  // 117: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
+	40,  // 118: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	60,  // 119: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	25,  // 120: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	41,  // 121: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	43,  // 122: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	45,  // 123: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	47,  // 124: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	15,  // 125: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
+	49,  // 126: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	51,  // 127: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	54,  // 128: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	54,  // 129: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	57,  // 130: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	59,  // 131: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
+	41,  // 132: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	61,  // 133: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	120, // [120:134] is the sub-list for method output_type
+	106, // [106:120] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -6387,7 +6766,7 @@ func file_dlm_proto_init() {
 	file_dlm_proto_msgTypes[1].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[2].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[3].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[8].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[10].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_KeepAlive)(nil),
 		(*SessionRequest_Lock)(nil),
@@ -6395,8 +6774,9 @@ func file_dlm_proto_init() {
 		(*SessionRequest_Release)(nil),
 		(*SessionRequest_Cancel)(nil),
 		(*SessionRequest_Close)(nil),
+		(*SessionRequest_Relabel)(nil),
 	}
-	file_dlm_proto_msgTypes[16].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[19].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_KeepAliveAck)(nil),
 		(*SessionResponse_Granted)(nil),
@@ -6410,8 +6790,9 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Sync)(nil),
 		(*SessionResponse_Closed)(nil),
 		(*SessionResponse_Warning)(nil),
+		(*SessionResponse_Relabeled)(nil),
 	}
-	file_dlm_proto_msgTypes[53].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[57].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -6421,16 +6802,17 @@ func file_dlm_proto_init() {
 		(*Command_Cancel)(nil),
 		(*Command_Advance)(nil),
 		(*Command_SetMember)(nil),
+		(*Command_Relabel)(nil),
 	}
-	file_dlm_proto_msgTypes[58].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[59].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[62].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[63].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   67,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

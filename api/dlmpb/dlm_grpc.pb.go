@@ -53,6 +53,7 @@ const (
 	DLM_Status_FullMethodName       = "/dlm.v1.DLM/Status"
 	DLM_ListSessions_FullMethodName = "/dlm.v1.DLM/ListSessions"
 	DLM_KillSessions_FullMethodName = "/dlm.v1.DLM/KillSessions"
+	DLM_Watch_FullMethodName        = "/dlm.v1.DLM/Watch"
 )
 
 // DLMClient is the client API for DLM service.
@@ -80,6 +81,19 @@ type DLMClient interface {
 	// and their holders told, as on expiry. It needs the admin permission.
 	// Served by the leader.
 	KillSessions(ctx context.Context, in *KillSessionsRequest, opts ...grpc.CallOption) (*KillSessionsResponse, error)
+	// Watch tells of the changes of one resource: its first WatchEvent comes
+	// once the watch is registered, with the resource as it stands, and
+	// another after the changes applied since (grants, releases, requests
+	// queued, cancelled or timed out, conversions, relabels, and the end of
+	// sessions holding or awaiting it), pushed by the leader as it applies
+	// them. Events coalesce: several changes may give one event, which shows
+	// the resource after them all; a slow reader gets fewer events, never
+	// old ones. It needs the list permission on the resource. Served by the
+	// leader: another node answers UNAVAILABLE naming the leader, and a
+	// watch ends UNAVAILABLE when its node stops leading (watch again, on
+	// the new leader). A server bounds the watches open on it, and those of
+	// one identity: past them it answers RESOURCE_EXHAUSTED.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
 }
 
 type dLMClient struct {
@@ -143,6 +157,25 @@ func (c *dLMClient) KillSessions(ctx context.Context, in *KillSessionsRequest, o
 	return out, nil
 }
 
+func (c *dLMClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DLM_ServiceDesc.Streams[1], DLM_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DLM_WatchClient = grpc.ServerStreamingClient[WatchEvent]
+
 // DLMServer is the server API for DLM service.
 // All implementations must embed UnimplementedDLMServer
 // for forward compatibility.
@@ -168,6 +201,19 @@ type DLMServer interface {
 	// and their holders told, as on expiry. It needs the admin permission.
 	// Served by the leader.
 	KillSessions(context.Context, *KillSessionsRequest) (*KillSessionsResponse, error)
+	// Watch tells of the changes of one resource: its first WatchEvent comes
+	// once the watch is registered, with the resource as it stands, and
+	// another after the changes applied since (grants, releases, requests
+	// queued, cancelled or timed out, conversions, relabels, and the end of
+	// sessions holding or awaiting it), pushed by the leader as it applies
+	// them. Events coalesce: several changes may give one event, which shows
+	// the resource after them all; a slow reader gets fewer events, never
+	// old ones. It needs the list permission on the resource. Served by the
+	// leader: another node answers UNAVAILABLE naming the leader, and a
+	// watch ends UNAVAILABLE when its node stops leading (watch again, on
+	// the new leader). A server bounds the watches open on it, and those of
+	// one identity: past them it answers RESOURCE_EXHAUSTED.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
 	mustEmbedUnimplementedDLMServer()
 }
 
@@ -192,6 +238,9 @@ func (UnimplementedDLMServer) ListSessions(context.Context, *ListSessionsRequest
 }
 func (UnimplementedDLMServer) KillSessions(context.Context, *KillSessionsRequest) (*KillSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method KillSessions not implemented")
+}
+func (UnimplementedDLMServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedDLMServer) mustEmbedUnimplementedDLMServer() {}
 func (UnimplementedDLMServer) testEmbeddedByValue()             {}
@@ -293,6 +342,17 @@ func _DLM_KillSessions_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DLM_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DLMServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DLM_WatchServer = grpc.ServerStreamingServer[WatchEvent]
+
 // DLM_ServiceDesc is the grpc.ServiceDesc for DLM service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -323,6 +383,11 @@ var DLM_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _DLM_Session_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _DLM_Watch_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "dlm.proto",

@@ -73,6 +73,11 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 			r, err := f.table.Cancel(st, sid, id)
 			return r, f.hideForeign(sid, id, err)
 		})
+	case *dlmpb.Command_Relabel:
+		sid := locktable.SessionID(op.Relabel.GetSession())
+		return f.deduped(st, sid, c, func() (locktable.Result, error) {
+			return f.relabel(sid, op.Relabel)
+		})
 	case *dlmpb.Command_Advance:
 		return newResult(st.Index, 0, f.table.Advance(st), nil)
 	case *dlmpb.Command_SetMember:
@@ -80,6 +85,29 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 	default:
 		return Result{Index: st.Index, Err: fmt.Errorf("%w: no known operation", ErrInvalidCommand)}
 	}
+}
+
+// relabel sets the metadata of lock op.LockId of session sid, granted or
+// queued (empty metadata removes it). A lock that is not the session's is
+// refused as the table refuses a release of it.
+func (f *FSM) relabel(sid locktable.SessionID, op *dlmpb.RelabelCmd) (locktable.Result, error) {
+	id := locktable.LockID(op.GetLockId())
+	if _, ok := f.sessions[sid]; !ok {
+		return locktable.Result{}, fmt.Errorf("%w: %d", locktable.ErrUnknownSession, sid)
+	}
+	li, ok := f.table.Describe(id)
+	switch {
+	case !ok:
+		return locktable.Result{}, fmt.Errorf("%w: %d", locktable.ErrUnknownLock, id)
+	case li.Session != sid:
+		return locktable.Result{}, f.hideForeign(sid, id, fmt.Errorf("%w: lock %d is not held by session %d", locktable.ErrNotOwner, id, sid))
+	}
+	if md := op.GetMetadata(); len(md) > 0 {
+		f.metadata[id] = md
+	} else {
+		delete(f.metadata, id)
+	}
+	return locktable.Result{Lock: id}, nil
 }
 
 // openSession opens a session whose id is max(last id + 1, index): unique

@@ -13,6 +13,7 @@ const (
 	digestConvert = 2
 	digestRelease = 3
 	digestCancel  = 4
+	digestRelabel = 5
 )
 
 // requestDigest returns a 64-bit FNV-1a digest of the content of request
@@ -54,6 +55,12 @@ func requestDigest(c *dlmpb.Command) uint64 {
 		b = digestU64(b, digestCancel)
 		b = digestU64(b, op.Cancel.GetSession())
 		b = digestU64(b, op.Cancel.GetLockId())
+	case *dlmpb.Command_Relabel:
+		r := op.Relabel
+		b = digestU64(b, digestRelabel)
+		b = digestU64(b, r.GetSession())
+		b = digestU64(b, r.GetLockId())
+		b = append(digestU64(b, uint64(len(r.GetMetadata()))), r.GetMetadata()...)
 	}
 	h := uint64(fnvOffset)
 	for _, x := range b {

@@ -91,6 +91,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	obs := f.observer.Load()
 	for i, c := range b.GetCommands() {
 		out[i] = f.apply(st, c)
+		f.touched(c, &out[i])
 		f.trackMetadata(c, &out[i])
 		f.count(c, &out[i])
 		if obs != nil {
@@ -99,6 +100,22 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.applied = l.Index
 	return out
+}
+
+// touched sets r.Resource, the resource of the lock that command c (a lock
+// request, conversion or relabel) changed.
+func (f *FSM) touched(c *dlmpb.Command, r *Result) {
+	if r.Err != nil || r.Duplicate {
+		return
+	}
+	switch op := c.GetOp().(type) {
+	case *dlmpb.Command_Lock:
+		r.Resource = op.Lock.GetResource()
+	case *dlmpb.Command_Convert, *dlmpb.Command_Relabel:
+		if li, ok := f.table.Describe(r.Lock); ok {
+			r.Resource = li.Resource
+		}
+	}
 }
 
 // trackMetadata keeps the holder description of a new lock and forgets

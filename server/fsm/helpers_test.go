@@ -19,6 +19,7 @@ var (
 	expireCmd     = servertest.Expire
 	semCmd        = servertest.Semaphore
 	cancelCmd     = servertest.Cancel
+	relabelCmd    = servertest.Relabel
 	withWait      = servertest.WithWait
 	withMetadata  = servertest.WithMetadata
 	snapshotBytes = servertest.SnapshotBytes

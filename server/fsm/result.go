@@ -34,6 +34,12 @@ type Result struct {
 	// Events are every effect of the command, in order, owned by the
 	// Result (copied from the table). Duplicates have none.
 	Events []locktable.Event
+	// Resource is the resource of the lock that a lock request, a
+	// conversion or a relabel concerned, when the command changed the
+	// state (not refused, not a duplicate): with Events, it names every
+	// resource the command changed, for watchers (a request that queues
+	// and a relabel have no event of their own). "" otherwise.
+	Resource string
 }
 
 // newResult copies the table's result, whose events slice the table reuses.

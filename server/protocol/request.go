@@ -52,6 +52,8 @@ func requestIDOf(m *dlmpb.SessionRequest) *dlmpb.RequestID {
 		return r.Release.GetId()
 	case *dlmpb.SessionRequest_Cancel:
 		return r.Cancel.GetId()
+	case *dlmpb.SessionRequest_Relabel:
+		return r.Relabel.GetId()
 	}
 	return nil
 }
@@ -81,6 +83,8 @@ func RequestCommand(sid locktable.SessionID, m *dlmpb.SessionRequest) (*dlmpb.Co
 		cmd = releaseCommand(sid, r.Release)
 	case *dlmpb.SessionRequest_Cancel:
 		cmd = cancelCommand(sid, r.Cancel)
+	case *dlmpb.SessionRequest_Relabel:
+		cmd = relabelCommand(sid, r.Relabel)
 	default:
 		err = errors.New("dlm server: empty or unknown request")
 	}
@@ -144,6 +148,14 @@ func cancelCommand(sid locktable.SessionID, c *dlmpb.CancelRequest) *dlmpb.Comma
 	}}}
 }
 
+// relabelCommand is the command of relabel r of session sid (answered by
+// Answer as Relabeled or Refused).
+func relabelCommand(sid locktable.SessionID, r *dlmpb.RelabelRequest) *dlmpb.Command {
+	return &dlmpb.Command{Op: &dlmpb.Command_Relabel{Relabel: &dlmpb.RelabelCmd{
+		Session: uint64(sid), LockId: r.GetLockId(), Metadata: r.GetMetadata(),
+	}}}
+}
+
 // waitNanos converts a request's wait: nil waits forever.
 func waitNanos(d *durationpb.Duration) (*int64, error) {
 	if d == nil {
@@ -178,6 +190,8 @@ func Answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.Sessio
 		sid = locktable.SessionID(op.Release.GetSession())
 	case *dlmpb.Command_Cancel:
 		sid = locktable.SessionID(op.Cancel.GetSession())
+	case *dlmpb.Command_Relabel:
+		sid = locktable.SessionID(op.Relabel.GetSession())
 	default:
 		return 0, nil, none
 	}
@@ -204,6 +218,10 @@ func Answer(c *dlmpb.Command, r *fsm.Result) (locktable.SessionID, *dlmpb.Sessio
 		}
 		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Cancelled{Cancelled: c}},
 			ownLock(sid, lockID, locktable.EventCancelled)
+	case *dlmpb.Command_Relabel:
+		return sid, &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Relabeled{Relabeled: &dlmpb.Relabeled{
+			Id: id, LockId: op.Relabel.GetLockId(),
+		}}}, none
 	}
 	if r.Duplicate && r.Mode != 0 { // a replay: the lock's mode now
 		mode = dlmpb.Mode(r.Mode)

@@ -60,6 +60,17 @@ func validateRequest(m *dlmpb.SessionRequest) error {
 		return validateLock(r.Lock)
 	case *dlmpb.SessionRequest_Convert:
 		return validateMode("convert", r.Convert.GetMode())
+	case *dlmpb.SessionRequest_Relabel:
+		return validateMetadata(r.Relabel.GetMetadata())
+	}
+	return nil
+}
+
+// validateMetadata checks a lock's holder description, given with a lock
+// request or a relabel: at most MaxMetadataBytes.
+func validateMetadata(md []byte) error {
+	if n := len(md); n > MaxMetadataBytes {
+		return invalid("metadata is %d bytes, the limit is %d", n, MaxMetadataBytes)
 	}
 	return nil
 }
@@ -87,10 +98,7 @@ func validateLock(l *dlmpb.LockRequest) error {
 			return err
 		}
 	}
-	if n := len(l.GetMetadata()); n > MaxMetadataBytes {
-		return invalid("metadata is %d bytes, the limit is %d", n, MaxMetadataBytes)
-	}
-	return nil
+	return validateMetadata(l.GetMetadata())
 }
 
 // validateMode checks the mode of a lock or convert request.
@@ -152,6 +160,23 @@ func ValidateList(l *dlmpb.ListRequest) error {
 		return invalid("list limit %d is negative", l.GetLimit())
 	}
 	return ValidateListArgs(l.GetPrefix(), l.GetAfter())
+}
+
+// ValidateWatch checks a Watch request: the name of a resource, no
+// longer than maxLen bytes (the table's Limits.MaxNameLen), which could
+// never be locked.
+func ValidateWatch(w *dlmpb.WatchRequest, maxLen int) error {
+	name := w.GetResource()
+	if bad := badUTF8(w); bad != "" {
+		return invalid("%s", bad)
+	}
+	if err := validateName("resource name", name); err != nil {
+		return err
+	}
+	if len(name) > maxLen {
+		return fmt.Errorf("%w: resource name of %d bytes, the limit is %d", locktable.ErrNameTooLong, len(name), maxLen)
+	}
+	return nil
 }
 
 // ValidateUnary is a unary interceptor that refuses, with InvalidArgument,

@@ -74,6 +74,8 @@ const (
 	DLMListSessionsProcedure = "/dlm.v1.DLM/ListSessions"
 	// DLMKillSessionsProcedure is the fully-qualified name of the DLM's KillSessions RPC.
 	DLMKillSessionsProcedure = "/dlm.v1.DLM/KillSessions"
+	// DLMWatchProcedure is the fully-qualified name of the DLM's Watch RPC.
+	DLMWatchProcedure = "/dlm.v1.DLM/Watch"
 	// LocksOpenSessionProcedure is the fully-qualified name of the Locks's OpenSession RPC.
 	LocksOpenSessionProcedure = "/dlm.v1.Locks/OpenSession"
 	// LocksKeepAliveProcedure is the fully-qualified name of the Locks's KeepAlive RPC.
@@ -111,6 +113,19 @@ type DLMClient interface {
 	// and their holders told, as on expiry. It needs the admin permission.
 	// Served by the leader.
 	KillSessions(context.Context, *connect.Request[dlmpb.KillSessionsRequest]) (*connect.Response[dlmpb.KillSessionsResponse], error)
+	// Watch tells of the changes of one resource: its first WatchEvent comes
+	// once the watch is registered, with the resource as it stands, and
+	// another after the changes applied since (grants, releases, requests
+	// queued, cancelled or timed out, conversions, relabels, and the end of
+	// sessions holding or awaiting it), pushed by the leader as it applies
+	// them. Events coalesce: several changes may give one event, which shows
+	// the resource after them all; a slow reader gets fewer events, never
+	// old ones. It needs the list permission on the resource. Served by the
+	// leader: another node answers UNAVAILABLE naming the leader, and a
+	// watch ends UNAVAILABLE when its node stops leading (watch again, on
+	// the new leader). A server bounds the watches open on it, and those of
+	// one identity: past them it answers RESOURCE_EXHAUSTED.
+	Watch(context.Context, *connect.Request[dlmpb.WatchRequest]) (*connect.ServerStreamForClient[dlmpb.WatchEvent], error)
 }
 
 // NewDLMClient constructs a client for the dlm.v1.DLM service. By default, it uses the Connect
@@ -154,6 +169,12 @@ func NewDLMClient(httpClient connect.HTTPClient, baseURL string, opts ...connect
 			connect.WithSchema(dLMMethods.ByName("KillSessions")),
 			connect.WithClientOptions(opts...),
 		),
+		watch: connect.NewClient[dlmpb.WatchRequest, dlmpb.WatchEvent](
+			httpClient,
+			baseURL+DLMWatchProcedure,
+			connect.WithSchema(dLMMethods.ByName("Watch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -164,6 +185,7 @@ type dLMClient struct {
 	status       *connect.Client[dlmpb.StatusRequest, dlmpb.StatusResponse]
 	listSessions *connect.Client[dlmpb.ListSessionsRequest, dlmpb.ListSessionsResponse]
 	killSessions *connect.Client[dlmpb.KillSessionsRequest, dlmpb.KillSessionsResponse]
+	watch        *connect.Client[dlmpb.WatchRequest, dlmpb.WatchEvent]
 }
 
 // Session calls dlm.v1.DLM.Session.
@@ -191,6 +213,11 @@ func (c *dLMClient) KillSessions(ctx context.Context, req *connect.Request[dlmpb
 	return c.killSessions.CallUnary(ctx, req)
 }
 
+// Watch calls dlm.v1.DLM.Watch.
+func (c *dLMClient) Watch(ctx context.Context, req *connect.Request[dlmpb.WatchRequest]) (*connect.ServerStreamForClient[dlmpb.WatchEvent], error) {
+	return c.watch.CallServerStream(ctx, req)
+}
+
 // DLMHandler is an implementation of the dlm.v1.DLM service.
 type DLMHandler interface {
 	// Session carries one client session: the first message must be an Open;
@@ -210,6 +237,19 @@ type DLMHandler interface {
 	// and their holders told, as on expiry. It needs the admin permission.
 	// Served by the leader.
 	KillSessions(context.Context, *connect.Request[dlmpb.KillSessionsRequest]) (*connect.Response[dlmpb.KillSessionsResponse], error)
+	// Watch tells of the changes of one resource: its first WatchEvent comes
+	// once the watch is registered, with the resource as it stands, and
+	// another after the changes applied since (grants, releases, requests
+	// queued, cancelled or timed out, conversions, relabels, and the end of
+	// sessions holding or awaiting it), pushed by the leader as it applies
+	// them. Events coalesce: several changes may give one event, which shows
+	// the resource after them all; a slow reader gets fewer events, never
+	// old ones. It needs the list permission on the resource. Served by the
+	// leader: another node answers UNAVAILABLE naming the leader, and a
+	// watch ends UNAVAILABLE when its node stops leading (watch again, on
+	// the new leader). A server bounds the watches open on it, and those of
+	// one identity: past them it answers RESOURCE_EXHAUSTED.
+	Watch(context.Context, *connect.Request[dlmpb.WatchRequest], *connect.ServerStream[dlmpb.WatchEvent]) error
 }
 
 // NewDLMHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -249,6 +289,12 @@ func NewDLMHandler(svc DLMHandler, opts ...connect.HandlerOption) (string, http.
 		connect.WithSchema(dLMMethods.ByName("KillSessions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	dLMWatchHandler := connect.NewServerStreamHandler(
+		DLMWatchProcedure,
+		svc.Watch,
+		connect.WithSchema(dLMMethods.ByName("Watch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/dlm.v1.DLM/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DLMSessionProcedure:
@@ -261,6 +307,8 @@ func NewDLMHandler(svc DLMHandler, opts ...connect.HandlerOption) (string, http.
 			dLMListSessionsHandler.ServeHTTP(w, r)
 		case DLMKillSessionsProcedure:
 			dLMKillSessionsHandler.ServeHTTP(w, r)
+		case DLMWatchProcedure:
+			dLMWatchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -288,6 +336,10 @@ func (UnimplementedDLMHandler) ListSessions(context.Context, *connect.Request[dl
 
 func (UnimplementedDLMHandler) KillSessions(context.Context, *connect.Request[dlmpb.KillSessionsRequest]) (*connect.Response[dlmpb.KillSessionsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("dlm.v1.DLM.KillSessions is not implemented"))
+}
+
+func (UnimplementedDLMHandler) Watch(context.Context, *connect.Request[dlmpb.WatchRequest], *connect.ServerStream[dlmpb.WatchEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("dlm.v1.DLM.Watch is not implemented"))
 }
 
 // LocksClient is a client for the dlm.v1.Locks service.

@@ -84,6 +84,12 @@ func Cancel(sid locktable.SessionID, seq uint64, id locktable.LockID) *dlmpb.Com
 	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{Session: uint64(sid), LockId: uint64(id)}}}
 }
 
+// Relabel is session sid's request seq to set the metadata of lock id.
+func Relabel(sid locktable.SessionID, seq uint64, id locktable.LockID, m string) *dlmpb.Command {
+	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Relabel{Relabel: &dlmpb.RelabelCmd{
+		Session: uint64(sid), LockId: uint64(id), Metadata: []byte(m)}}}
+}
+
 // SnapshotBytes returns what a snapshot of f persists.
 func SnapshotBytes(t testing.TB, f raft.FSM) []byte {
 	t.Helper()
