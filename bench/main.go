@@ -40,14 +40,15 @@ func main() {
 
 // config is what the flags set.
 type config struct {
-	budget  workload.Budget
-	lockers int // of distinct-keys
-	waiters int // of contended
-	only    []string
-	out     string
-	json    string
-	command string
-	python  string // a Python with redis-py, for the Python client's cycle
+	budget   workload.Budget
+	lockers  int // of distinct-keys
+	waiters  int // of contended
+	only     []string
+	out      string
+	json     string
+	command  string
+	python   string // a Python with redis-py, for the Python client's cycle
+	failover int    // trials of the leader fail-over per store; 0: none
 }
 
 // workloads are the standard workloads, in the order they run.
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.out, "out", "", "write the Markdown report to this file (default: standard output)")
 	fs.StringVar(&cfg.json, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&cfg.python, "python", "", "a Python interpreter with redis-py: also measure the Python client's cycle beside redis-py (needs the dlm and redis targets)")
+	fs.IntVar(&cfg.failover, "failover", 0, "also measure leader fail-over with this many trials per store (needs the dlm target, which builds dlm)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -74,6 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if cfg.failover < 0 || cfg.failover > 100 {
+		fmt.Fprintln(stderr, "bench: -failover must lie between 0 and 100")
 		return 2
 	}
 	if cfg.lockers < 1 || cfg.lockers > 1000 || cfg.waiters < 1 || cfg.waiters > 1000 {
@@ -166,6 +172,10 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 	rep.Python = measurePython(ctx, cfg.python, srv)
 	for _, c := range rep.Python {
 		log.Info("python cycle", "server", c.Server, "dlm_p50_us", c.DLMP50, "redis_p50_us", c.RedisP50, "err", c.Err)
+	}
+	rep.Failover = measureFailover(ctx, cfg.failover, srv)
+	for _, f := range rep.Failover {
+		log.Info("leader fail-over", "store", f.Store, "trials", f.Trials, "p50", f.P50, "max", f.Max, "err", f.Err)
 	}
 	return rep, nil
 }

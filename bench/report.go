@@ -14,18 +14,19 @@ import (
 
 // report is the outcome of one run.
 type report struct {
-	Command   string    `json:"command"`
-	Started   time.Time `json:"started"`
-	Machine   string    `json:"machine"`
-	Go        string    `json:"go"`
-	Libraries []string  `json:"libraries"`
-	Servers   []string  `json:"servers"`
-	Budget    string    `json:"budget"`
-	Floor     floor     `json:"floor"`
-	Lockers   int       `json:"lockers"`
-	Waiters   int       `json:"waiters"`
-	Rows      []row     `json:"rows"`
-	Python    []pyCycle `json:"python,omitempty"`
+	Command   string     `json:"command"`
+	Started   time.Time  `json:"started"`
+	Machine   string     `json:"machine"`
+	Go        string     `json:"go"`
+	Libraries []string   `json:"libraries"`
+	Servers   []string   `json:"servers"`
+	Budget    string     `json:"budget"`
+	Floor     floor      `json:"floor"`
+	Lockers   int        `json:"lockers"`
+	Waiters   int        `json:"waiters"`
+	Rows      []row      `json:"rows"`
+	Python    []pyCycle  `json:"python,omitempty"`
+	Failover  []failover `json:"failover,omitempty"`
 }
 
 // row is one target's results, one per workload in workloads' order.
@@ -171,6 +172,7 @@ func (rep *report) markdown(w io.Writer) error {
 	}
 	rep.costs(p)
 	rep.pythonSection(p)
+	rep.failoverSection(p)
 	var failed []string
 	for _, r := range rep.Rows {
 		if r.Err != "" {

@@ -26,6 +26,7 @@ type servers struct {
 	dlmMem   *testenv.DLM // in-memory log, for what the fsync costs
 	dlmBolt  *testenv.DLM // the bbolt log of older data dirs
 	dlm3     *testenv.Cluster
+	bin      string // the dlm binary, when the dlm servers run
 	stops    []func()
 }
 
@@ -73,6 +74,7 @@ func startServers(need map[string]bool, log *slog.Logger) (s *servers, err error
 			return s, err
 		}
 		s.stops = append(s.stops, cleanup)
+		s.bin = bin
 		if s.dlm1, err = testenv.NewDLM(bin, dlmFlags...); err != nil {
 			return s, err
 		}

@@ -35,4 +35,4 @@ for a in "$@"; do
 	case "$a" in -out | -out=* | --out | --out=*) out=() ;; esac
 done
 cd bench
-exec go run . "${out[@]}" "${py[@]}" "$@"
+exec go run . "${out[@]}" "${py[@]}" -failover 3 "$@"
