@@ -13,8 +13,9 @@ import (
 var _ driver.Watcher = (*Store)(nil)
 
 // Watch returns a channel that receives a value after each change to the
-// queue of the resource named exactly resource: a request queued, granted,
-// released or expired, or a holder's metadata relabelled. It is one etcd
+// queue of the resource named exactly resource: a request queued, or gone
+// (released, expired, given up), which may grant the next, or a holder's
+// metadata relabelled. It is one etcd
 // watch on the resource's directory (a name's '/' is escaped in keys, so
 // the directory of "a" never holds the keys of "a/b" or "ab"), multiplexed
 // on the client's watch stream; etcd pushes every change, nothing polls.

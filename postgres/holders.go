@@ -48,6 +48,9 @@ const tableColumns = ` (
 // of key $1 (whose halves are $5 and $6) that sessions which no longer
 // hold it wrote. Data-modifying CTEs run whether or not the final query
 // reads them, on the statement's one snapshot, after the materialised g.
+// stale reads pg_locks (a scan of the server's lock table) only for rows
+// of other sessions, which are rare: a correlated count, not NOT EXISTS,
+// which the planner makes an anti join that scans pg_locks every time.
 func upsert(table string) string {
 	return `, r AS (
 	INSERT INTO ` + table + ` (lock_key, pid, token, metadata, since)
@@ -59,10 +62,11 @@ func upsert(table string) string {
 
 func stale(table string) string {
 	return `, d AS (
-	DELETE FROM ` + table + ` AS t USING g WHERE g.granted AND t.lock_key = $1 AND t.pid <> g.pid AND NOT EXISTS (
-		SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.pid = t.pid
+	DELETE FROM ` + table + ` AS t USING g WHERE g.granted AND t.lock_key = $1 AND t.pid <> g.pid AND (
+		SELECT count(*) FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.pid = t.pid
 		  AND k.classid = $5 AND k.objid = $6 AND k.objsubid = 1
-		  AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+		  AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	) = 0
 )`
 }
 

@@ -274,7 +274,6 @@ func TestStaleRowsNeverShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Release(ctx, second, g)
 	pid := e.pids(key, true)[0]
 	if _, err := e.admin.Exec(ctx, `INSERT INTO dlm_holders VALUES ($1, $2, 1, 'earlier backend', '2000-01-01')`, key, pid); err != nil {
 		t.Fatal(err)
@@ -291,6 +290,24 @@ func TestStaleRowsNeverShown(t *testing.T) {
 	}
 	if r := inspect(t, s, name); len(r.Holders) != 1 || r.Holders[0].Metadata != "live leader" || e.rows(name) != 1 {
 		t.Fatalf("after Relabel: %+v with %d rows, want the live row only", r, e.rows(name))
+	}
+	if err := s.Release(ctx, second, g); err != nil {
+		t.Fatal(err)
+	}
+
+	// So does a grant with metadata.
+	if _, err := e.admin.Exec(ctx, `INSERT INTO dlm_holders VALUES ($1, 1, 1, 'stale', now())`, key); err != nil {
+		t.Fatal(err)
+	}
+	third := request(name, "c")
+	third.Metadata = "next leader"
+	g, err = s.Acquire(ctx, third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(ctx, third, g)
+	if r := inspect(t, s, name); len(r.Holders) != 1 || r.Holders[0].Metadata != "next leader" || e.rows(name) != 1 {
+		t.Fatalf("after a grant with metadata: %+v with %d rows, want the live row only", r, e.rows(name))
 	}
 }
 
