@@ -15,8 +15,8 @@ package postgres
 
 // holderSQL is the SQL of the holder table.
 type holderSQL struct {
-	create  string // createTableSQL
-	relabel string // relabelSQL
+	create  string // CREATE UNLOGGED TABLE IF NOT EXISTS
+	relabel string // relabelSQL, then upsert and stale
 	inspect string // inspectSQL
 }
 
