@@ -19,7 +19,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	t, kvs, _, err := s.enqueue(ctx, req)
+	t, kvs, rev, err := s.enqueue(ctx, req)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -27,7 +27,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		s.drop(ctx, t.lease)
 		return driver.Grant{}, taken(req.Resource, b)
 	}
-	return t.grant(), nil
+	return s.granted(req, t, kvs, rev), nil
 }
 
 // enqueue grants the request's lease and creates its key under it, in one

@@ -59,6 +59,31 @@
 // wait reports success, the read of the queue checks that the waiter's own
 // key, with its create revision and lease, is still there.
 //
+// # Elections and blocking notices
+//
+// The store implements the interfaces package dlm's elections use.
+// Inspect reads one resource's queue in one range request; Watch is one
+// etcd watch on the resource's directory, so changes are pushed (no
+// polling; see Watch for when its channel closes); Relabel rewrites the
+// value of a held key in place, guarded by its create revision, keeping its
+// lease and its token. etcd records no time with a key, so Inspect and List
+// show no Since.
+//
+// Every grant but NL carries a Blocking channel (driver.FeatureBlocking),
+// closed once a request whose mode conflicts with the grant's is created
+// behind it: a waiter, or a single attempt that is refused at once (an
+// attempt queues its key before it learns that it must wait, so the two
+// cannot be told apart). A grant whose queue already has one when granted
+// gets the channel closed. Otherwise one watch on the resource's directory,
+// started from the revision of the grant in a goroutine of its own (the
+// grant does not wait for it), looks for one; it is multiplexed on the
+// client's watch stream, and ends at Release, when the grant's key goes
+// (its lease expired or was revoked), when it closes the channel, or when
+// the client closes. A grant made by AcquireWait first reads the keys
+// created behind its own (one range request), since its wait read only
+// those before it. A watch that cannot be created within the request
+// timeout, or fails, leaves the channel open.
+//
 // # Errors
 //
 // Each call to etcd is bounded by the request timeout (WithRequestTimeout,
@@ -87,9 +112,12 @@ const (
 	DefaultRequestTimeout = 5 * time.Second
 )
 
-// Store is a dlm store over an etcd cluster. It implements driver.Driver and
-// driver.Waiter. It is safe for concurrent use and starts no goroutine that
-// outlives a call.
+// Store is a dlm store over an etcd cluster. It implements driver.Driver,
+// driver.Waiter, driver.Lister, driver.Inspector, driver.Watcher and
+// driver.Relabeler, and declares driver.FeatureBlocking. It is safe for
+// concurrent use. The goroutines it starts that outlive a call are those of
+// a grant's Blocking watch, which ends at Release or with the grant's key,
+// and of a Watch, which ends with its channel.
 type Store struct {
 	cli     *clientv3.Client
 	prefix  string

@@ -70,22 +70,9 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	out := make([]driver.ResourceInfo, len(names))
 	var leases []clientv3.LeaseID // of the holders, in order
 	for i, name := range names {
-		kvs := queues[name]
-		slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
-		out[i].Resource = name
-		for _, kv := range kvs {
-			m := modeOf(kv)
-			_, owner, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), s.prefix), "/")
-			_, meta, _ := strings.Cut(string(kv.Value), "\n")
-			if blocker(kvs, kv.CreateRevision, m) != nil {
-				out[i].Waiters = append(out[i].Waiters, driver.WaiterInfo{Owner: owner, Mode: m, Metadata: meta})
-				continue
-			}
-			out[i].Holders = append(out[i].Holders, driver.HolderInfo{
-				Owner: owner, Mode: m, Token: uint64(kv.CreateRevision), Metadata: meta,
-			})
-			leases = append(leases, clientv3.LeaseID(kv.Lease))
-		}
+		var held []clientv3.LeaseID
+		out[i], held = s.resourceInfo(name, queues[name])
+		leases = append(leases, held...)
 	}
 	ttls, err := s.leaseTTLs(ctx, leases)
 	if err != nil {
@@ -97,6 +84,30 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 		}
 	}
 	return out, nil
+}
+
+// resourceInfo returns the resource name as its queue kvs shows it, and
+// the leases of its holders, in order: the requests that no request created
+// before them conflicts with hold the lock, the others wait, in create
+// revision order. It sorts kvs by create revision. TTLs are left zero.
+func (s *Store) resourceInfo(name string, kvs []*mvccpb.KeyValue) (driver.ResourceInfo, []clientv3.LeaseID) {
+	slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
+	info := driver.ResourceInfo{Resource: name}
+	var leases []clientv3.LeaseID
+	for _, kv := range kvs {
+		m := modeOf(kv)
+		_, owner, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), s.prefix), "/")
+		_, meta, _ := strings.Cut(string(kv.Value), "\n")
+		if blocker(kvs, kv.CreateRevision, m) != nil {
+			info.Waiters = append(info.Waiters, driver.WaiterInfo{Owner: owner, Mode: m, Metadata: meta})
+			continue
+		}
+		info.Holders = append(info.Holders, driver.HolderInfo{
+			Owner: owner, Mode: m, Token: uint64(kv.CreateRevision), Metadata: meta,
+		})
+		leases = append(leases, clientv3.LeaseID(kv.Lease))
+	}
+	return info, leases
 }
 
 // readQueues reads the keys of the resources whose names start with

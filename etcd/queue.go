@@ -21,6 +21,9 @@ type ticket struct {
 	// was sent: etcd counts the TTL from a later moment.
 	renewed time.Time
 	every   time.Duration // how often a waiting ticket renews its lease
+	// stop ends the watch of a granted ticket's Blocking channel; nil
+	// when there is none.
+	stop context.CancelFunc
 }
 
 // grant returns the grant of a ticket whose turn has come.

@@ -46,6 +46,9 @@ func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant)
 	if err != nil {
 		return err
 	}
+	if t.stop != nil {
+		t.stop() // the Blocking watch
+	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	resp, err := s.cli.Txn(cctx).

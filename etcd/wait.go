@@ -34,7 +34,9 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 		}
 		return driver.Grant{}, err
 	}
-	return t.grant(), nil
+	// The last read of the queue stopped at t's key: the watch reads
+	// what came behind it.
+	return s.granted(req, t, nil, 0), nil
 }
 
 // wait blocks until no key created before t's conflicts with req's mode.

@@ -21,7 +21,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	r, err := s.grant(ctx, c, q.try, key)
+	r, err := s.grant(ctx, c, q, false, key, req.Metadata)
 	switch {
 	case err != nil:
 		s.settle(c, key, q)
@@ -39,19 +39,37 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 
 // result is the answer of a grant statement.
 type result struct {
-	pid     int32 // the backend that ran it
-	granted bool
-	pooler  bool // the pooler check failed; nothing was taken
-	token   uint64
+	pid      int32 // the backend that ran it
+	granted  bool
+	pooler   bool // the pooler check failed; nothing was taken
+	token    uint64
+	since    time.Time // the server's clock at the grant
+	recorded bool      // the grant wrote the holder's row
 }
 
-// grant runs a grant statement on c.
-func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, stmt string, key int64) (result, error) {
+// grant runs the grant statement of q on c, the waiting one if wait. With
+// metadata and a holder table, the statement also writes the holder's row.
+func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait bool, key int64, metadata string) (result, error) {
 	var r result
 	var granted *bool
 	var token *int64
+	var since time.Time
 	pid := int32(c.Conn().PgConn().PID())
-	if err := c.QueryRow(ctx, stmt, key, pid, s.poolerCheck).Scan(&r.pid, &granted, &token); err != nil {
+	args := []any{key, pid, s.poolerCheck}
+	stmt := q.try
+	if wait {
+		stmt = q.wait
+	}
+	record := metadata != "" && s.holders != nil
+	if record {
+		stmt = q.tryRecord
+		if wait {
+			stmt = q.waitRecord
+		}
+		classid, objid := lockID(key)
+		args = append(args, metadata, classid, objid)
+	}
+	if err := c.QueryRow(ctx, stmt, args...).Scan(&r.pid, &granted, &token, &since); err != nil {
 		return r, err
 	}
 	switch {
@@ -60,7 +78,7 @@ func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, stmt string, key int
 	case *granted && (token == nil || *token <= 0):
 		return r, fmt.Errorf("granted without a valid token (%v)", token)
 	case *granted:
-		r.granted, r.token = true, uint64(*token)
+		r.granted, r.token, r.since, r.recorded = true, uint64(*token), since, record
 	}
 	return r, nil
 }
@@ -69,7 +87,8 @@ func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, stmt string, key int
 func (s *Store) newGrant(req driver.Request, key int64, c *pgxpool.Conn, r result) driver.Grant {
 	l := &lock{
 		store: s, owner: req.Owner, resource: req.Resource, key: key,
-		sql: s.sql[req.Mode], pid: r.pid, conn: c,
+		sql: s.sql[req.Mode], pid: r.pid, token: r.token, since: r.since,
+		conn: c, recorded: r.recorded,
 	}
 	start := time.Now() // the store's own TTL timer starts after this
 	l.hold(req.TTL)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/workload"
 	"github.com/dlmhq/dlm/postgres"
 )
 
@@ -46,4 +47,18 @@ func BenchmarkParallelDistinctKeys(b *testing.B) {
 // BenchmarkContendedHandoff gives each waiter a connection, and two more.
 func BenchmarkContendedHandoff(b *testing.B) {
 	storetest.ContendedHandoff(b, benchClient(b, storetest.HandoffWaiters+2))
+}
+
+// BenchmarkUncontendedMetadata is BenchmarkUncontended with metadata on
+// every acquisition, which the store records in its holder table.
+func BenchmarkUncontendedMetadata(b *testing.B) {
+	c := benchClient(b, 4)
+	b.ResetTimer()
+	res, err := workload.Uncontended(context.Background(), workload.Client(c, dlm.WithMetadata("host-1 pid 4242")),
+		storetest.Resource(b), workload.Budget{Ops: b.N})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(res.P50.Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(res.P99.Nanoseconds())/1e3, "p99-µs")
 }

@@ -108,4 +108,58 @@
 // transaction.
 //
 // The store must talk to the primary: a standby cannot run nextval.
+//
+// # Holder records
+//
+// PostgreSQL keeps nothing with an advisory lock but its key and the
+// session that holds it. For elections, which need a leader's value, term
+// and start, the store keeps them in a holder table (dlm_holders by
+// default, see WithTable): per advisory key and holding session (backend
+// pid), the grant's token, the holder's metadata and the server's time of
+// the grant. A row is written only by the
+// session that holds the lock, on its own connection, in a statement that
+// checks pg_locks: an acquisition with non-empty metadata writes it in its
+// grant statement (the same round trip; an acquisition without metadata
+// writes nothing), and Relabel writes or rewrites it. The unlock statement
+// deletes it. A row whose session ended without unlocking (a crash, a lost
+// connection) stays until the next row written for that key deletes it,
+// but it is never shown: Inspect joins rows to the sessions that pg_locks
+// shows holding the key, by pid, and only if that pid's backend started
+// before the row's grant (a later session with a reused pid started after
+// the row's session ended). The table is
+// UNLOGGED: a crash, which ends every session, empties it, and its writes
+// skip the WAL. WithSetup creates it with the sequence; for migrations:
+//
+//	CREATE UNLOGGED TABLE IF NOT EXISTS dlm_holders (
+//		lock_key bigint NOT NULL,
+//		pid integer NOT NULL,
+//		token bigint NOT NULL,
+//		metadata text NOT NULL,
+//		since timestamptz NOT NULL,
+//		PRIMARY KEY (lock_key, pid)
+//	);
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlm_holders TO locking_role;
+//
+// With WithSetup(false), create the table before using metadata or
+// Relabel: an acquisition with metadata fails (driver.ErrUnavailable,
+// naming the table) when it is missing. WithTable("") turns the table off.
+//
+// # Elections
+//
+// The store implements the interfaces of package dlm's elections:
+// driver.Inspector (Inspect: pg_locks and the holder table, in one
+// statement), driver.Relabeler (Relabel, above), and driver.Watcher with
+// driver.Notifier. Watch runs LISTEN on a channel of the resource's own
+// (Channel) on a pooled connection that it keeps while it watches, and
+// Notify runs NOTIFY on it; package dlm notifies after each change it makes
+// to an election. PostgreSQL announces nothing by itself, least of all the
+// end of a session that held a lock, so Watch also signals every watch
+// interval (WithWatchInterval, 1 s by default): that interval bounds how
+// late a watcher learns of a holder that vanished or of a change nobody
+// announced.
+//
+// The store does not set driver.Grant.Blocking (nor declare
+// driver.FeatureBlocking): PostgreSQL tells a holder nothing of the
+// sessions that queue behind it, and seeing them would take polling
+// pg_locks.
 package postgres

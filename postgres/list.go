@@ -64,16 +64,6 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 		return nil, fail(ctx, "list", err)
 	}
 	defer rows.Close()
-	// The backend pids order holders, and waiters that started waiting
-	// at the same moment.
-	type holder struct {
-		driver.HolderInfo
-		pid int32
-	}
-	type waiter struct {
-		driver.WaiterInfo
-		pid int32
-	}
 	type entry struct {
 		holders []holder
 		waiters []waiter
@@ -100,15 +90,7 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 			e = &entry{}
 			byName[name] = e
 		}
-		var owner string
-		var p int32
-		switch {
-		case pid != nil:
-			p = *pid
-			owner = strconv.FormatInt(int64(p), 10)
-		case vxid != nil:
-			owner = *vxid
-		}
+		owner, p := ownerOf(pid, vxid)
 		if granted {
 			e.holders = append(e.holders, holder{driver.HolderInfo{Owner: owner, Mode: modeOfLock(mode), Metadata: deref(app)}, p})
 			continue
@@ -132,30 +114,63 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	out := make([]driver.ResourceInfo, len(names))
 	for i, name := range names {
 		e := byName[name]
-		info := driver.ResourceInfo{Resource: name}
-		slices.SortStableFunc(e.holders, func(a, b holder) int { return cmp.Compare(a.pid, b.pid) })
-		for _, h := range e.holders {
-			info.Holders = append(info.Holders, h.HolderInfo)
-		}
-		// A waiter whose waitstart is not set yet has only just started.
-		slices.SortStableFunc(e.waiters, func(a, b waiter) int {
-			switch {
-			case a.Since.IsZero() != b.Since.IsZero():
-				if a.Since.IsZero() {
-					return 1
-				}
-				return -1
-			case !a.Since.Equal(b.Since):
-				return a.Since.Compare(b.Since)
-			}
-			return cmp.Compare(a.pid, b.pid)
-		})
-		for _, w := range e.waiters {
-			info.Waiters = append(info.Waiters, w.WaiterInfo)
-		}
-		out[i] = info
+		out[i] = resourceInfo(name, e.holders, e.waiters)
 	}
 	return out, nil
+}
+
+// holder and waiter are a holder and a waiter as read from pg_locks, with
+// the backend pid, which orders holders, and waiters that started waiting
+// at the same moment.
+type (
+	holder struct {
+		driver.HolderInfo
+		pid int32
+	}
+	waiter struct {
+		driver.WaiterInfo
+		pid int32
+	}
+)
+
+// resourceInfo returns the resource name with its holders, in pid order,
+// and its waiters, in the order they started waiting (one whose waitstart
+// is not set yet has only just started), then in pid order.
+func resourceInfo(name string, holders []holder, waiters []waiter) driver.ResourceInfo {
+	info := driver.ResourceInfo{Resource: name}
+	slices.SortStableFunc(holders, func(a, b holder) int { return cmp.Compare(a.pid, b.pid) })
+	for _, h := range holders {
+		info.Holders = append(info.Holders, h.HolderInfo)
+	}
+	slices.SortStableFunc(waiters, func(a, b waiter) int {
+		switch {
+		case a.Since.IsZero() != b.Since.IsZero():
+			if a.Since.IsZero() {
+				return 1
+			}
+			return -1
+		case !a.Since.Equal(b.Since):
+			return a.Since.Compare(b.Since)
+		}
+		return cmp.Compare(a.pid, b.pid)
+	})
+	for _, w := range waiters {
+		info.Waiters = append(info.Waiters, w.WaiterInfo)
+	}
+	return info
+}
+
+// ownerOf returns the owner id of a lock in pg_locks, with its backend pid
+// or 0: the pid in decimal, or for a prepared transaction, which has no
+// backend, its virtual transaction id.
+func ownerOf(pid *int32, vxid *string) (string, int32) {
+	switch {
+	case pid != nil:
+		return strconv.FormatInt(int64(*pid), 10), *pid
+	case vxid != nil:
+		return *vxid, 0
+	}
+	return "", 0
 }
 
 // modeOfLock returns the dlm mode of a pg_locks mode of an advisory lock.

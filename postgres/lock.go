@@ -46,13 +46,16 @@ type lock struct {
 	resource string
 	key      int64
 	sql      *modeSQL
-	pid      int32 // the backend that granted the lock
+	pid      int32     // the backend that granted the lock
+	token    uint64    // the grant's
+	since    time.Time // the server's clock at the grant
 
-	mu      sync.Mutex
-	conn    *pgxpool.Conn // nil once released or lost
-	lost    error         // why the lock is gone, when it was lost
-	expires time.Time     // when the store unlocks it unless extended
-	expiry  *time.Timer
+	mu       sync.Mutex
+	conn     *pgxpool.Conn // nil once released or lost
+	lost     error         // why the lock is gone, when it was lost
+	expires  time.Time     // when the store unlocks it unless extended
+	expiry   *time.Timer
+	recorded bool // the session wrote the holder's row: unlock deletes it
 }
 
 // hold starts the lock's expiry, ttl from now.
@@ -131,11 +134,16 @@ func (l *lock) release(ctx context.Context) error {
 	return l.unlock(ctx)
 }
 
-// unlock runs the unlock statement and settles the connection.
+// unlock runs the unlock statement, which also deletes the holder's row if
+// the session wrote one, and settles the connection.
 func (l *lock) unlock(ctx context.Context) error {
+	stmt := l.sql.unlock
+	if l.recorded {
+		stmt = l.sql.unlockRecord
+	}
 	var pid int32
 	var unlocked *bool
-	err := l.conn.QueryRow(ctx, l.sql.unlock, l.key, l.pid).Scan(&pid, &unlocked)
+	err := l.conn.QueryRow(ctx, stmt, l.key, l.pid).Scan(&pid, &unlocked)
 	switch {
 	case err == nil && unlocked == nil:
 		return l.lose(l.moved(pid))

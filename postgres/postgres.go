@@ -12,22 +12,36 @@ import (
 	"github.com/dlmhq/dlm/driver"
 )
 
-// DefaultSequence is the name of the fence sequence when WithSequence is not
-// given.
-const DefaultSequence = "dlm_fence"
+// Defaults of the store's options.
+const (
+	// DefaultSequence is the name of the fence sequence when WithSequence
+	// is not given.
+	DefaultSequence = "dlm_fence"
+	// DefaultTable is the name of the holder table when WithTable is not
+	// given.
+	DefaultTable = "dlm_holders"
+	// DefaultWatchInterval is how often a Watch signals when
+	// WithWatchInterval is not given.
+	DefaultWatchInterval = time.Second
+)
 
 // cleanupTimeout bounds the statements and closes the store runs on its own
 // behalf after a caller's context has ended.
 const cleanupTimeout = 2 * time.Second
 
 // Store is a dlm store over a PostgreSQL database. It implements
-// driver.Driver and driver.Waiter. It is safe for concurrent use.
+// driver.Driver, driver.Waiter, driver.Lister, driver.Inspector,
+// driver.Relabeler, driver.Watcher and driver.Notifier. It is safe for
+// concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
 	sequence    string // as given
+	table       string // as given; "" for none
 	setup       bool
 	poolerCheck bool
+	interval    time.Duration // of Watch
 	sql         map[driver.Mode]*modeSQL
+	holders     *holderSQL // nil without a holder table
 	createSQL   string
 	bad         error // a configuration error reported by every call
 
@@ -49,10 +63,25 @@ type Option func(*Store)
 // session's search path.
 func WithSequence(name string) Option { return func(s *Store) { s.sequence = name } }
 
-// WithSetup sets whether the store creates the fence sequence (CREATE
-// SEQUENCE IF NOT EXISTS) before its first lock; the default is true. Turn
-// it off when migrations create it or the role may not create objects.
+// WithTable sets the name of the holder table, optionally schema-qualified
+// ("locks.holders"), which keeps the token, metadata and time of grants
+// (see the package documentation); the default is "dlm_holders" in the
+// session's search path. The empty name turns the table off: acquisitions
+// then write nothing beside the lock, Relabel is driver.ErrUnsupported,
+// and Inspect shows holders without token, metadata or time.
+func WithTable(name string) Option { return func(s *Store) { s.table = name } }
+
+// WithSetup sets whether the store creates the fence sequence and the
+// holder table (CREATE ... IF NOT EXISTS) before its first lock; the
+// default is true. Turn it off when migrations create them or the role may
+// not create objects.
 func WithSetup(on bool) Option { return func(s *Store) { s.setup = on } }
+
+// WithWatchInterval sets how often a Watch signals even when nobody
+// announced a change, the bound on how late a watcher sees a holder whose
+// session ended without a word (a crash, a lost connection); the default
+// is 1 s. It must be positive.
+func WithWatchInterval(d time.Duration) Option { return func(s *Store) { s.interval = d } }
 
 // WithPoolerCheck sets whether a grant first checks that the connection
 // reaches PostgreSQL directly (see the package documentation); the default
@@ -64,22 +93,33 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{
 		pool:        pool,
 		sequence:    DefaultSequence,
+		table:       DefaultTable,
 		setup:       true,
 		poolerCheck: true,
+		interval:    DefaultWatchInterval,
 		setupSem:    make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	seq, err := sequenceIdent(s.sequence)
+	seq, err := qualifiedIdent("sequence", s.sequence)
+	var table string
+	if err == nil && s.table != "" {
+		table, err = qualifiedIdent("table", s.table)
+	}
 	switch {
 	case pool == nil:
 		s.bad = fmt.Errorf("%w: postgres: nil pool", driver.ErrInvalid)
 	case err != nil:
 		s.bad = err
+	case s.interval <= 0:
+		s.bad = fmt.Errorf("%w: postgres: watch interval %s is not positive", driver.ErrInvalid, s.interval)
 	default:
-		s.sql = statements(seq)
+		s.sql = statements(seq, table)
 		s.createSQL = "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint"
+		if table != "" {
+			s.holders = holderStatements(table)
+		}
 	}
 	return s
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Setup creates the fence sequence if it does not exist. The store calls it
-// before its first lock unless WithSetup(false) was given; call it directly
-// to fail fast at start-up.
+// Setup creates the fence sequence and the holder table if they do not
+// exist. The store calls it before its first lock (and Inspect) unless
+// WithSetup(false) was given; call it directly to fail fast at start-up.
 func (s *Store) Setup(ctx context.Context) error {
 	if s.bad != nil {
 		return s.bad
@@ -29,6 +29,11 @@ func (s *Store) Setup(ctx context.Context) error {
 	}
 	if _, err := s.pool.Exec(ctx, s.createSQL); err != nil && !raced(err) {
 		return fail(ctx, "setup", err)
+	}
+	if s.holders != nil {
+		if _, err := s.pool.Exec(ctx, s.holders.create); err != nil && !raced(err) {
+			return fail(ctx, "setup", err)
+		}
 	}
 	s.setupDone.Store(true)
 	return nil

@@ -16,13 +16,14 @@ import (
 // reported at start-up ($2), unless the pooler check is off ($3 false); a
 // NULL "granted" means a pooler was detected and nothing was taken.
 // Forcing synchronous_commit for this statement's commit makes the
-// sequence's advance durable before the token is returned.
+// sequence's advance durable before the token is returned. The last column
+// is the server's clock once the lock is granted: the grant's Since.
 const grantSQL = `WITH s AS MATERIALIZED (
 	SELECT pg_backend_pid() AS pid, set_config('synchronous_commit', 'on', true) AS sync
 ), l AS MATERIALIZED (
 	SELECT pid, CASE WHEN (pid = $2 OR NOT $3) AND sync = 'on' THEN %s END AS granted FROM s
 )
-SELECT pid, granted, CASE WHEN granted THEN nextval(%s) END FROM l`
+SELECT pid, granted, CASE WHEN granted THEN nextval(%s) END, clock_timestamp() FROM l`
 
 // unlockSQL releases the lock on the backend that granted it ($2) only;
 // "unlocked" is NULL when the connection now reaches another backend.
@@ -59,22 +60,34 @@ type modeSQL struct {
 	reset         string // resetSQL, for cleaning up after a failed grant
 	lockMode      string // the mode as pg_locks shows it
 	tryTx, waitTx string
+	// The grant and unlock statements that also write and delete the
+	// holder's row (holders.go); empty without a holder table.
+	tryRecord, waitRecord, unlockRecord string
 }
 
 // statements returns the SQL of each supported mode for the fence sequence
-// named by the quoted identifier seq.
-func statements(seq string) map[driver.Mode]*modeSQL {
+// and the holder table named by the quoted identifiers seq and table
+// (table empty: none).
+func statements(seq, table string) map[driver.Mode]*modeSQL {
 	lit := "'" + strings.ReplaceAll(seq, "'", "''") + "'"
 	build := func(suffix, lockMode string) *modeSQL {
-		return &modeSQL{
-			try:      fmt.Sprintf(grantSQL, "pg_try_advisory_lock"+suffix+"($1)", lit),
-			wait:     fmt.Sprintf(grantSQL, "pg_advisory_lock"+suffix+"($1) IS NOT NULL", lit),
+		try := "pg_try_advisory_lock" + suffix + "($1)"
+		wait := "pg_advisory_lock" + suffix + "($1) IS NOT NULL"
+		q := &modeSQL{
+			try:      fmt.Sprintf(grantSQL, try, lit),
+			wait:     fmt.Sprintf(grantSQL, wait, lit),
 			unlock:   fmt.Sprintf(unlockSQL, "pg_advisory_unlock"+suffix),
 			reset:    fmt.Sprintf(resetSQL, "pg_advisory_unlock"+suffix),
 			lockMode: lockMode,
 			tryTx:    fmt.Sprintf(tryTxSQL, "pg_try_advisory_xact_lock"+suffix, lit),
 			waitTx:   fmt.Sprintf(waitTxSQL, "pg_advisory_xact_lock"+suffix, lit),
 		}
+		if table != "" {
+			q.tryRecord = recordGrant(try, lit, table)
+			q.waitRecord = recordGrant(wait, lit, table)
+			q.unlockRecord = recordUnlock("pg_advisory_unlock"+suffix, table)
+		}
+		return q
 	}
 	return map[driver.Mode]*modeSQL{
 		driver.EX: build("", "ExclusiveLock"),
@@ -82,16 +95,17 @@ func statements(seq string) map[driver.Mode]*modeSQL {
 	}
 }
 
-// sequenceIdent quotes a sequence name, optionally schema-qualified
-// ("locks.fence"), as an SQL identifier.
-func sequenceIdent(name string) (string, error) {
+// qualifiedIdent quotes the name of a database object of the kind given
+// ("sequence", "table"), optionally schema-qualified ("locks.fence"), as
+// an SQL identifier.
+func qualifiedIdent(kind, name string) (string, error) {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
-		return "", fmt.Errorf("%w: sequence name %q has more than one dot", driver.ErrInvalid, name)
+		return "", fmt.Errorf("%w: %s name %q has more than one dot", driver.ErrInvalid, kind, name)
 	}
 	for _, p := range parts {
 		if p == "" || len(p) > 63 || strings.ContainsRune(p, 0) {
-			return "", fmt.Errorf("%w: sequence name %q: each part must be 1 to 63 bytes without NUL", driver.ErrInvalid, name)
+			return "", fmt.Errorf("%w: %s name %q: each part must be 1 to 63 bytes without NUL", driver.ErrInvalid, kind, name)
 		}
 	}
 	return pgx.Identifier(parts).Sanitize(), nil

@@ -28,7 +28,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	r, interrupted, err := s.wait(ctx, c, q.wait, key)
+	r, interrupted, err := s.wait(ctx, c, q, key, req.Metadata)
 	if err == nil && r.pooler {
 		err := errPooler(r.pid, c)
 		c.Release() // nothing was taken
@@ -53,13 +53,14 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	return s.newGrant(req, key, c, r), nil
 }
 
-// wait runs the blocking grant statement on c on a context of its own, so
+// wait runs the blocking grant statement of q on c (recording metadata, as
+// grant does) on a context of its own, so
 // that the end of ctx does not close the connection. When ctx ends first it
 // sends the server a cancel request for the statement, which then ends with
 // SQLSTATE 57014 (or with the grant, if that came first); interrupted is
 // true and the caller must settle the connection. When the server cannot be
 // told, or does not end the statement soon after, the connection is closed.
-func (s *Store) wait(ctx context.Context, c *pgxpool.Conn, stmt string, key int64) (r result, interrupted bool, err error) {
+func (s *Store) wait(ctx context.Context, c *pgxpool.Conn, q *modeSQL, key int64, metadata string) (r result, interrupted bool, err error) {
 	qctx, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
 	pgc := c.Conn().PgConn()
@@ -69,7 +70,7 @@ func (s *Store) wait(ctx context.Context, c *pgxpool.Conn, stmt string, key int6
 		defer close(cancelled)
 		interrupt(pgc, returned, abandon)
 	})
-	r, err = s.grant(qctx, c, stmt, key)
+	r, err = s.grant(qctx, c, q, true, key, metadata)
 	close(returned)
 	if stop() {
 		return r, false, err

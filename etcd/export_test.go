@@ -1,0 +1,14 @@
+package etcd
+
+import (
+	"context"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+// WatchBehind runs the watch of g's Blocking channel from revision rev+1
+// (with rev 0: from a read of the queue), on the test's goroutine, and
+// reports whether it saw a conflicting request behind g.
+func WatchBehind(ctx context.Context, s *Store, req driver.Request, g driver.Grant, rev int64) bool {
+	return s.watchBehind(ctx, s.dir(req.Resource), g.Handle.(*ticket), req.Mode, rev)
+}

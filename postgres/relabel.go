@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlmhq/dlm/driver"
+)
+
+var _ driver.Relabeler = (*Store)(nil)
+
+// Relabel sets the metadata of the lock granted as g: it writes the
+// holder's row in the holder table (an upsert, with the grant's token and
+// time) on the holding connection, in one statement that first checks, in
+// pg_locks, that this session is the backend that granted the lock and
+// still holds it. A lock released or lost, or a session that no longer
+// holds it, is driver.ErrNotHeld (the connection is then closed, as by
+// Extend). Without a holder table (WithTable("")) it is
+// driver.ErrUnsupported. Watchers learn of the change only through Notify.
+func (s *Store) Relabel(ctx context.Context, req driver.Request, g driver.Grant, metadata string) error {
+	l, err := s.handle(req, g)
+	if err != nil {
+		return err
+	}
+	if s.holders == nil {
+		return fmt.Errorf("%w: postgres: no holder table (WithTable(\"\")) to keep metadata in", driver.ErrUnsupported)
+	}
+	return l.relabel(ctx, metadata)
+}
+
+// relabel writes the holder's row on the holding connection.
+func (l *lock) relabel(ctx context.Context, metadata string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		if l.lost != nil {
+			return l.lost
+		}
+		return fmt.Errorf("%w: %q was released", driver.ErrNotHeld, l.resource)
+	}
+	classid, objid := lockID(l.key)
+	var pid int32
+	var held bool
+	err := l.conn.QueryRow(ctx, l.store.holders.relabel,
+		l.key, int64(l.token), l.since, metadata, classid, objid, l.pid, l.sql.lockMode).Scan(&pid, &held)
+	switch {
+	case err != nil && !l.conn.Conn().IsClosed():
+		// The server answered with an error; the session, and its
+		// lock, live on.
+		return fail(ctx, "relabel", err)
+	case err != nil && ctx.Err() != nil:
+		return l.lose(fmt.Errorf("%w: %q: the holding connection was closed when the context ended, and the lock with its session: %w",
+			driver.ErrNotHeld, l.resource, ctx.Err()))
+	case err != nil:
+		return l.lose(fmt.Errorf("%w: %q: the session holding the lock ended: %w", driver.ErrNotHeld, l.resource, err))
+	case pid != l.pid:
+		return l.lose(l.moved(pid))
+	case !held:
+		return l.lose(fmt.Errorf("%w: %q: the session no longer holds the lock", driver.ErrNotHeld, l.resource))
+	}
+	l.recorded = true
+	return nil
+}
