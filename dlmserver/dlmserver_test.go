@@ -400,3 +400,21 @@ func queue(t *testing.T, c *dlm.Client, name string, waiting int, opts ...dlm.Op
 	storetest.Await(t, 5*time.Second, "request queued", func() bool { return ls.waiting(name) == waiting })
 	return got
 }
+
+func TestElection(t *testing.T) {
+	c, _ := newClient(t)
+	storetest.Election(t, c, true)
+}
+
+func TestLeaseBlocking(t *testing.T) {
+	c, _ := newClient(t)
+	storetest.Blocking(t, c, true)
+}
+
+func TestOwnerRings(t *testing.T) {
+	c, _ := newClient(t)
+	ls := newLister(t, shared.Addr())
+	for _, n := range []int{2, 3} {
+		storetest.OwnerRing(t, c, n, ls.waiting)
+	}
+}

@@ -228,3 +228,13 @@ func TestWaiterAheadLeaves(t *testing.T) {
 		t.Fatalf("grant order %v, want [0 2]", order)
 	}
 }
+
+func TestElection(t *testing.T) {
+	c, _ := newEnv(t).client()
+	storetest.Election(t, c, true)
+}
+
+func TestLeaseBlocking(t *testing.T) {
+	c, _ := newEnv(t).client()
+	storetest.Blocking(t, c, true)
+}

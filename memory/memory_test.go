@@ -132,3 +132,13 @@ func TestLongestNameIsAccepted(t *testing.T) {
 	c, _ := newClient(t)
 	storetest.LongestNameAccepted(t, c)
 }
+
+func TestElection(t *testing.T) {
+	c, _ := newClient(t)
+	storetest.Election(t, c, true)
+}
+
+func TestLeaseBlocking(t *testing.T) {
+	c, _ := newClient(t)
+	storetest.Blocking(t, c, true)
+}

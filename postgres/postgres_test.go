@@ -338,3 +338,8 @@ func TestStoreEnforcesTTL(t *testing.T) {
 	// a late renewal on a loaded machine does not miss).
 	storetest.RenewalHoldsPastTTL(t, c, 2*time.Second, 5*time.Second)
 }
+
+func TestElection(t *testing.T) {
+	c, _ := newEnv(t).client(postgres.WithWatchInterval(50 * time.Millisecond))
+	storetest.Election(t, c, true)
+}

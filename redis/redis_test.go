@@ -355,3 +355,14 @@ func TestLongWaitGivesAFullLease(t *testing.T) {
 	}
 	l.Release(ctx)
 }
+
+func TestElection(t *testing.T) {
+	c, _ := newEnv(t).client(redis.WithWatchInterval(50 * time.Millisecond))
+	storetest.Election(t, c, true)
+}
+
+func TestLeaseBlocking(t *testing.T) {
+	c, _ := newEnv(t).client()
+	// Redis tells a holder at its renewals: every TTL/3.
+	storetest.Blocking(t, c, false, dlm.WithTTL(300*time.Millisecond))
+}

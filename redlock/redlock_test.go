@@ -544,3 +544,8 @@ func TestBadInput(t *testing.T) {
 		l.Release(ctx)
 	}
 }
+
+func TestElection(t *testing.T) {
+	c, _ := newEnv(t).client()
+	storetest.Election(t, c, false, dlm.WithPollInterval(20*time.Millisecond))
+}
