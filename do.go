@@ -22,19 +22,9 @@ func (c *Client) do(ctx context.Context, resource string, fn func(ctx context.Co
 	if err != nil {
 		return err
 	}
-	work, cancel := context.WithCancelCause(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-l.Lost():
-			cancel(l.Err())
-		case <-work.Done():
-		}
-	}()
+	work, stop := whileHeld(ctx, l)
 	defer func() {
-		cancel(nil)
-		<-watched
+		stop()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		rerr := l.Release(rctx)
 		rcancel()
@@ -46,4 +36,24 @@ func (c *Client) do(ctx context.Context, resource string, fn func(ctx context.Co
 		}
 	}()
 	return fn(work, l)
+}
+
+// whileHeld returns a context that is cancelled, with the loss as its
+// cause, the moment l is lost (or when ctx ends), and the function that
+// cancels it and waits for its watcher to end.
+func whileHeld(ctx context.Context, l *Lease) (context.Context, func()) {
+	work, cancel := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-l.Lost():
+			cancel(l.Err())
+		case <-work.Done():
+		}
+	}()
+	return work, func() {
+		cancel(nil)
+		<-watched
+	}
 }

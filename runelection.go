@@ -106,21 +106,10 @@ func RunElection(ctx context.Context, cfg ElectionConfig) error {
 // the work returned while still leading (and was resigned), as opposed to
 // being stopped by a loss or by ctx.
 func lead(ctx context.Context, l *Leadership, work func(context.Context, *Leadership)) bool {
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-l.Lost():
-			cancel(l.Err())
-		case <-wctx.Done():
-		}
-	}()
+	wctx, stop := whileHeld(ctx, l.lease)
 	work(wctx, l)
 	stillLeading := wctx.Err() == nil
-	cancel(nil)
-	<-watched
+	stop()
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer rcancel()
 	if err := l.Resign(rctx); err != nil && !errors.Is(err, ErrLost) {

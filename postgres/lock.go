@@ -105,11 +105,23 @@ func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
 	var pid int32
 	var held bool
 	err := l.conn.QueryRow(ctx, heldSQL, classid, objid, l.sql.lockMode).Scan(&pid, &held)
+	if err := l.stillHeld(ctx, "extend", err, pid, held); err != nil {
+		return err
+	}
+	l.expires = start.Add(ttl)
+	return nil
+}
+
+// stillHeld judges the answer of a statement op run on the holding
+// connection that reports the backend's pid and whether it holds the lock:
+// an error the server answered leaves the lock held; a closed connection,
+// another backend or a lock no longer held lose it.
+func (l *lock) stillHeld(ctx context.Context, op string, err error, pid int32, held bool) error {
 	switch {
 	case err != nil && !l.conn.Conn().IsClosed():
 		// The server answered with an error; the session, and its
 		// lock, live on.
-		return fail(ctx, "extend", err)
+		return fail(ctx, op, err)
 	case err != nil && ctx.Err() != nil:
 		return l.lose(fmt.Errorf("%w: %q: the holding connection was closed when the context ended, and the lock with its session: %w",
 			driver.ErrNotHeld, l.resource, ctx.Err()))
@@ -120,7 +132,6 @@ func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
 	case !held:
 		return l.lose(fmt.Errorf("%w: %q: the session no longer holds the lock", driver.ErrNotHeld, l.resource))
 	}
-	l.expires = start.Add(ttl)
 	return nil
 }
 

@@ -43,20 +43,8 @@ func (l *lock) relabel(ctx context.Context, metadata string) error {
 	var held bool
 	err := l.conn.QueryRow(ctx, l.store.holders.relabel,
 		l.key, int64(l.token), l.since, metadata, classid, objid, l.pid, l.sql.lockMode).Scan(&pid, &held)
-	switch {
-	case err != nil && !l.conn.Conn().IsClosed():
-		// The server answered with an error; the session, and its
-		// lock, live on.
-		return fail(ctx, "relabel", err)
-	case err != nil && ctx.Err() != nil:
-		return l.lose(fmt.Errorf("%w: %q: the holding connection was closed when the context ended, and the lock with its session: %w",
-			driver.ErrNotHeld, l.resource, ctx.Err()))
-	case err != nil:
-		return l.lose(fmt.Errorf("%w: %q: the session holding the lock ended: %w", driver.ErrNotHeld, l.resource, err))
-	case pid != l.pid:
-		return l.lose(l.moved(pid))
-	case !held:
-		return l.lose(fmt.Errorf("%w: %q: the session no longer holds the lock", driver.ErrNotHeld, l.resource))
+	if err := l.stillHeld(ctx, "relabel", err, pid, held); err != nil {
+		return err
 	}
 	l.recorded = true
 	return nil
