@@ -77,23 +77,6 @@ func (e *Election) campaignOptions(value string) []Option {
 	})
 }
 
-// Campaign blocks until this candidate leads the election with value, and
-// returns its leadership; the caller must Resign it (or let it be lost).
-// Candidates are served in the order they asked where the store queues.
-// Campaign ends with the errors of Client.Acquire: ErrNotAcquired joined
-// with ctx.Err() when ctx ended the wait (or the wait of WithWait ran out),
-// ErrUnavailable when the store stayed unreachable for the unavailable
-// timeout, ErrInvalid for an empty or oversized name or a value longer than
-// MaxMetadataBytes.
-func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
-	l, err := e.c.acquire(ctx, e.name, nil, e.campaignOptions(value))
-	if err != nil {
-		return nil, err
-	}
-	e.notify(ctx)
-	return &Leadership{e: e, lease: l}, nil
-}
-
 // Leader returns who leads the election now, or ErrNoLeader. It fails with
 // ErrUnsupported on a store that cannot read a lock by its name
 // (driver.Inspector).

@@ -19,6 +19,23 @@ type Leadership struct {
 	lease *Lease
 }
 
+// Campaign blocks until this candidate leads the election with value, and
+// returns its leadership; the caller must Resign it (or let it be lost).
+// Candidates are served in the order they asked where the store queues.
+// Campaign ends with the errors of Client.Acquire: ErrNotAcquired joined
+// with ctx.Err() when ctx ended the wait (or the wait of WithWait ran out),
+// ErrUnavailable when the store stayed unreachable for the unavailable
+// timeout, ErrInvalid for an empty or oversized name or a value longer than
+// MaxMetadataBytes.
+func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
+	l, err := e.c.acquire(ctx, e.name, nil, e.campaignOptions(value))
+	if err != nil {
+		return nil, err
+	}
+	e.notify(ctx)
+	return &Leadership{e: e, lease: l}, nil
+}
+
 // Term returns the leadership's term: its fencing token, greater than the
 // term of every earlier leader of the election. Hand it to what the leader
 // writes to, which should refuse a term lower than one it has seen.
