@@ -84,6 +84,8 @@ func TestElectFailover(t *testing.T) {
 		// A dead candidate's leadership ends with its dlm server session.
 		"dlm":   func(t *testing.T) string { return storeFlag(sharedServer(t), "session_ttl="+shortTTL.String()) },
 		"redis": dlmAndRedis["redis"],
+		// A dead candidate's leadership ends with its lease's TTL.
+		"etcd": electStores["etcd"],
 	}
 	for kind, storeOf := range stores {
 		t.Run(kind, func(t *testing.T) {
@@ -500,9 +502,7 @@ func TestElectHolds(t *testing.T) {
 			a := startDLM(t, nil, "elect", store, "--ttl", "1h", name, "a")
 			ta := termLine(t, a)
 			b := startDLM(t, nil, "elect", store, name, "b")
-			if kind != "postgres" { // which cannot list a lock by its name
-				awaitList(t, store, name, func(r resourceJSON) bool { return len(r.Waiters) == 1 })
-			}
+			awaitWaiters(t, store, name, 1)
 			if code, _, stderr := runDLM(t, nil, "elect", store, "--wait", "0", name, "c"); code != exitBusy {
 				t.Fatalf("--wait 0 while a leads: exit %d, want %d; stderr:\n%s", code, exitBusy, stderr)
 			}
@@ -521,6 +521,66 @@ func TestElectHolds(t *testing.T) {
 				t.Fatalf("--wait 0 after both resigned: exit %d; stderr:\n%s", code, stderr)
 			}
 		})
+	}
+}
+
+// On PostgreSQL a leader killed with SIGKILL is replaced at once, whatever
+// its TTL: the server drops a dead connection's advisory locks, and the
+// waiting candidate's lock statement returns. An observer in a third
+// process sees both leaders in order.
+func TestElectPostgresKilledLeader(t *testing.T) {
+	store := electStores["postgres"](t)
+	name := "elect-killed"
+	obs := startObserver(t, store, name)
+	obs.await(t, 0)
+	a := startDLM(t, nil, "elect", store, "--ttl", "1h", name, "a")
+	ta := termLine(t, a)
+	obs.await(t, ta)
+	b := startDLM(t, nil, "elect", store, "--ttl", "1h", name, "b")
+	awaitWaiters(t, store, name, 1)
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	tb := termLine(t, b)
+	if tb <= ta {
+		t.Fatalf("term %d after term %d", tb, ta)
+	}
+	obs.await(t, tb)
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	if code := b.wait(t, electWait); code != 0 {
+		t.Fatalf("the leader exited %d on SIGTERM, want 0; stderr:\n%s", code, b.stderr)
+	}
+	obs.await(t, 0)
+	obs.p.cmd.Process.Signal(syscall.SIGTERM)
+	obs.p.wait(t, electWait)
+	obs.check(t, name, []uint64{ta, tb})
+}
+
+// awaitWaiters waits until n requests wait for the election's lock, read
+// through the store's Inspect.
+func awaitWaiters(t *testing.T, storeFlag, name string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), electWait)
+	defer cancel()
+	st, err := storeurl.Open(ctx, strings.TrimPrefix(storeFlag, "--store="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(st)
+	in := st.Driver().(driver.Inspector)
+	for {
+		info, err := in.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Waiters) >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d waiters on %q within %s, want %d", len(info.Waiters), name, electWait, n)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
