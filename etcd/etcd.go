@@ -97,6 +97,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -123,6 +124,15 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	bad     error // a configuration error reported by every call
+
+	ctx    context.Context // ends at Close or with the client: the store's goroutines
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the sessions' keep-alive goroutines
+
+	opening  sync.Mutex // held while a session's lease is granted
+	mu       sync.Mutex
+	sessions map[int64]*session // by lease seconds
+	closed   bool
 }
 
 var (
@@ -133,7 +143,7 @@ var (
 
 // New returns a store over cli. The store does not close cli.
 func New(cli *clientv3.Client, opts ...Option) *Store {
-	s := &Store{cli: cli, prefix: DefaultPrefix, timeout: DefaultRequestTimeout}
+	s := &Store{cli: cli, prefix: DefaultPrefix, timeout: DefaultRequestTimeout, sessions: make(map[int64]*session)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -142,6 +152,9 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 		s.bad = fmt.Errorf("%w: etcd client is nil", driver.ErrInvalid)
 	case s.timeout <= 0:
 		s.bad = fmt.Errorf("%w: etcd request timeout %s is not positive", driver.ErrInvalid, s.timeout)
+	}
+	if s.bad == nil {
+		s.ctx, s.cancel = context.WithCancel(cli.Ctx())
 	}
 	return s
 }
