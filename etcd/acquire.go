@@ -13,8 +13,9 @@ import (
 
 // Acquire makes one attempt, without waiting: it queues the request and,
 // when a conflicting request was queued first, leaves the queue again and
-// returns driver.ErrTaken. It takes two round trips when granted (lease,
-// transaction) and three when not (and the revoke).
+// returns driver.ErrTaken. It takes one round trip (one write) when granted
+// and two when not (and the delete), plus a lease grant when the session
+// of the request's TTL is not open yet.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
@@ -24,44 +25,53 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{}, err
 	}
 	if b := blocker(kvs, t.rev, req.Mode); b != nil {
-		s.drop(ctx, t.lease)
+		_, _ = s.remove(context.WithoutCancel(ctx), t)
 		return driver.Grant{}, taken(req.Resource, b)
 	}
 	return s.granted(req, t, kvs, rev), nil
 }
 
-// enqueue grants the request's lease and creates its key under it, in one
+// enqueue creates the request's key under its session's lease, in one
 // transaction with the read of the resource's queue. A key that exists
 // already belongs to an earlier attempt of the same request whose reply was
-// lost: it keeps its place and its lease, and the new lease is revoked.
-// enqueue returns the ticket, the queue, and the revision of the read.
+// lost: it keeps its place and its lease. enqueue returns the ticket, the
+// queue, and the revision of the read.
 func (s *Store) enqueue(ctx context.Context, req driver.Request) (*ticket, []*mvccpb.KeyValue, int64, error) {
-	asked := time.Now()
-	lease, err := s.grantLease(ctx, req.TTL)
+	ss, err := s.session(ctx, req.TTL)
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	asked := time.Now()
 	key := s.key(req.Resource, req.Owner)
 	list := clientv3.OpGet(s.dir(req.Resource), queueOps()...)
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	resp, err := s.cli.Txn(cctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, value(req), clientv3.WithLease(lease.ID)), list).
+		Then(clientv3.OpPut(key, value(req), clientv3.WithLease(ss.id)), list).
 		Else(list).
 		Commit()
 	if err != nil {
-		s.drop(ctx, lease.ID) // the transaction may have been applied
+		// The transaction may have been applied: package dlm releases
+		// the request with an empty grant (see Release).
+		s.unref(ss)
 		return nil, nil, 0, s.fail(ctx, "create key", err)
 	}
 	kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
-	t := &ticket{key: key, rev: resp.Header.Revision, lease: lease.ID, ttl: time.Duration(lease.TTL) * time.Second, renewed: asked}
+	t := &ticket{key: key, rev: resp.Header.Revision, lease: ss.id, ss: ss, renewed: asked}
 	if !resp.Succeeded {
-		s.drop(ctx, lease.ID)
 		for _, kv := range kvs {
 			if string(kv.Key) == key {
 				t.rev, t.lease = kv.CreateRevision, clientv3.LeaseID(kv.Lease)
 			}
+		}
+		if t.lease != ss.id {
+			// Under a session that ended: nobody keeps its lease alive,
+			// so the key cannot be granted. Delete it and let the
+			// caller retry.
+			_, _ = s.remove(context.WithoutCancel(ctx), t)
+			return nil, nil, 0, fmt.Errorf("%w: etcd: the key of an earlier attempt on %q is under a session that ended",
+				driver.ErrUnavailable, req.Resource)
 		}
 	}
 	return t, kvs, resp.Header.Revision, nil

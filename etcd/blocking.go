@@ -19,8 +19,10 @@ func (s *Store) Features() driver.Feature { return driver.FeatureBlocking }
 // read at revision rev, when that read saw every key created after t's;
 // otherwise rev is 0 and the watch reads them first. The watch runs in a
 // goroutine of its own, so the grant does not wait for it, and ends at
-// Release (t.stop), with t's key, or with the client.
+// Release (t.stop), with t's key, or with the store (Close) or the client.
 func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue, rev int64) driver.Grant {
+	t.lost = make(chan struct{})
+	s.hold(t)
 	g := t.grant()
 	blocking := make(chan struct{})
 	g.Blocking = blocking
@@ -31,7 +33,7 @@ func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue
 		close(blocking)
 		return g
 	}
-	ctx, cancel := context.WithCancel(s.cli.Ctx())
+	ctx, cancel := context.WithCancel(s.ctx)
 	t.stop = cancel
 	go func() {
 		defer cancel()

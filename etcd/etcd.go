@@ -3,36 +3,53 @@
 //
 // # Keys, leases and tokens
 //
-// Each request is one key, prefix + resource + "/" + owner, written with its
-// own etcd lease in one transaction guarded by CreateRevision(key) == 0. In
-// the resource part, '%' and '/' are escaped as "%25" and "%2F", so that the
-// keys of "a" and of "a/b" never share a directory. The value is the mode's
-// name, a newline, and the request's metadata. Requests are ordered by the
-// keys' create revisions: a request is granted when no key created before
-// its own holds or waits for a mode that conflicts with it
+// Each request is one key, prefix + resource + "/" + owner, written under
+// its session's lease in one transaction guarded by CreateRevision(key) ==
+// 0. In the resource part, '%' and '/' are escaped as "%25" and "%2F", so
+// that the keys of "a" and of "a/b" never share a directory. The value is
+// the mode's name, a newline, and the request's metadata. Requests are
+// ordered by the keys' create revisions: a request is granted when no key
+// created before its own holds or waits for a mode that conflicts with it
 // (driver.Mode.Compatible). All six modes work. For EX and PR this is plain
 // FIFO: a reader behind a waiting writer waits. A request never waits for
 // earlier compatible ones, though, so a CR passes a queued PW, with which it
-// is compatible. The fencing token is the key's create revision: it
-// is cluster-wide, strictly increasing, and kept across restarts and leader
+// is compatible. The fencing token is the key's create revision: it is
+// cluster-wide, strictly increasing, and kept across restarts and leader
 // changes; tokens of different resources are comparable.
 //
-// The lease of a request is revoked on release, so a released lock is gone
-// at once; a holder that dies leaves it to the lease's expiry. Every lease
-// belongs to one request and has one key, so revoking it deletes exactly
-// that key; releases and extensions check the key's create revision, never
-// its name alone.
+// # Sessions
 //
-// # Time to live
+// Like concurrency.Session, the store keeps one etcd lease alive in the
+// background and puts the keys of many requests under it: one session per
+// lease length, the requests' TTL rounded up to whole seconds, so that
+// requests of one TTL share a lease (an application usually has one or a
+// few). The session's lease is granted by the first request of its TTL and
+// renewed with one KeepAliveOnce every third of its TTL (a failed one is
+// retried every 250 ms); a session that no request used between two
+// keep-alives is revoked. An uncontended acquire is then one transaction and
+// a release one delete: two writes per cycle, as for concurrency.Mutex.
+// Close revokes every session's lease, which deletes all their keys at once.
 //
-// etcd leases count whole seconds: the lease of a request lasts the TTL
-// rounded up to whole seconds, and at least the server's minimum (1.5 ×
-// the election timeout rounded up, 2 s with etcd's default timing). The
-// client's view of the lease stays the TTL asked for, so a short TTL only
-// makes a lock whose holder died stay taken longer in etcd (up to that
-// rounded time), never shorter. Extend is one KeepAliveOnce on the lease,
-// which must report a positive TTL, then a read that the key is still the
-// one granted; anything else is driver.ErrNotHeld.
+// The lock lives as long as its session: Extend renews nothing, and only
+// reads the grant's key to check that it is still there as created
+// (driver.ErrNotHeld otherwise). The store implements driver.Validator:
+// a grant is valid until the sending time of the last keep-alive etcd
+// acknowledged plus the lease's TTL, less 1% of it and 2 ms for clock drift,
+// and package dlm's deadline is never later. When that moment passes
+// without a new acknowledgement, or etcd says the lease is gone (revoked),
+// the session ends: every grant under it is lost (its Grant.Lost channel is
+// closed, before etcd can expire the lease and grant the locks to another
+// client), its waiters return driver.ErrUnavailable, and the next request
+// opens a new session. A holder that dies leaves its locks to the lease's
+// expiry, as before: the TTL rounded up to whole seconds, and at least the
+// server's minimum (1.5 × the election timeout rounded up, 2 s with etcd's
+// default timing).
+//
+// A key that the store could not delete (a release or a withdrawal that
+// failed) is deleted again after each keep-alive, so that a live session
+// keeps no key that nobody owns; a release of a request whose outcome was
+// unknown (no handle) that fails ends the session of its TTL, so that its
+// lease expires with a key that may be there.
 //
 // # Waiting
 //
@@ -52,12 +69,10 @@
 // read's, one read of the predecessor's key tells whether it was deleted in
 // between; otherwise nothing can have been missed.
 //
-// A waiter also watches its own key the same way and keeps its lease alive
-// (every third of the shorter of the lease's TTL and the requested TTL, which
-// package dlm counts from the last renewal); when its own key or lease vanishes
-// (revoked, expired) it returns driver.ErrUnavailable at once. Before a
-// wait reports success, the read of the queue checks that the waiter's own
-// key, with its create revision and lease, is still there.
+// A waiter also watches its own key the same way; when its own key
+// vanishes, or its session ends, it returns driver.ErrUnavailable at once.
+// Before a wait reports success, the read of the queue checks that the
+// waiter's own key, with its create revision and lease, is still there.
 //
 // # Elections and blocking notices
 //
@@ -97,6 +112,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -113,16 +129,27 @@ const (
 )
 
 // Store is a dlm store over an etcd cluster. It implements driver.Driver,
-// driver.Waiter, driver.Lister, driver.Inspector, driver.Watcher and
-// driver.Relabeler, and declares driver.FeatureBlocking. It is safe for
-// concurrent use. The goroutines it starts that outlive a call are those of
-// a grant's Blocking watch, which ends at Release or with the grant's key,
-// and of a Watch, which ends with its channel.
+// driver.Waiter, driver.Lister, driver.Inspector, driver.Watcher,
+// driver.Relabeler and driver.Validator, and declares
+// driver.FeatureBlocking. It is safe for concurrent use. The goroutines it
+// starts that outlive a call are those of a session's keep-alive, which end
+// at Close, when the session ends or with the client; of a grant's Blocking
+// watch, which ends at Release or with the grant's key; and of a Watch,
+// which ends with its channel. Call Close when done with the store.
 type Store struct {
 	cli     *clientv3.Client
 	prefix  string
 	timeout time.Duration
 	bad     error // a configuration error reported by every call
+
+	ctx    context.Context // ends at Close or with the client: the store's goroutines
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the sessions' keep-alive goroutines
+
+	opening  sync.Mutex // held while a session's lease is granted
+	mu       sync.Mutex
+	sessions map[int64]*session // by lease seconds
+	closed   bool
 }
 
 var (
@@ -133,7 +160,7 @@ var (
 
 // New returns a store over cli. The store does not close cli.
 func New(cli *clientv3.Client, opts ...Option) *Store {
-	s := &Store{cli: cli, prefix: DefaultPrefix, timeout: DefaultRequestTimeout}
+	s := &Store{cli: cli, prefix: DefaultPrefix, timeout: DefaultRequestTimeout, sessions: make(map[int64]*session)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -142,6 +169,9 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 		s.bad = fmt.Errorf("%w: etcd client is nil", driver.ErrInvalid)
 	case s.timeout <= 0:
 		s.bad = fmt.Errorf("%w: etcd request timeout %s is not positive", driver.ErrInvalid, s.timeout)
+	}
+	if s.bad == nil {
+		s.ctx, s.cancel = context.WithCancel(cli.Ctx())
 	}
 	return s
 }

@@ -61,6 +61,11 @@ var etcdTimeout = etcd.WithRequestTimeout(300 * time.Millisecond)
 func (e *env) client(storeOpts ...etcd.Option) (*dlm.Client, *etcd.Store) {
 	e.t.Helper()
 	s := etcd.New(newClient(e.t, e.srv), storeOpts...)
+	e.t.Cleanup(func() { // before the client closes
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
 	return dlm.New(s), s
 }
 

@@ -9,8 +9,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// leaseSeconds is the TTL of a request's lease: ttl rounded up to whole
-// seconds, at least one. etcd may raise it to its own minimum.
+// leaseSeconds is the TTL of the lease of requests with the TTL ttl: ttl
+// rounded up to whole seconds, at least one. etcd may raise it to its own
+// minimum.
 func leaseSeconds(ttl time.Duration) int64 {
 	n := int64(ttl / time.Second)
 	if ttl%time.Second != 0 || n == 0 {
@@ -19,41 +20,29 @@ func leaseSeconds(ttl time.Duration) int64 {
 	return n
 }
 
-// errLeaseGone means a request's lease no longer exists in etcd: it was
+// errLeaseGone means a session's lease no longer exists in etcd: it was
 // revoked, or it expired.
 var errLeaseGone = errors.New("etcd lease expired or revoked")
 
-// grantLease asks etcd for the lease of one request.
-func (s *Store) grantLease(ctx context.Context, ttl time.Duration) (*clientv3.LeaseGrantResponse, error) {
+// isLeaseGone reports whether err is etcd's answer for a lease it does not
+// have.
+func isLeaseGone(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }
+
+// grantLease asks etcd for a lease of seconds.
+func (s *Store) grantLease(ctx context.Context, seconds int64) (*clientv3.LeaseGrantResponse, error) {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	resp, err := s.cli.Grant(cctx, leaseSeconds(ttl))
+	resp, err := s.cli.Grant(cctx, seconds)
 	if err != nil {
 		return nil, s.fail(ctx, "grant lease", err)
 	}
 	return resp, nil
 }
 
-// keepAlive renews a lease once. It returns errLeaseGone when etcd no
-// longer has the lease.
-func (s *Store) keepAlive(ctx context.Context, id clientv3.LeaseID) error {
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	_, err := s.cli.KeepAliveOnce(cctx, id)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		return errLeaseGone
-	default:
-		return s.fail(ctx, "keep-alive", err)
-	}
-}
-
-// drop revokes a lease, and so deletes the one key attached to it, on a
-// context that outlives the caller's, bounded by the request timeout. It
-// reports nothing: a lease that could not be revoked expires by itself.
-func (s *Store) drop(ctx context.Context, id clientv3.LeaseID) {
+// revoke revokes a lease, and so deletes every key under it, on a context
+// that outlives the caller's, bounded by the request timeout. It reports
+// nothing: a lease that could not be revoked expires by itself.
+func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
 	_, _ = s.cli.Revoke(cctx, id)

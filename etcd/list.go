@@ -42,7 +42,7 @@ var unescaper = strings.NewReplacer("%2F", "/", "%25", "%")
 // Holders are the requests that the store considers granted: no request
 // created before them holds or waits for a mode that conflicts with their
 // own. They show their owner id, mode, metadata, token (the key's create
-// revision, the grant's token) and TTL: the time left on the request's
+// revision, the grant's token) and TTL: the time left on the session's
 // lease, which etcd counts in whole seconds (rounded down) and which may
 // exceed the TTL asked for, as leases last the TTL rounded up to whole
 // seconds and at least etcd's minimum. A lease that ended between the read

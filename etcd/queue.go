@@ -16,19 +16,24 @@ type ticket struct {
 	key   string
 	rev   int64 // the key's create revision, the grant's token
 	lease clientv3.LeaseID
-	ttl   time.Duration // the lease's TTL as etcd granted it
-	// renewed is when the request that last granted or renewed the lease
-	// was sent: etcd counts the TTL from a later moment.
+	// ss is the session whose lease the key is under, of which the
+	// ticket holds a reference; nil for a ticket looked up by its key.
+	ss *session
+	// renewed is when a request was sent that found the key in place:
+	// the grant counts its TTL from then.
 	renewed time.Time
-	every   time.Duration // how often a waiting ticket renews its lease
+	// lost is the grant's Lost channel, closed when its session ends.
+	lost chan struct{}
 	// stop ends the watch of a granted ticket's Blocking channel; nil
 	// when there is none.
-	stop context.CancelFunc
+	stop  context.CancelFunc
+	gone  bool // the key was deleted and the reference given back (Store.mu)
+	swept bool // the store deleted the key after a Release failed (Store.mu)
 }
 
 // grant returns the grant of a ticket whose turn has come.
 func (t *ticket) grant() driver.Grant {
-	return driver.Grant{Token: uint64(t.rev), Handle: t, Start: t.renewed}
+	return driver.Grant{Token: uint64(t.rev), Handle: t, Start: t.renewed, Lost: t.lost}
 }
 
 // kv returns the ticket's key as created.

@@ -4,26 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlmhq/dlm/driver"
 )
 
-// Extend renews the grant's lease with one KeepAliveOnce, then checks that
-// the grant's key is still there with its create revision and lease. The
-// lease keeps the TTL it was granted with. A lease or key that is gone is
-// driver.ErrNotHeld.
+// Extend renews nothing: the grant's key lives as long as its session's
+// lease, which the store keeps alive in the background (see ValidUntil). It
+// checks that the session lives and reads the grant's key, which must still
+// be there with its create revision and lease: one read, no write. A
+// session that ended, or a key that is gone, is driver.ErrNotHeld.
 func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) error {
 	t, err := s.lookup(ctx, req, g)
 	if err != nil {
 		return err
 	}
-	if err := s.keepAlive(ctx, t.lease); err != nil {
-		if errors.Is(err, errLeaseGone) {
-			return fmt.Errorf("%w: %q: %w", driver.ErrNotHeld, req.Resource, err)
-		}
-		return err
+	if err := s.alive(t); err != nil {
+		return fmt.Errorf("%w: %q: %w", driver.ErrNotHeld, req.Resource, err)
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
@@ -37,32 +36,67 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) 
 	return nil
 }
 
+// alive returns why the ticket's session can no longer keep it, or nil.
+func (s *Store) alive(t *ticket) error {
+	if t.ss == nil {
+		return nil // looked up by its key: the read decides
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case t.gone:
+		return errors.New("released")
+	case t.ss.ended:
+		return t.ss.err
+	case !time.Now().Before(t.ss.validUntil):
+		return errors.New("the etcd session could not be kept alive")
+	}
+	return nil
+}
+
 // Release deletes the grant's key if it still has the grant's create
-// revision, then revokes the grant's lease. A key that is gone (or was
-// created again) is driver.ErrNotHeld. A lease that cannot be revoked after
-// the key was deleted is not an error: it expires by itself.
+// revision: one write. A key that is gone (or was created again) is
+// driver.ErrNotHeld. When the delete fails, the store retries it at each of
+// the session's keep-alives, so that the lock does not outlive its owner's
+// interest while the session lives; a release of a request whose outcome was
+// unknown (no handle) that fails ends the session of its TTL, whose lease
+// then expires with every key under it.
 func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant) error {
 	t, err := s.lookup(ctx, req, g)
 	if err != nil {
+		if errors.Is(err, driver.ErrUnavailable) {
+			s.abandon(req.TTL, err)
+		}
 		return err
 	}
 	if t.stop != nil {
 		t.stop() // the Blocking watch
 	}
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	resp, err := s.cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)).
-		Then(clientv3.OpDelete(t.key)).
-		Commit()
-	if err != nil {
-		return s.fail(ctx, "delete key", err)
+	if s.swept(t) {
+		return nil // an earlier Release failed, and the store deleted the key since
 	}
-	s.drop(ctx, t.lease)
-	if !resp.Succeeded {
+	deleted, err := s.remove(ctx, t)
+	switch {
+	case err != nil:
+		if t.ss == nil && errors.Is(err, driver.ErrUnavailable) {
+			s.abandon(req.TTL, err)
+		}
+		return err
+	case !deleted:
 		return fmt.Errorf("%w: %q: the key of the grant was deleted", driver.ErrNotHeld, req.Resource)
 	}
 	return nil
+}
+
+// swept reports whether the store deleted the ticket's key itself, after a
+// Release that failed.
+func (s *Store) swept(t *ticket) bool {
+	if t.ss == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t.swept
 }
 
 // lookup returns the ticket of a grant. A grant without one (package dlm

@@ -3,7 +3,6 @@ package etcd
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,10 +14,11 @@ import (
 
 // AcquireWait queues the request and blocks until no conflicting request is
 // queued before it, or ctx ends; see the package documentation. When ctx
-// ends first it revokes the request's lease, which deletes its key, on a
-// context that outlives ctx (bounded by the request timeout), and returns an
-// error wrapping driver.ErrTaken and ctx.Err(). When the request's own key
-// or lease vanishes while it waits, it returns driver.ErrUnavailable at once.
+// ends first it deletes the request's key, on a context that outlives ctx
+// (bounded by the request timeout; a delete that fails is retried at the
+// session's keep-alives), and returns an error wrapping driver.ErrTaken and
+// ctx.Err(). When the request's own key vanishes, or its session ends, while
+// it waits, it returns driver.ErrUnavailable at once.
 func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
@@ -28,7 +28,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 		return driver.Grant{}, err
 	}
 	if err := s.wait(ctx, req, t, kvs, rev); err != nil {
-		s.drop(ctx, t.lease)
+		_, _ = s.remove(context.WithoutCancel(ctx), t)
 		if ctx.Err() != nil {
 			return driver.Grant{}, fmt.Errorf("%w: %q: %w", driver.ErrTaken, req.Resource, ctx.Err())
 		}
@@ -40,14 +40,9 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 }
 
 // wait blocks until no key created before t's conflicts with req's mode.
-// kvs is the queue as read at revision rev. It keeps t's lease alive, every
-// third of its TTL, while it waits.
+// kvs is the queue as read at revision rev. The session keeps t's lease
+// alive meanwhile.
 func (s *Store) wait(ctx context.Context, req driver.Request, t *ticket, kvs []*mvccpb.KeyValue, rev int64) error {
-	// The client counts req.TTL, which may be shorter than the lease's,
-	// from the last renewal.
-	t.every = min(t.ttl, req.TTL) / 3
-	renew := time.NewTimer(t.every)
-	defer renew.Stop()
 	for {
 		if !t.queued(kvs) {
 			return vanished(req.Resource)
@@ -56,27 +51,29 @@ func (s *Store) wait(ctx context.Context, req driver.Request, t *ticket, kvs []*
 		if b == nil {
 			return nil
 		}
-		if err := s.await(ctx, req.Resource, t, b, rev, renew); err != nil {
+		if err := s.await(ctx, req.Resource, t, b, rev); err != nil {
 			return err
 		}
+		sent := time.Now()
 		var err error
 		if kvs, rev, err = s.queue(ctx, req.Resource, t.rev); err != nil {
 			return err
 		}
+		t.renewed = sent // the key was in place then, under a live session
 	}
 }
 
 // await returns nil when the predecessor's key pred, seen at revision rev,
 // is deleted, or when its watch ends otherwise: the caller then reads the
 // queue again. It returns an error when t's own key is deleted, when its
-// lease cannot be kept alive, or when ctx ends.
+// session ends, or when ctx ends.
 //
 // Both watches start at etcd's current revision, so that etcd counts them
 // as synced and sends a deletion at once; a watch that starts at an older
 // revision waits for etcd's catch-up loop, up to 100 ms. When etcd created a
 // watch past rev, one read of its key tells whether it was deleted in
 // between.
-func (s *Store) await(ctx context.Context, resource string, t *ticket, pred *mvccpb.KeyValue, rev int64, renew *time.Timer) error {
+func (s *Store) await(ctx context.Context, resource string, t *ticket, pred *mvccpb.KeyValue, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel() // ends both watches
 	// clientv3's Watch returns once etcd has created the watch, however
@@ -109,16 +106,9 @@ func (s *Store) await(ctx context.Context, resource string, t *ticket, pred *mvc
 					return cmp.Or(err, vanished(resource))
 				}
 			}
-		case <-renew.C:
-			sent := time.Now()
-			if err := s.keepAlive(ctx, t.lease); err != nil {
-				if errors.Is(err, errLeaseGone) {
-					return vanished(resource)
-				}
-				return err
-			}
-			t.renewed = sent
-			renew.Reset(t.every)
+		case <-t.ss.done:
+			return fmt.Errorf("%w: etcd: the session of the waiting request for %q ended: %w",
+				driver.ErrUnavailable, resource, t.ss.err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

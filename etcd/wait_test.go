@@ -208,7 +208,13 @@ func TestKeyLayout(t *testing.T) {
 
 func TestNoGoroutineLeak(t *testing.T) {
 	e := newEnv(t)
-	c, _ := e.client()
-	// Waits ended, so their watches and etcd's watch streams are gone.
-	storetest.NoGoroutineLeak(t, c, 8, nil, "github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/etcd.", "watchGRPCStream")
+	c, s := e.client()
+	// Waits ended, so their watches and etcd's watch streams are gone;
+	// Close stops the session's keep-alive.
+	closeStore := func() {
+		if err := s.Close(storetest.Context(t)); err != nil {
+			t.Error(err)
+		}
+	}
+	storetest.NoGoroutineLeak(t, c, 8, closeStore, "github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/etcd.", "watchGRPCStream")
 }
