@@ -329,6 +329,10 @@ func (s *Store) openEtcd() error {
 	if p, ok := s.spec.Params["prefix"]; ok {
 		opts = append(opts, etcd.WithPrefix(p))
 	}
-	s.d = etcd.New(cli, opts...)
+	st := etcd.New(cli, opts...)
+	// Closers run last first: the store revokes its leases (releasing its
+	// locks at once) before the client closes.
+	s.closers = append(s.closers, st.Close)
+	s.d = st
 	return nil
 }
