@@ -44,35 +44,28 @@ func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue
 	return g
 }
 
-// watchBehind watches the queue of t's resource, under dir, from revision
-// rev+1, and reports true when a request whose mode conflicts with mode is
-// created behind t. It reports false when t's key is deleted (released,
-// expired or revoked), when ctx ends (Release, or the client closed), or
-// when the queue can be neither watched nor read (each within the request
-// timeout). With rev 0, and after a compaction, it first reads the keys
-// created since t's, and watches from the read's revision.
+// watchBehind watches the queue of t's resource, under dir, and reports
+// true when a request whose mode conflicts with mode is created behind t.
+// It reports false when t's key is deleted (released, expired or revoked),
+// when ctx ends (Release, or the client closed), or when the queue can be
+// neither watched nor read (each within the request timeout). rev is the
+// revision up to which the keys behind t are known (0: none).
+//
+// The watch starts at the current revision, where etcd serves it from its
+// stream of new events; one read at the watch's first revision covers what
+// was created since rev. (A watch that starts in the past is served
+// instead by etcd's catch-up loop, which rescans its history every 100 ms
+// for each such watcher: with many holders that costs the server more than
+// the read.)
 func (s *Store) watchBehind(ctx context.Context, dir string, t *ticket, mode driver.Mode, rev int64) bool {
-	for {
-		if rev == 0 {
-			cctx, cancel := s.call(ctx)
-			resp, err := s.cli.Get(cctx, dir, queueOps(clientv3.WithMinCreateRev(t.rev))...)
-			cancel()
-			switch {
-			case err != nil:
-				return false
-			case !t.queued(resp.Kvs):
-				return false // released or expired already
-			case conflictBehind(resp.Kvs, t, mode):
-				return true
-			}
-			rev = resp.Header.Revision
-		}
-		blocked, compacted := s.watchFrom(ctx, dir, t, mode, rev+1)
-		if !compacted || ctx.Err() != nil {
+	for ctx.Err() == nil {
+		blocked, again := s.watchFrom(ctx, dir, t, mode, rev)
+		if !again {
 			return blocked
 		}
-		rev = 0 // read the queue again, at a revision etcd still has
+		rev = 0
 	}
+	return false
 }
 
 // conflictBehind reports whether any of kvs was created after t's key and
@@ -86,15 +79,29 @@ func conflictBehind(kvs []*mvccpb.KeyValue, t *ticket, mode driver.Mode) bool {
 	return false
 }
 
-// watchFrom is one watch of watchBehind, from revision rev. It reports
-// whether a conflicting request was created behind t, and whether the watch
-// ended because etcd compacted rev away.
-func (s *Store) watchFrom(ctx context.Context, dir string, t *ticket, mode driver.Mode, rev int64) (blocked, compacted bool) {
-	if ctx.Err() != nil {
+// watchFrom is one watch of watchBehind. It reports whether a conflicting
+// request was created behind t, and whether to watch again (etcd compacted
+// the watch's revision away).
+func (s *Store) watchFrom(ctx context.Context, dir string, t *ticket, mode driver.Mode, rev int64) (blocked, again bool) {
+	wch, stop, _ := s.watch(ctx, dir, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	defer stop()
+	first, ok := <-wch
+	if !ok || first.Err() != nil || !first.Created {
 		return false, false
 	}
-	wch, stop, _ := s.watch(ctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev))
-	defer stop()
+	if start := first.Header.Revision; start > rev {
+		cctx, cancel := s.call(ctx)
+		resp, err := s.cli.Get(cctx, dir, queueOps(clientv3.WithMinCreateRev(t.rev), clientv3.WithRev(start))...)
+		cancel()
+		switch {
+		case err != nil:
+			return false, false
+		case !t.queued(resp.Kvs):
+			return false, false // released or expired already
+		case conflictBehind(resp.Kvs, t, mode):
+			return true, false
+		}
+	}
 	for wr := range wch {
 		if wr.CompactRevision != 0 {
 			return false, true
