@@ -51,9 +51,7 @@ type result struct {
 // metadata and a holder table, the statement also writes the holder's row.
 func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait bool, key int64, metadata string) (result, error) {
 	var r result
-	var granted *bool
 	var token *int64
-	var since time.Time
 	pid := int32(c.Conn().PgConn().PID())
 	args := []any{key, pid, s.poolerCheck}
 	stmt := q.try
@@ -69,16 +67,18 @@ func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait boo
 		classid, objid := lockID(key)
 		args = append(args, metadata, classid, objid)
 	}
-	if err := c.QueryRow(ctx, stmt, args...).Scan(&r.pid, &granted, &token, &since); err != nil {
+	// The last column, which makes the token durable, has done its work
+	// on the server.
+	if err := c.QueryRow(ctx, stmt, args...).Scan(&r.pid, &token, &r.since, nil); err != nil {
 		return r, err
 	}
 	switch {
-	case granted == nil:
-		r.pooler = true
-	case *granted && (token == nil || *token <= 0):
-		return r, fmt.Errorf("granted without a valid token (%v)", token)
-	case *granted:
-		r.granted, r.token, r.since, r.recorded = true, uint64(*token), since, record
+	case token == nil:
+		r.pooler = s.poolerCheck && r.pid != pid
+	case *token <= 0:
+		return r, fmt.Errorf("granted without a valid token (%d)", *token)
+	default:
+		r.granted, r.token, r.recorded = true, uint64(*token), record
 	}
 	return r, nil
 }

@@ -57,11 +57,13 @@
 // Each grant takes its token from one sequence (dlm_fence by default, see
 // WithSequence) in the same statement that takes the lock, after the lock is
 // granted. Tokens therefore strictly increase for every resource, in fact
-// across all resources of the database, with gaps. The statement commits
-// with synchronous_commit on whatever the server's setting, so tokens keep
-// growing across server crashes and restarts; they do not survive restoring
-// an older backup or failing over to an asynchronous replica that missed the
-// last commits. The store creates the sequence on first use unless
+// across all resources of the database, with gaps. PostgreSQL writes a
+// sequence's advance to the WAL ahead of use, once every 32 values and
+// after each checkpoint; a grant statement whose nextval did so commits
+// with synchronous_commit on whatever the server's setting (the others
+// wrote nothing), so tokens keep growing across server crashes and
+// restarts; they do not survive restoring an older backup or failing over
+// to an asynchronous replica that missed the last commits. The store creates the sequence on first use unless
 // WithSetup(false) is given; the schema, for migrations, is:
 //
 //	CREATE SEQUENCE IF NOT EXISTS dlm_fence AS bigint;

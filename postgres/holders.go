@@ -72,16 +72,17 @@ func stale(table string) string {
 
 // recordGrant returns grantSQL that also writes the holder's row, with the
 // token, the metadata $4 and the grant's time, and deletes the key's stale
-// rows, in the same statement; lock and seq are as in grantSQL.
+// rows, in the same statement; lock and seq are as in grantSQL. The
+// durability column comes last, after g has been read and so after nextval.
 func recordGrant(lock, seq, table string) string {
-	return `WITH s AS MATERIALIZED (
-	SELECT pg_backend_pid() AS pid, set_config('synchronous_commit', 'on', true) AS sync
-), l AS MATERIALIZED (
-	SELECT pid, CASE WHEN (pid = $2 OR NOT $3) AND sync = 'on' THEN ` + lock + ` END AS granted FROM s
+	return `WITH t AS MATERIALIZED (
+	SELECT pg_backend_pid() AS pid,
+	  CASE WHEN pg_backend_pid() <> $2 AND $3 THEN NULL WHEN ` + lock + ` THEN nextval(` + seq + `) END AS token,
+	  clock_timestamp() AS since
 ), g AS MATERIALIZED (
-	SELECT pid, granted, CASE WHEN granted THEN nextval(` + seq + `) END AS token, clock_timestamp() AS since FROM l
+	SELECT pid, token IS NOT NULL AS granted, token, since FROM t
 )` + upsert(table) + stale(table) + `
-SELECT pid, granted, token, since FROM g`
+SELECT pid, token, since, ` + durableSQL + ` FROM g`
 }
 
 // recordUnlock returns unlockSQL that also deletes the holder's row of key

@@ -10,25 +10,38 @@ import (
 )
 
 // The grant statement takes the lock and, only if granted, the next token,
-// in one round trip. The materialised CTEs fix the order: the session's
-// backend pid and synchronous_commit first, then the lock, then nextval.
-// The lock is taken only when the pid matches the one the connection
-// reported at start-up ($2), unless the pooler check is off ($3 false); a
-// NULL "granted" means a pooler was detected and nothing was taken.
-// Forcing synchronous_commit for this statement's commit makes the
-// sequence's advance durable before the token is returned. The last column
-// is the server's clock once the lock is granted: the grant's Since.
-const grantSQL = `WITH s AS MATERIALIZED (
-	SELECT pg_backend_pid() AS pid, set_config('synchronous_commit', 'on', true) AS sync
-), l AS MATERIALIZED (
-	SELECT pid, CASE WHEN (pid = $2 OR NOT $3) AND sync = 'on' THEN %s END AS granted FROM s
-)
-SELECT pid, granted, CASE WHEN granted THEN nextval(%s) END, clock_timestamp() FROM l`
+// in one round trip, as one flat SELECT: a materialised CTE costs the
+// server a tuplestore per call. The CASE evaluates its conditions in order
+// and only as far as needed: first the pooler check (unless it is off, $3
+// false), which takes nothing when the session's backend pid is not the
+// one the connection reported at start-up ($2); then the lock; then, only
+// if granted, nextval. The token is NULL unless the lock was granted
+// (nextval never returns NULL); with the pooler check on, a NULL token and
+// a pid other than $2 mean a pooler was detected and nothing was taken.
+// The third column is the server's clock once the lock is granted: the
+// grant's Since.
+//
+// The last column makes the token durable before it is returned. nextval
+// writes WAL only when it logs the sequence ahead (once every 32 values, and
+// after a checkpoint), and then assigns the transaction an id, whose commit
+// is synchronous only if synchronous_commit is on. So, after the token
+// (PostgreSQL projects a target list in order), a transaction that has an
+// id turns synchronous_commit on for its own commit; one without wrote no
+// WAL and has nothing to flush. The server pays set_config, and restoring
+// the setting at commit, once every 32 grants instead of on every grant.
+const grantSQL = `SELECT pg_backend_pid(),
+	CASE WHEN pg_backend_pid() <> $2 AND $3 THEN NULL WHEN %s THEN nextval(%s) END,
+	clock_timestamp(), ` + durableSQL
+
+// durableSQL is the column, evaluated after nextval, that turns
+// synchronous_commit on for the commit of a statement whose nextval wrote
+// WAL (see grantSQL).
+const durableSQL = `CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN 'on'
+	ELSE set_config('synchronous_commit', 'on', true) END`
 
 // unlockSQL releases the lock on the backend that granted it ($2) only;
 // "unlocked" is NULL when the connection now reaches another backend.
-const unlockSQL = `WITH s AS MATERIALIZED (SELECT pg_backend_pid() AS pid)
-SELECT pid, CASE WHEN pid = $2 THEN %s($1) END FROM s`
+const unlockSQL = `SELECT pg_backend_pid(), CASE WHEN pg_backend_pid() = $2 THEN %s($1) END`
 
 // heldSQL tells whether this session holds the advisory lock whose key is
 // split into $1 and $2, in the pg_locks mode $3.
