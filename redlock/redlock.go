@@ -145,6 +145,7 @@ type Store struct {
 	prefix      string
 	retention   time.Duration
 	guard       time.Duration // restart guard; 0 is off
+	refresh     time.Duration // how often a waiter refreshes its place
 	sequential  bool          // ask the nodes one by one (benchmarks only)
 	bad         error         // a configuration error reported by every call
 }
@@ -159,6 +160,7 @@ func New(clients []goredis.UniversalClient, opts ...Option) *Store {
 		driftFactor: DefaultDriftFactor,
 		prefix:      DefaultPrefix,
 		retention:   DefaultFenceRetention,
+		refresh:     DefaultQueueRefresh,
 		quorum:      len(clients)/2 + 1,
 	}
 	for _, o := range opts {
@@ -197,6 +199,8 @@ func (s *Store) validate() error {
 		return fmt.Errorf("%w: redlock drift factor %v is outside [0, 0.5)", driver.ErrInvalid, s.driftFactor)
 	case s.retention < time.Minute:
 		return fmt.Errorf("%w: redlock fence retention %s is below one minute", driver.ErrInvalid, s.retention)
+	case s.refresh < time.Millisecond:
+		return fmt.Errorf("%w: redlock queue refresh %s is below one millisecond", driver.ErrInvalid, s.refresh)
 	case s.guard < 0:
 		return fmt.Errorf("%w: redlock restart guard %s is negative", driver.ErrInvalid, s.guard)
 	}

@@ -42,7 +42,7 @@ func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g
 		h.settle(ctx)
 	}
 	r := s.fanout(ctx, timeout, func(ctx context.Context, n *node) (answer, uint64, error) {
-		return s.releaseOn(ctx, n, k, owner, g.Token)
+		return s.releaseOn(ctx, n, k, owner, g.Token, nil)
 	}, nil)
 	t := &tally{nodes: len(s.nodes)}
 	t.collect(r)
@@ -50,10 +50,17 @@ func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g
 }
 
 // releaseOn runs the release script on one node. A zero token raises no
-// counter.
-func (s *Store) releaseOn(ctx context.Context, n *node, k redislua.Keys, owner string, token uint64) (answer, uint64, error) {
-	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, []string{k.Lock, k.Fence},
-		owner, strconv.FormatUint(token, 10), s.retention.Milliseconds())
+// counter. With w set (the undo of a waiter's failed attempt) the owner
+// keeps its place in the node's wait list.
+func (s *Store) releaseOn(ctx context.Context, n *node, k redislua.Keys, owner string, token uint64, w *waiter) (answer, uint64, error) {
+	tickets, live := redislua.RedlockQueueKeys(k)
+	requeue, ticket := "0", "0"
+	if w != nil {
+		requeue, ticket = "1", w.ticket
+	}
+	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, []string{k.Lock, k.Fence, tickets, live},
+		owner, strconv.FormatUint(token, 10), s.retention.Milliseconds(),
+		k.WakeBase, s.liveness().Milliseconds(), requeue, ticket)
 	if err != nil {
 		return silent, 0, err
 	}
