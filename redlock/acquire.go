@@ -30,14 +30,19 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys, w *waiter) (driver.Grant, error) {
 	start := time.Now()
 	timeout := s.nodeTimeout(req.TTL)
+	keys, args := s.acquireArgs(k, req, w)
+	ukeys, uargs := s.releaseArgs(k, req.Owner, 0, w)
 	r := s.fanout(ctx, timeout,
-		func(ctx context.Context, n *node) (answer, uint64, error) { return s.acquireOn(ctx, n, k, req, w) },
+		func(ctx context.Context, n *node) (answer, uint64, error) { return s.acquireOn(ctx, n, keys, args) },
 		func(ctx context.Context, n *node, failed bool, a answer) {
 			switch {
+			case failed && a == no:
+				// The node answered that it did not grant: nothing to undo,
+				// and a waiter is queued there.
 			case failed:
 				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
-				_, _, _ = s.releaseOn(ctx, n, k, req.Owner, 0, w)
+				_, _, _ = s.releaseOn(ctx, n, ukeys, uargs)
 			case w != nil && a != yes:
 				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
@@ -89,19 +94,23 @@ func (s *Store) taken(resource string, t *tally) error {
 		driver.ErrTaken, resource, t.no, t.nodes, t.yes, t.silence())
 }
 
-// acquireOn runs the acquire script on one node, for a waiter when w is
-// set.
-func (s *Store) acquireOn(ctx context.Context, n *node, k redislua.Keys, req driver.Request, w *waiter) (answer, uint64, error) {
+// acquireArgs returns the keys and arguments of the acquire script for
+// req, for a waiter when w is set.
+func (s *Store) acquireArgs(k redislua.Keys, req driver.Request, w *waiter) ([]string, []any) {
 	tickets, live := redislua.RedlockQueueKeys(k)
 	waiting, ticket := "0", "0"
 	if w != nil {
 		waiting, ticket = "1", w.ticket
 	}
-	res, err := s.eval(ctx, n, true, redislua.RedlockAcquire,
-		[]string{k.Lock, k.Fence, k.Queue, tickets, live, k.Wake},
-		req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
-		waiting, ticket, s.liveness().Milliseconds(), k.WakeBase,
-	)
+	return []string{k.Lock, k.Fence, k.Queue, tickets, live, k.Wake},
+		[]any{req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
+			waiting, ticket, s.liveness().Milliseconds(), k.WakeBase}
+}
+
+// acquireOn runs the acquire script on one node with the keys and
+// arguments of acquireArgs.
+func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []any) (answer, uint64, error) {
+	res, err := s.eval(ctx, n, true, redislua.RedlockAcquire, keys, args...)
 	if err != nil {
 		return silent, 0, err
 	}
