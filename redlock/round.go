@@ -105,13 +105,13 @@ func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo
 	}
 	r.workers.Add(len(s.nodes))
 	for _, n := range s.nodes {
-		go func() {
+		n.run(func() {
 			defer r.workers.Done()
 			v := call(ctx, nctx, timeout, n, a)
 			answered()
 			r.votes <- v
 			r.cleanUp(ctx, n, v.answer, u)
-		}()
+		})
 	}
 	return r
 }
