@@ -97,43 +97,56 @@ func (s *Store) leaveAll(ctx context.Context, k redislua.Keys, owner string) {
 const wakePop = time.Second
 
 // listeners pop one waiter's wake-up list on every node, one goroutine per
-// node, and signal each wake-up on wake. A listener ends when it pops
-// "stop" (pushed by a node that grants to the waiter, and by leave), when
-// its node fails, or once stop was called and its current pop returns.
+// node, and signal each wake-up on wake. After a wake-up a listener pauses
+// until the waiter's attempt has failed (start resumes it), so that a
+// wake-up followed by a grant costs no further pop. A listener ends when it
+// pops "stop" (pushed by a node that grants to the waiter while the
+// listener is still popping, and by leave), when its node fails, or once
+// stop was called: at once if paused, else when its current pop returns.
 type listeners struct {
 	key    string
 	wake   chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	on     map[*node]bool // the nodes with a listener running
+	on     map[*node]chan struct{} // per running listener: resumes it when paused
 }
 
 func (s *Store) newListeners(key string) *listeners {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &listeners{key: key, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, on: make(map[*node]bool, len(s.nodes))}
+	return &listeners{key: key, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+		on: make(map[*node]chan struct{}, len(s.nodes))}
 }
 
-// start starts a listener on each node of nodes that has none.
+// start starts a listener on each node of nodes that has none, and
+// resumes those paused after a wake-up.
 func (l *listeners) start(nodes []*node) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		return
+	}
 	for _, n := range nodes {
-		if l.on[n] || l.ctx.Err() != nil {
+		if resume, ok := l.on[n]; ok {
+			select {
+			case resume <- struct{}{}:
+			default:
+			}
 			continue
 		}
-		l.on[n] = true
-		go l.listen(n)
+		resume := make(chan struct{}, 1)
+		l.on[n] = resume
+		go l.listen(n, resume)
 	}
 }
 
-// stop makes every listener end after its current pop.
+// stop makes every listener end.
 func (l *listeners) stop() { l.cancel() }
 
-func (l *listeners) listen(n *node) {
+func (l *listeners) listen(n *node, resume chan struct{}) {
 	defer func() {
 		l.mu.Lock()
-		l.on[n] = false
+		delete(l.on, n)
 		l.mu.Unlock()
 	}()
 	for l.ctx.Err() == nil {
@@ -143,8 +156,17 @@ func (l *listeners) listen(n *node) {
 			return
 		case err == nil:
 			select {
+			case <-resume: // a resume from before this wake-up
+			default:
+			}
+			select {
 			case l.wake <- struct{}{}:
 			default:
+			}
+			select {
+			case <-resume:
+			case <-l.ctx.Done():
+				return
 			}
 		case errors.Is(err, goredis.Nil):
 			// Timed out; pop again.
