@@ -239,3 +239,70 @@ func TestQueueSurvivesEmptyRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueWithNodesDownAndPaused queues two waiters with one node down and
+// another paused: they queue on the three that answer, and are granted in
+// their order once the holder releases, each on a quorum.
+func TestQueueWithNodesDownAndPaused(t *testing.T) {
+	e := newEnv(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	const timeout = 300 * time.Millisecond
+	holder, _ := e.client(redlock.WithNodeTimeout(timeout))
+	h, err := holder.Acquire(ctx, name, dlm.WithMetadata("H"), dlm.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitEveryNode(name)
+	e.srvs[1].Kill()
+	e.pause(3, 5*time.Second)
+	live := []int{0, 2, 4}
+	queuedOnLive := func(n int64) bool {
+		for _, i := range live {
+			if q, err := e.raw[i].ZCard(ctx, lockKey(name)+":tickets").Result(); err != nil || q != n {
+				return false
+			}
+		}
+		return true
+	}
+
+	grants := make(chan string, 2)
+	var wg sync.WaitGroup
+	for i, me := range []string{"W1", "W2"} {
+		c, _ := e.client(redlock.WithNodeTimeout(timeout), redlock.WithQueueRefresh(50*time.Millisecond))
+		wg.Go(func() {
+			l, err := c.Acquire(ctx, name, dlm.WithMetadata(me), dlm.WithTTL(time.Minute), dlm.WithWait(time.Minute))
+			if err != nil {
+				t.Error(err)
+				grants <- ""
+				return
+			}
+			n := 0
+			for _, v := range e.holders(name, live...) {
+				if len(v) == 32+len(me) && strings.HasSuffix(v, me) {
+					n++
+				}
+			}
+			if n < nodes/2+1 {
+				t.Errorf("%s granted holding %d of the %d live nodes", me, n, len(live))
+			}
+			grants <- me
+			if err := l.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		storetest.Await(t, 30*time.Second, me+" queued on the live nodes", func() bool { return queuedOnLive(int64(i + 1)) })
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(grants)
+	var got []string
+	for g := range grants {
+		got = append(got, g)
+	}
+	if !slices.Equal(got, []string{"W1", "W2"}) {
+		t.Fatalf("grants %v, want W1 then W2", got)
+	}
+}
