@@ -306,3 +306,31 @@ func TestQueueWithNodesDownAndPaused(t *testing.T) {
 		t.Fatalf("grants %v, want W1 then W2", got)
 	}
 }
+
+// TestWaitEndsWithContext ends a waiter's context: AcquireWait returns an
+// error wrapping ErrTaken and the context's, and leaves no place behind on
+// any node.
+func TestWaitEndsWithContext(t *testing.T) {
+	e := newEnv(t)
+	s := e.store()
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	if _, err := s.Acquire(ctx, request(name, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.AcquireWait(wctx, request(name, time.Minute))
+		done <- err
+	}()
+	storetest.Await(t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(name, "", 1) })
+	cancel()
+	err := <-done
+	if !errors.Is(err, driver.ErrTaken) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("AcquireWait after its context ended = %v, want ErrTaken and context.Canceled", err)
+	}
+	if !e.everyNodeQueues(name, "", 0) {
+		t.Fatalf("the waiter is still queued: %v", e.queued(name, ""))
+	}
+}

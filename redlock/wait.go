@@ -47,7 +47,11 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 			g.Start = start // the TTL runs from this attempt's grant
 			return g, nil
 		}
-		if !errors.Is(err, driver.ErrTaken) {
+		switch {
+		case ctx.Err() != nil:
+			s.leaveAll(ctx, k, req.Owner)
+			return driver.Grant{}, fmt.Errorf("%w: %q: %w", driver.ErrTaken, req.Resource, ctx.Err())
+		case !errors.Is(err, driver.ErrTaken):
 			s.leaveAll(ctx, k, req.Owner)
 			return driver.Grant{}, err
 		}
