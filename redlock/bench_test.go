@@ -51,6 +51,4 @@ func benchClient(b *testing.B) *dlm.Client {
 
 func BenchmarkUncontended(b *testing.B) { storetest.Uncontended(b, benchClient(b)) }
 
-func BenchmarkParallelDistinctKeys(b *testing.B) { storetest.ParallelDistinctKeys(b, benchClient(b)) }
-
 func BenchmarkContendedHandoff(b *testing.B) { storetest.ContendedHandoff(b, benchClient(b)) }
