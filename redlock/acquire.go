@@ -13,16 +13,42 @@ import (
 // Acquire makes one attempt on every node at once and returns as soon as a
 // quorum has granted (with validity left) or can no longer grant. A failed
 // attempt is released on every node before Acquire returns. The token is
-// the largest counter of the granting quorum.
+// the largest counter of the granting quorum. A node grants only when
+// nobody waits there (see AcquireWait), so a new request never overtakes
+// the queue.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	k := s.keys(req)
+	return s.attempt(ctx, req, s.keys(req), nil)
+}
+
+// attempt makes one attempt for req. With w set it is an attempt of a
+// waiter: the nodes that do not grant queue it, a failed attempt keeps its
+// place where it granted, and a successful one takes it out of the wait
+// list of the nodes that did not grant.
+func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys, w *waiter) (driver.Grant, error) {
 	start := time.Now()
-	r := s.fanout(ctx, s.nodeTimeout(req.TTL),
-		func(ctx context.Context, n *node) (answer, uint64, error) { return s.acquireOn(ctx, n, k, req) },
-		func(ctx context.Context, n *node) { _, _, _ = s.releaseOn(ctx, n, k, req.Owner, 0) },
+	timeout := s.nodeTimeout(req.TTL)
+	keys, args := s.acquireArgs(k, req, w)
+	ukeys, uargs := s.releaseArgs(k, req.Owner, 0, w)
+	r := s.fanout(ctx, timeout,
+		func(ctx context.Context, n *node) (answer, uint64, error) { return s.acquireOn(ctx, n, keys, args) },
+		func(ctx context.Context, n *node, failed bool, a answer) {
+			switch {
+			case failed && a == no:
+				// The node answered that it did not grant: nothing to undo,
+				// and a waiter is queued there.
+			case failed:
+				ctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				_, _, _ = s.releaseOn(ctx, n, ukeys, uargs)
+			case w != nil && a != yes:
+				ctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				s.leaveOn(ctx, n, k, req.Owner)
+			}
+		},
 	)
 	h := &lease{}
 	h.track(r.allIn)
@@ -68,12 +94,23 @@ func (s *Store) taken(resource string, t *tally) error {
 		driver.ErrTaken, resource, t.no, t.nodes, t.yes, t.silence())
 }
 
-// acquireOn runs the acquire script on one node.
-func (s *Store) acquireOn(ctx context.Context, n *node, k redislua.Keys, req driver.Request) (answer, uint64, error) {
-	res, err := s.eval(ctx, n, true, redislua.RedlockAcquire,
-		[]string{k.Lock, k.Fence, k.Queue},
-		req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
-	)
+// acquireArgs returns the keys and arguments of the acquire script for
+// req, for a waiter when w is set.
+func (s *Store) acquireArgs(k redislua.Keys, req driver.Request, w *waiter) ([]string, []any) {
+	tickets, live := redislua.RedlockQueueKeys(k)
+	waiting, ticket := "0", "0"
+	if w != nil {
+		waiting, ticket = "1", w.ticket
+	}
+	return []string{k.Lock, k.Fence, k.Queue, tickets, live, k.Wake},
+		[]any{req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
+			waiting, ticket, s.liveness().Milliseconds(), k.WakeBase}
+}
+
+// acquireOn runs the acquire script on one node with the keys and
+// arguments of acquireArgs.
+func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []any) (answer, uint64, error) {
+	res, err := s.eval(ctx, n, true, redislua.RedlockAcquire, keys, args...)
 	if err != nil {
 		return silent, 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/redlock"
 )
@@ -39,3 +40,15 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+// go test -run '^$' -bench . -benchtime 2s ./redlock/
+
+// benchClient returns a dlm client over five fresh nodes, with the store's
+// default options (as storeurl opens it).
+func benchClient(b *testing.B) *dlm.Client {
+	return dlm.New(redlock.New(newEnv(b).clients()))
+}
+
+func BenchmarkUncontended(b *testing.B) { storetest.Uncontended(b, benchClient(b)) }
+
+func BenchmarkContendedHandoff(b *testing.B) { storetest.ContendedHandoff(b, benchClient(b)) }

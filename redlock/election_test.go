@@ -191,6 +191,9 @@ func TestRelabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A relabel that overtook the grant's late call to a node would find
+	// no lock there, and that node would keep the first metadata.
+	e.awaitEveryNode(name)
 	for _, m := range []string{"one", "two"} {
 		if err := s.Relabel(ctx, req, g, m); err != nil {
 			t.Fatal(err)

@@ -27,8 +27,8 @@ var _ driver.Inspector = (*Store)(nil)
 // Since, the clock of the node with that counter at the grant, read from
 // the token (as the redis store reads it: later than the grant if that
 // clock stepped back or ran behind another node's, zero when the token is
-// not a past reading of it). The store never queues, so there are no
-// waiters.
+// not a past reading of it). It shows no waiters: the wait lists are per
+// node (see the package documentation).
 func (s *Store) Inspect(ctx context.Context, resource string) (driver.ResourceInfo, error) {
 	if s.bad != nil {
 		return driver.ResourceInfo{}, s.bad

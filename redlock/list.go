@@ -49,8 +49,8 @@ const minListBatch = 16
 // time until fewer than a quorum of nodes hold the lock, by the nodes' own
 // clocks: the smallest TTL of the quorum with the longest TTLs. The
 // metadata is the newest the holder set (see Relabel). Since is read from
-// the token as Inspect does. The store never queues, so there are no
-// waiters.
+// the token as Inspect does. It shows no waiters: the wait lists are per
+// node (see the package documentation).
 func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.ResourceInfo, error) {
 	if s.bad != nil {
 		return nil, s.bad

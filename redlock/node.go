@@ -17,11 +17,12 @@ type node struct {
 	index       int
 	addr        string
 	rdb         goredis.UniversalClient
-	ctxTimeouts bool // the client gives up at the context's deadline
+	ctxTimeouts bool        // the client gives up at the context's deadline
+	tasks       chan func() // calls handed to an idle worker (see run)
 }
 
 func newNode(index int, rdb goredis.UniversalClient) *node {
-	n := &node{index: index, rdb: rdb, ctxTimeouts: true}
+	n := &node{index: index, rdb: rdb, ctxTimeouts: true, tasks: make(chan func())}
 	switch c := rdb.(type) {
 	case *goredis.Client:
 		n.addr, n.ctxTimeouts = c.Options().Addr, c.Options().ContextTimeoutEnabled

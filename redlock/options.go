@@ -20,6 +20,10 @@ const (
 	// DefaultFenceRetention is how long a resource's token counter is kept
 	// on each node after its last grant.
 	DefaultFenceRetention = 7 * 24 * time.Hour
+	// DefaultQueueRefresh is how often a waiter refreshes its place in
+	// the nodes' wait lists; a node drops a waiter that has not done so
+	// for four times as long.
+	DefaultQueueRefresh = 500 * time.Millisecond
 )
 
 // minDrift is added to the drift allowance whatever the TTL, as in the
@@ -59,3 +63,10 @@ func WithFenceRetention(d time.Duration) Option { return func(s *Store) { s.rete
 // guard off. With it on, every acquire and extend also reads the node's
 // birth marker, in the same round trip.
 func WithRestartGuard(d time.Duration) Option { return func(s *Store) { s.guard = d } }
+
+// WithQueueRefresh sets how often a waiter of AcquireWait attempts again
+// when no wake-up came, which also refreshes its place in the nodes' wait
+// lists; a node drops a waiter silent for four times d, so a waiter that
+// died holds the others back for at most that long. The default is 500 ms
+// (DefaultQueueRefresh); it must be at least one millisecond.
+func WithQueueRefresh(d time.Duration) Option { return func(s *Store) { s.refresh = d } }

@@ -27,16 +27,71 @@
 // the caller's context ends, and finish within the per-node timeout.
 //
 // It fails as soon as a quorum can no longer be reached, and then releases
-// the lock on every node, each right after that node's own answer or
-// timeout, before returning: nothing of a failed attempt is left on a node
-// that could be reached. (A call that timed out may still reach its node
-// later and set the lock there; that stray lock, on a minority, expires
-// with its TTL.) When the caller's context ends during an attempt, Acquire
-// fails with an error wrapping the context's, after the same cleanup.
+// the lock on every node that granted it or gave no answer, each right
+// after that node's own answer or timeout, before returning: nothing of a
+// failed attempt is left on a node that could be reached. (A call that
+// timed out may still reach its node later and set the lock there; that
+// stray lock, on a minority, expires with its TTL.) When the caller's
+// context ends during an attempt, Acquire fails with an error wrapping the
+// context's, after the same cleanup.
 //
-// The store does not wait for locks (it is not a driver.Waiter): package
-// dlm polls it with jittered backoff, which also resolves split votes
-// between contenders.
+// # Waiting: a wait list on every node
+//
+// The store is a driver.Waiter: package dlm makes one attempt, and on
+// contention calls AcquireWait, which queues on every node. Each node
+// keeps, per resource, a wait list: the waiters' tickets (a sorted set) and
+// their liveness deadlines by the node's clock (a second sorted set). A
+// waiter's ticket is the client's clock in microseconds when AcquireWait
+// began, the same on every node and kept across its attempts, so that
+// every node orders the waiters alike. A node grants only to the head of
+// its live wait list, or to anyone when the list is empty: the acquire
+// script reads the list in the same call as it reads and sets the lock, so
+// an attempt is still one script call per node, and when nobody waits the
+// list costs one EXISTS. A new request, and a releaser that asks again,
+// are refused wherever someone waits, and queue behind them.
+//
+// A waiter's attempt asks every node at once, as Acquire does, and puts
+// the waiter in the wait list of each node that does not grant (or
+// refreshes its place there). A release, on each node, wakes the head of
+// that node's list by pushing to the head's own wake-up list, which the
+// waiter pops on every node (one blocking pop per node while it waits); so
+// does a refused attempt that found the lock free there. Without a wake-up
+// a waiter attempts again every queue refresh interval (WithQueueRefresh,
+// 500 ms by default), which also keeps its place alive; a node drops a
+// waiter whose place was not refreshed for four intervals. A successful
+// waiter leaves the lists of the nodes that did not grant; a failed
+// attempt keeps its place on the nodes that granted (it releases the lock
+// there and stays queued); a waiter whose context ends leaves every list.
+//
+// Mutual exclusion is Redlock's, unchanged: a grant still needs the
+// acquire script to set the lock (SET NX, in effect) on a quorum within
+// the validity, and two quorums share a node, which holds one lock at a
+// time. The wait list only adds a reason for a node to refuse: it never
+// makes a node set a lock it would not have set without it, nor keeps one
+// alive, and the scripts that change it delete no lock but the caller's
+// own. Any run of this store is therefore a run of plain Redlock in which
+// some nodes refused more often, and the fencing argument below holds as
+// it stands.
+//
+// Nor can the wait lists deadlock: a waiter holds nothing while it waits
+// (a place in a list is not a lock), and every place lapses unless its
+// waiter refreshes it. Nodes may briefly disagree on the head (a
+// registration still on its way, a node that lost its list): a waiter
+// granted on a minority then undoes that grant and stays queued, and the
+// nodes wake their heads. Since every live waiter registers again at each
+// attempt, with the same ticket, a node that restarted empty or was
+// flushed has the waiters back in order within one refresh interval, and
+// meanwhile grants nothing that counts: a request it lets through still
+// needs a quorum, and the other nodes refuse it while waiters are queued
+// there. The live waiter with the smallest ticket thus becomes the head of
+// every node it can reach, and is granted once the lock is free on a
+// quorum; a waiter that died holds the others back for at most four
+// refresh intervals.
+//
+// The grants go in ticket order: first come, first served by the clients'
+// clocks. Clocks that differ between client machines reorder waiters that
+// arrive closer together than the difference; that costs fairness, never
+// safety. A call that does not wait (dlm.WithWait(0)) never queues.
 //
 // Extend resets the TTL on every node where the owner holds the lock and
 // succeeds when a quorum did so within the validity. It also sets the lock
@@ -118,7 +173,8 @@
 // every notice): package dlm polls Inspect instead, every poll interval of
 // its own (1 s by default), which bounds how long a change goes unseen.
 // Nor does it tell a holder that someone waits (no Grant.Blocking, no
-// driver.FeatureBlocking): nobody queues on the nodes, contenders retry.
+// driver.FeatureBlocking), and Inspect and List show no waiters: the wait
+// lists are per node, and no quorum of nodes vouches for them.
 //
 // Requires Redis 6.2 or later. Only exclusive (EX) locks are provided.
 package redlock
@@ -135,7 +191,8 @@ import (
 )
 
 // Store is a dlm store over N independent Redis masters. It implements
-// driver.Driver, driver.Lister, driver.Inspector and driver.Relabeler. It
+// driver.Driver, driver.Waiter, driver.Lister, driver.Inspector and
+// driver.Relabeler. It
 // is safe for concurrent use.
 type Store struct {
 	nodes       []*node
@@ -145,6 +202,7 @@ type Store struct {
 	prefix      string
 	retention   time.Duration
 	guard       time.Duration // restart guard; 0 is off
+	refresh     time.Duration // how often a waiter refreshes its place
 	sequential  bool          // ask the nodes one by one (benchmarks only)
 	bad         error         // a configuration error reported by every call
 }
@@ -159,6 +217,7 @@ func New(clients []goredis.UniversalClient, opts ...Option) *Store {
 		driftFactor: DefaultDriftFactor,
 		prefix:      DefaultPrefix,
 		retention:   DefaultFenceRetention,
+		refresh:     DefaultQueueRefresh,
 		quorum:      len(clients)/2 + 1,
 	}
 	for _, o := range opts {
@@ -197,6 +256,8 @@ func (s *Store) validate() error {
 		return fmt.Errorf("%w: redlock drift factor %v is outside [0, 0.5)", driver.ErrInvalid, s.driftFactor)
 	case s.retention < time.Minute:
 		return fmt.Errorf("%w: redlock fence retention %s is below one minute", driver.ErrInvalid, s.retention)
+	case s.refresh < time.Millisecond:
+		return fmt.Errorf("%w: redlock queue refresh %s is below one millisecond", driver.ErrInvalid, s.refresh)
 	case s.guard < 0:
 		return fmt.Errorf("%w: redlock restart guard %s is negative", driver.ErrInvalid, s.guard)
 	}

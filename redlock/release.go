@@ -41,19 +41,33 @@ func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g
 	if h := leaseOf(g.Handle); h != nil {
 		h.settle(ctx)
 	}
+	keys, args := s.releaseArgs(k, owner, g.Token, nil)
 	r := s.fanout(ctx, timeout, func(ctx context.Context, n *node) (answer, uint64, error) {
-		return s.releaseOn(ctx, n, k, owner, g.Token)
+		return s.releaseOn(ctx, n, keys, args)
 	}, nil)
 	t := &tally{nodes: len(s.nodes)}
 	t.collect(r)
 	return t
 }
 
-// releaseOn runs the release script on one node. A zero token raises no
-// counter.
-func (s *Store) releaseOn(ctx context.Context, n *node, k redislua.Keys, owner string, token uint64) (answer, uint64, error) {
-	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, []string{k.Lock, k.Fence},
-		owner, strconv.FormatUint(token, 10), s.retention.Milliseconds())
+// releaseArgs returns the keys and arguments of the release script. A
+// zero token raises no counter. With w set (the undo of a waiter's failed
+// attempt) the owner keeps its place in the node's wait list.
+func (s *Store) releaseArgs(k redislua.Keys, owner string, token uint64, w *waiter) ([]string, []any) {
+	tickets, live := redislua.RedlockQueueKeys(k)
+	requeue, ticket := "0", "0"
+	if w != nil {
+		requeue, ticket = "1", w.ticket
+	}
+	return []string{k.Lock, k.Fence, tickets, live},
+		[]any{owner, strconv.FormatUint(token, 10), s.retention.Milliseconds(),
+			k.WakeBase, s.liveness().Milliseconds(), requeue, ticket}
+}
+
+// releaseOn runs the release script on one node with the keys and
+// arguments of releaseArgs.
+func (s *Store) releaseOn(ctx context.Context, n *node, keys []string, args []any) (answer, uint64, error) {
+	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, keys, args...)
 	if err != nil {
 		return silent, 0, err
 	}

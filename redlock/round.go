@@ -33,8 +33,10 @@ type vote struct {
 // timeout.
 type ask func(ctx context.Context, n *node) (answer, uint64, error)
 
-// undo cleans up after ask on one node when the round failed.
-type undo func(ctx context.Context, n *node)
+// undo cleans up after ask on one node once the round is decided: failed
+// tells whether the round failed, a is the node's answer. ctx does not end
+// with the caller's: undo bounds its own calls by the per-node timeout.
+type undo func(ctx context.Context, n *node, failed bool, a answer)
 
 // round is one call fanned out to every node. Each node's vote is sent on a
 // channel buffered for all of them, so that a worker never blocks and the
@@ -52,9 +54,9 @@ type round struct {
 // The caller's context ends the calls until keep is called, so that a call
 // that returned with a quorum lets the others reach their nodes.
 //
-// With undo set, each worker, after its vote, waits for decide and, if the
-// round failed, runs undo on its node, so that a node's cleanup always
-// follows its own answer; decide must then be called. Without undo the
+// With undo set, each worker, after its vote, waits for decide and runs
+// undo on its node, so that a node's cleanup always follows its own
+// answer; decide must then be called. Without undo the
 // workers end after their vote. Either way they end by themselves within
 // the timeout (twice the timeout with undo).
 //
@@ -77,13 +79,18 @@ func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo
 		r.workers.Add(1)
 		go func() {
 			defer r.workers.Done()
+			answers := make([]answer, 0, len(s.nodes))
 			for _, n := range s.nodes {
 				nctx, ncancel := context.WithTimeout(base, timeout)
-				r.votes <- call(ctx, nctx, timeout, n, a)
+				v := call(ctx, nctx, timeout, n, a)
+				answers = append(answers, v.answer)
+				r.votes <- v
 				ncancel()
 			}
 			finish()
-			r.cleanUp(ctx, timeout, s.nodes, u)
+			for i, n := range s.nodes {
+				r.cleanUp(ctx, n, answers[i], u)
+			}
 		}()
 		return r
 	}
@@ -98,13 +105,13 @@ func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo
 	}
 	r.workers.Add(len(s.nodes))
 	for _, n := range s.nodes {
-		go func() {
+		n.run(func() {
 			defer r.workers.Done()
 			v := call(ctx, nctx, timeout, n, a)
 			answered()
 			r.votes <- v
-			r.cleanUp(ctx, timeout, []*node{n}, u)
-		}()
+			r.cleanUp(ctx, n, v.answer, u)
+		})
 	}
 	return r
 }
@@ -113,22 +120,14 @@ func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo
 // caller's context.
 func (r *round) keep() { r.detach() }
 
-// cleanUp waits for decide, if u is set, and runs u on nodes when the round
-// failed, even if the caller's context has ended.
-func (r *round) cleanUp(ctx context.Context, timeout time.Duration, nodes []*node, u undo) {
+// cleanUp waits for decide, if u is set, and runs u on n, even if the
+// caller's context has ended.
+func (r *round) cleanUp(ctx context.Context, n *node, a answer, u undo) {
 	if u == nil {
 		return
 	}
 	<-r.decided
-	if !r.failed {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	for _, n := range nodes {
-		uctx, cancel := context.WithTimeout(ctx, timeout)
-		u(uctx, n)
-		cancel()
-	}
+	u(context.WithoutCancel(ctx), n, r.failed, a)
 }
 
 // decide ends a round started with an undo. When it failed, decide returns

@@ -2,29 +2,97 @@ package redislua
 
 import goredis "github.com/redis/go-redis/v9"
 
-// Scripts of the redlock store only: acquire, extend, release and the
-// restart guard. They keep the key layout of the shared scripts.
+// Scripts of the redlock store only: acquire, extend, release, leave and
+// the restart guard. They keep the key layout of the shared scripts, and
+// add two keys per resource for the redlock wait list (see RedlockKeys).
 
-// RedlockAcquire makes one attempt on one node, as the shared Acquire does
-// without queueing, in fewer calls (every node of every attempt runs it):
-// it grants when the lock is free and no waiter of the redis store is
-// queued on the node, with the token the resource's counter plus one,
-// floored at the node's clock in microseconds. KEYS: lock, fence, queue.
-// ARGV: owner, ttl ms, metadata, fence retention ms. Returns {1, token}
-// when granted (or already held by owner), {0, pttl} when not.
-var RedlockAcquire = goredis.NewScript(`
+// redlockQueueLua is shared by the redlock scripts that read or change a
+// node's wait list. A node keeps, per resource, the tickets of its waiters
+// (a sorted set owner -> ticket, a number the waiter chose when it began to
+// wait, the same on every node) and their liveness deadlines by the node's
+// clock (a sorted set owner -> ms). head() drops the waiters whose deadline
+// has passed and returns the live one with the smallest ticket (ties broken
+// by owner, as the sorted set orders them); enqueue() adds or refreshes the
+// caller's place; wake() tells a waiter that the lock is free on this node.
+const redlockQueueLua = `
+local function nowms()
+  local t = redis.call('TIME')
+  return t, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function head(tickets, live, ms)
+  while true do
+    local w = redis.call('ZRANGE', tickets, 0, 0)[1]
+    if not w then return nil end
+    local dl = redis.call('ZSCORE', live, w)
+    if dl and tonumber(dl) > ms then return w end
+    redis.call('ZREM', tickets, w)
+    redis.call('ZREM', live, w)
+  end
+end
+local function enqueue(tickets, live, owner, ticket, ms, livems)
+  redis.call('ZADD', tickets, 'NX', ticket, owner)
+  redis.call('ZADD', live, ms + livems, owner)
+  redis.call('PEXPIRE', tickets, 2 * livems)
+  redis.call('PEXPIRE', live, 2 * livems)
+end
+local function wake(wakebase, w, livems)
+  local k = wakebase .. w
+  redis.call('RPUSH', k, '1')
+  redis.call('PEXPIRE', k, livems)
+end
+`
+
+// RedlockAcquire makes one attempt on one node. It grants when the lock is
+// free, no waiter of the redis store is queued on the node, and the node's
+// wait list is empty or has the caller at its head: a new request never
+// overtakes a live waiter. The token is the resource's counter plus one,
+// floored at the node's clock in microseconds. A waiting caller (ARGV[5]
+// "1") that is not granted is put in the wait list, or has its place
+// refreshed; a waiting caller that is granted leaves the list, and is sent
+// "stop" on its wake-up list to end its blocking pop there. A caller that
+// may not take the free lock wakes the head of the list.
+//
+// KEYS: lock, fence, queue (the redis store's), tickets, live, the caller's
+// wake key. ARGV: owner, ttl ms, metadata, fence retention ms, "1" when
+// waiting, ticket, liveness ms, wake base. Returns {1, token} when granted
+// (or already held by owner), {0, pttl} when not (pttl 0 when the lock is
+// free but others wait first).
+var RedlockAcquire = goredis.NewScript(redlockQueueLua + `
+local owner, waiting = ARGV[1], ARGV[5] == '1'
+local livems = tonumber(ARGV[7])
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  if string.sub(cur, 1, 32) == ARGV[1] then
+  if string.sub(cur, 1, 32) == owner then
     return {1, redis.call('GET', KEYS[2]) or '0'}
+  end
+  if waiting then
+    local _, ms = nowms()
+    enqueue(KEYS[4], KEYS[5], owner, ARGV[6], ms, livems)
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
 if redis.call('LLEN', KEYS[3]) > 0 then
   return {0, 0}
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'PX', ARGV[2])
-local t = redis.call('TIME')
+local t, ms = nowms()
+if waiting then enqueue(KEYS[4], KEYS[5], owner, ARGV[6], ms, livems) end
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  local h = head(KEYS[4], KEYS[5], ms)
+  if h and h ~= owner then
+    wake(ARGV[8], h, livems)
+    return {0, 0}
+  end
+  if h then
+    redis.call('ZREM', KEYS[4], owner)
+    redis.call('ZREM', KEYS[5], owner)
+  end
+end
+if waiting then
+  redis.call('DEL', KEYS[6])
+  redis.call('RPUSH', KEYS[6], 'stop')
+  redis.call('PEXPIRE', KEYS[6], livems)
+end
+redis.call('SET', KEYS[1], owner .. ARGV[3], 'PX', ARGV[2])
 local c = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
 local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if us > c then c = us end
@@ -50,21 +118,64 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// RedlockRelease frees the lock if the owner holds it, and raises the
+// RedlockRelease frees the lock if the owner holds it, raises the
 // resource's token counter to the holder's token (whoever holds the lock:
-// raising a counter never hurts), so that the next grant on this node gets a
-// larger token than the holder's whatever the nodes' clocks say. KEYS:
-// lock, fence. ARGV: owner, token ("0" for none), fence retention ms.
+// raising a counter never hurts), so that the next grant on this node gets
+// a larger token than the holder's whatever the nodes' clocks say, and
+// wakes the head of the node's wait list when the lock is free. With
+// ARGV[6] "1" (an attempt of a waiter that failed on a quorum) the owner
+// keeps, or takes again, its place in the wait list with its ticket.
+//
+// KEYS: lock, fence, tickets, live. ARGV: owner, token ("0" for none),
+// fence retention ms, wake base, liveness ms, "1" to stay queued, ticket.
 // Returns 1 released, 0 held by another owner, -1 not held by anyone.
-var RedlockRelease = goredis.NewScript(`
+var RedlockRelease = goredis.NewScript(redlockQueueLua + `
 local tok = tonumber(ARGV[2])
 if tok > 0 and tok > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end
+local livems = tonumber(ARGV[5])
+local requeue = ARGV[6] == '1'
+local res = -1
 local cur = redis.call('GET', KEYS[1])
-if not cur then return -1 end
-if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+if cur then
+  if string.sub(cur, 1, 32) ~= ARGV[1] then
+    res = 0
+  else
+    redis.call('DEL', KEYS[1])
+    res = 1
+  end
+end
+if res ~= 0 or requeue then
+  if requeue then
+    local _, ms = nowms()
+    enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[7], ms, livems)
+  end
+  if res ~= 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+    local _, ms = nowms()
+    local h = head(KEYS[3], KEYS[4], ms)
+    if h and h ~= ARGV[1] then wake(ARGV[4], h, livems) end
+  end
+end
+return res
+`)
+
+// RedlockLeave takes a waiter out of the node's wait list, sends "stop" to
+// its wake key to end its blocking pop, and, if the lock is free, wakes the
+// new head. KEYS: lock, tickets, live, the waiter's wake key. ARGV: owner,
+// wake base, liveness ms. Returns 1.
+var RedlockLeave = goredis.NewScript(redlockQueueLua + `
+local livems = tonumber(ARGV[3])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('DEL', KEYS[4])
+redis.call('RPUSH', KEYS[4], 'stop')
+redis.call('PEXPIRE', KEYS[4], livems)
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+  local _, ms = nowms()
+  local h = head(KEYS[2], KEYS[3], ms)
+  if h then wake(ARGV[2], h, livems) end
+end
 return 1
 `)
 
@@ -105,6 +216,13 @@ redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2], 'KEEPTTL')
 redis.call('SET', KEYS[2], ARGV[1] .. ARGV[3] .. ARGV[2], 'PX', ARGV[4])
 return 1
 `)
+
+// RedlockQueueKeys returns the keys of the redlock wait list of the
+// resource whose keys are k: its tickets and its liveness deadlines. They
+// carry the resource's hash tag.
+func RedlockQueueKeys(k Keys) (tickets, live string) {
+	return k.Lock + ":tickets", k.Lock + ":alive"
+}
 
 // LabelVersionDigits is the width of a relabel's version in the label key.
 const LabelVersionDigits = 16
