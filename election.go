@@ -19,8 +19,8 @@ var ErrNoLeader = errors.New("dlm: no leader")
 // refuses a token lower than one it has seen refuses a deposed leader
 // (see the store's guarantees for how tokens grow).
 //
-// Candidates wait in FIFO order on stores that queue (the dlm server,
-// memory, etcd, PostgreSQL, Redis) and are served by retries on Redlock.
+// Candidates wait in FIFO order on every store of this module (the dlm
+// server, memory, etcd, PostgreSQL, Redis and Redlock queue them).
 // Leader needs a store that can read one lock (driver.Inspector: every
 // store of this module but those that cannot); Observe is pushed by stores
 // that can tell (driver.Watcher) and polled otherwise; Proclaim needs a
