@@ -90,6 +90,10 @@ type Store struct {
 	watchTick time.Duration
 	bad       error // a configuration error reported by every call
 
+	// livenessMS and retentionMS are the liveness of a waiter's place
+	// and the fence retention in milliseconds, as the scripts take them.
+	livenessMS, retentionMS string
+
 	life  context.Context // ends with Close, and the watches with it
 	end   context.CancelFunc
 	pumps sync.WaitGroup // wake-up listeners and watches
@@ -139,6 +143,7 @@ func New(rdb goredis.UniversalClient, opts ...Option) *Store {
 	case s.watchTick < 10*time.Millisecond:
 		s.bad = fmt.Errorf("%w: watch interval %s is below 10ms", driver.ErrInvalid, s.watchTick)
 	}
+	s.livenessMS, s.retentionMS = ms(s.liveness().Milliseconds()), ms(s.retention.Milliseconds())
 	return s
 }
 
@@ -158,10 +163,6 @@ func (s *Store) Close() error {
 // liveness is how long a waiter's place lasts without a refresh.
 func (s *Store) liveness() time.Duration { return 4 * s.refresh }
 
-func (s *Store) keys(resource, owner string) redislua.Keys {
-	return redislua.KeysFor(s.prefix, resource, owner)
-}
-
 func (s *Store) check(req driver.Request) error {
 	if s.bad != nil {
 		return s.bad
@@ -177,19 +178,20 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	g, _, _, err := s.attempt(ctx, s.keys(req.Resource, req.Owner), req, false, false)
+	g, _, _, err := s.attempt(ctx, s.lockKey(req.Resource), req, false, false)
 	return g, err
 }
 
-// attempt runs the acquire script once. When not granted it returns
-// ErrTaken, the lock's remaining TTL (negative when free) and whether the
-// caller is first in the queue. queue asks to join the queue when not
-// granted; listening says the caller blocks on its wake key.
-func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request, queue, listening bool) (driver.Grant, time.Duration, bool, error) {
+// attempt runs the acquire script once on the resource whose lock key is
+// lock. When not granted it returns ErrTaken, the lock's remaining TTL
+// (negative when free) and whether the caller is first in the queue.
+// queue asks to join the queue when not granted; listening says the caller
+// blocks on its wake-up list.
+func (s *Store) attempt(ctx context.Context, lock string, req driver.Request, queue, listening bool) (driver.Grant, time.Duration, bool, error) {
 	res, err := redislua.Acquire.Run(ctx, s.rdb,
-		[]string{k.Lock, k.Fence, k.Queue, k.Live, k.Wake},
-		req.Owner, req.TTL.Milliseconds(), req.Metadata, flag(queue),
-		s.liveness().Milliseconds(), k.WakeBase, s.retention.Milliseconds(), flag(listening),
+		[]string{lock, lock + fenceSuffix, lock + queueSuffix, lock + liveSuffix},
+		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, flag(queue),
+		s.livenessMS, s.retentionMS, flag(listening),
 	).Slice()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
@@ -213,13 +215,15 @@ func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request
 }
 
 // Extend resets the lock's TTL if req.Owner holds it, and closes the
-// grant's Blocking channel if a live waiter queues behind it.
+// grant's Blocking channel if a live waiter queues behind it (it does not
+// look once the channel is closed).
 func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) error {
 	if s.bad != nil {
 		return s.bad
 	}
-	k := s.keys(req.Resource, req.Owner)
-	n, err := redislua.Extend.Run(ctx, s.rdb, []string{k.Lock, k.Live}, req.Owner, req.TTL.Milliseconds()).Int64()
+	lock := s.lockKey(req.Resource)
+	n, err := redislua.Extend.Run(ctx, s.rdb, []string{lock, lock + liveSuffix},
+		req.Owner, ms(req.TTL.Milliseconds()), flag(!isBlocked(g))).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
 	}
@@ -235,9 +239,9 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 	if s.bad != nil {
 		return s.bad
 	}
-	k := s.keys(req.Resource, req.Owner)
-	n, err := redislua.Release.Run(ctx, s.rdb, []string{k.Lock, k.Queue, k.Live},
-		req.Owner, k.WakeBase, s.liveness().Milliseconds()).Int64()
+	lock := s.lockKey(req.Resource)
+	n, err := redislua.Release.Run(ctx, s.rdb, []string{lock, lock + queueSuffix, lock + liveSuffix},
+		req.Owner, s.livenessMS).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}

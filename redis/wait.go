@@ -21,23 +21,23 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	k := s.keys(req.Resource, req.Owner)
+	lock := s.lockKey(req.Resource)
 	var wakeups <-chan struct{}
 	stop := func() {}
 	defer func() { stop() }()
 	for {
 		start := time.Now()
-		g, pttl, head, err := s.attempt(ctx, k, req, true, wakeups != nil)
+		g, pttl, head, err := s.attempt(ctx, lock, req, true, wakeups != nil)
 		if err == nil {
 			g.Start = start // the TTL runs from this attempt's grant
 			return g, nil
 		}
 		if !errors.Is(err, driver.ErrTaken) {
-			s.leave(ctx, k, req.Owner)
+			s.leave(ctx, lock, req.Owner)
 			return driver.Grant{}, err
 		}
 		if wakeups == nil {
-			wakeups, stop = s.listen(k.Wake)
+			wakeups, stop = s.listen(lock + wakeSuffix + req.Owner)
 		}
 		pause := s.refresh
 		if head && pttl > 0 && pttl+time.Millisecond < pause {
@@ -49,7 +49,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			s.leave(ctx, k, req.Owner)
+			s.leave(ctx, lock, req.Owner)
 			return driver.Grant{}, fmt.Errorf("%w: %q: %w", driver.ErrTaken, req.Resource, ctx.Err())
 		}
 		t.Stop()
@@ -58,11 +58,11 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 
 // leave takes the waiter out of the queue, on a context that outlives the
 // caller's. If Redis cannot be reached the place lapses by itself.
-func (s *Store) leave(ctx context.Context, k redislua.Keys, owner string) {
+func (s *Store) leave(ctx context.Context, lock, owner string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = redislua.Leave.Run(ctx, s.rdb, []string{k.Lock, k.Queue, k.Live, k.Wake},
-		owner, k.WakeBase, s.liveness().Milliseconds()).Err()
+	_ = redislua.Leave.Run(ctx, s.rdb, []string{lock, lock + queueSuffix, lock + liveSuffix},
+		owner, s.livenessMS).Err()
 }
 
 // listen blocks on the waiter's wake-up list in a goroutine and signals each
