@@ -178,19 +178,19 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	g, _, _, err := s.attempt(ctx, s.lockKey(req.Resource), req, false, false)
+	g, _, _, err := s.attempt(ctx, s.lockKey(req.Resource), req, queueNot, false)
 	return g, err
 }
 
 // attempt runs the acquire script once on the resource whose lock key is
 // lock. When not granted it returns ErrTaken, the lock's remaining TTL
 // (negative when free) and whether the caller is first in the queue.
-// queue asks to join the queue when not granted; listening says the caller
-// blocks on its wake-up list.
-func (s *Store) attempt(ctx context.Context, lock string, req driver.Request, queue, listening bool) (driver.Grant, time.Duration, bool, error) {
+// queue says whether to join the queue when not granted; listening says
+// the caller blocks on its wake-up list.
+func (s *Store) attempt(ctx context.Context, lock string, req driver.Request, queue queueing, listening bool) (driver.Grant, time.Duration, bool, error) {
 	res, err := redislua.Acquire.Run(ctx, s.rdb,
 		[]string{lock, lock + fenceSuffix, lock + queueSuffix, lock + liveSuffix},
-		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, flag(queue),
+		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, string(queue),
 		s.livenessMS, s.retentionMS, flag(listening),
 	).Slice()
 	if err != nil {
@@ -267,6 +267,16 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	}
 	return fmt.Errorf("%w: redis %s: %w", driver.ErrUnavailable, op, err)
 }
+
+// queueing is what an attempt does when not granted, as the acquire script
+// takes it.
+type queueing string
+
+const (
+	queueNot   queueing = "0" // return at once
+	queueJoin  queueing = "1" // join the queue
+	queueAgain queueing = "2" // refresh the caller's place: it has queued before
+)
 
 func flag(b bool) string {
 	if b {

@@ -86,9 +86,11 @@ end
 `
 
 // Acquire makes one attempt. KEYS: lock, fence, queue, live. ARGV: owner,
-// ttl ms, metadata, "1" to queue if not granted, liveness ms, fence
-// retention ms, "1" if the caller listens on its wake-up list (it is then
-// sent "stop" on a grant, ending its blocking pop).
+// ttl ms, metadata, queueing ("0" not to queue if not granted, "1" to
+// queue, "2" to refresh the place of a caller that queued before, which
+// skips the fast path), liveness ms, fence retention ms, "1" if the
+// caller listens on its wake-up list (it is then sent "stop" on a grant,
+// ending its blocking pop).
 //
 // It grants when the lock is free and nobody live is queued ahead of the
 // caller (no barging), with the token of tokenLua. When the resource has
@@ -101,7 +103,7 @@ end
 // waiters left in the queue behind the grant (counted only when the queue
 // was not empty), and {0, pttl, isHead} when not.
 var Acquire = goredis.NewScript(`
-if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local tok = string.format('%.0f', us)
@@ -118,7 +120,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1] .. 
   return {1, tok, 0}
 end
 ` + handoffLua + waitingLua + tokenLua + `
-local owner, queueing, listening = ARGV[1], ARGV[4] == '1', ARGV[7] == '1'
+local owner, queueing, listening = ARGV[1], ARGV[4] ~= '0', ARGV[7] == '1'
 local livems = tonumber(ARGV[5])
 local function granted(behind)
   if listening then
