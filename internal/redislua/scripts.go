@@ -27,7 +27,8 @@ import (
 // or change the queue's head. The clock is read once per call, and only
 // when needed: clock() returns TIME, nowms() it in milliseconds. first()
 // drops waiters whose liveness deadline has passed and returns the first
-// live one; wake() tells it that it is its turn, on its wake-up list
+// live one (the caller, if given, counts as live: it is calling); wake()
+// tells it that it is its turn, on its wake-up list
 // (the lock key followed by ":wake:" and the waiter).
 const handoffLua = `
 local clockv
@@ -39,9 +40,10 @@ local function nowms()
   local t = clock()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function first(queue, live)
+local function first(queue, live, caller)
   local w = redis.call('LINDEX', queue, 0)
   while w do
+    if w == caller then return w end
     local dl = redis.call('ZSCORE', live, w)
     if dl and tonumber(dl) > nowms() then return w end
     redis.call('LPOP', queue)
@@ -101,7 +103,8 @@ end
 //
 // Returns {1, token, waiting} when granted, waiting the number of live
 // waiters left in the queue behind the grant (counted only when the queue
-// was not empty), and {0, pttl, isHead} when not.
+// was not empty), and {0, pttl, isHead} when not, pttl read only for the
+// head of the queue (0 otherwise).
 var Acquire = goredis.NewScript(`
 if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
@@ -135,9 +138,9 @@ if cur and string.sub(cur, 1, 32) == owner then
   return {1, redis.call('GET', KEYS[2]) or '0', waiting(KEYS[4])}
 end
 if cur and not queueing then
-  return {0, redis.call('PTTL', KEYS[1]), 0}
+  return {0, 0, 0}
 end
-local head = first(KEYS[3], KEYS[4])
+local head = first(KEYS[3], KEYS[4], owner)
 if not cur and (not head or head == owner) then
   local behind = 0
   if head then
@@ -153,7 +156,7 @@ if not cur and head then
 end
 local isHead = 0
 if queueing then
-  if not redis.call('ZSCORE', KEYS[4], owner) then
+  if head ~= owner and (ARGV[4] == '1' or not redis.call('ZSCORE', KEYS[4], owner)) then
     redis.call('RPUSH', KEYS[3], owner)
   end
   redis.call('ZADD', KEYS[4], nowms() + livems, owner)
@@ -161,7 +164,8 @@ if queueing then
   redis.call('PEXPIRE', KEYS[4], 2 * livems)
   if not head or head == owner then isHead = 1 end
 end
-return {0, redis.call('PTTL', KEYS[1]), isHead}
+if isHead == 0 then return {0, 0, 0} end
+return {0, redis.call('PTTL', KEYS[1]), 1}
 `)
 
 // Release frees the lock if the owner holds it and hands the turn to the
