@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/dlmhq/dlm/internal/redislua"
@@ -21,6 +22,10 @@ func TestKeysFollowTheLayout(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%q: the store's keys are %+v, the layout's %+v", name, got, want)
+		}
+		built := s.keysOf(name, fenceSuffix, queueSuffix, liveSuffix)
+		if fmt.Sprint(built) != fmt.Sprint([]string{want.Lock, want.Fence, want.Queue, want.Live}) {
+			t.Errorf("%q: keysOf built %q", name, built)
 		}
 	}
 }

@@ -91,8 +91,9 @@ type Store struct {
 	bad       error // a configuration error reported by every call
 
 	// livenessMS and retentionMS are the liveness of a waiter's place
-	// and the fence retention in milliseconds, as the scripts take them.
-	livenessMS, retentionMS string
+	// and the fence retention in milliseconds, as the scripts take them
+	// (boxed once).
+	livenessMS, retentionMS any
 
 	life  context.Context // ends with Close, and the watches with it
 	end   context.CancelFunc
@@ -178,19 +179,18 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	g, _, _, err := s.attempt(ctx, s.lockKey(req.Resource), req, queueNot, false)
+	g, _, _, err := s.attempt(ctx, req, queueNot, false)
 	return g, err
 }
 
-// attempt runs the acquire script once on the resource whose lock key is
-// lock. When not granted it returns ErrTaken, the lock's remaining TTL
+// attempt runs the acquire script once. When not granted it returns ErrTaken, the lock's remaining TTL
 // (negative when free) and whether the caller is first in the queue.
 // queue says whether to join the queue when not granted; listening says
 // the caller blocks on its wake-up list.
-func (s *Store) attempt(ctx context.Context, lock string, req driver.Request, queue queueing, listening bool) (driver.Grant, time.Duration, bool, error) {
+func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool) (driver.Grant, time.Duration, bool, error) {
 	res, err := redislua.Acquire.Run(ctx, s.rdb,
-		[]string{lock, lock + fenceSuffix, lock + queueSuffix, lock + liveSuffix},
-		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, string(queue),
+		s.keysOf(req.Resource, fenceSuffix, queueSuffix, liveSuffix),
+		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
 		s.livenessMS, s.retentionMS, flag(listening),
 	).Slice()
 	if err != nil {
@@ -221,8 +221,7 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) 
 	if s.bad != nil {
 		return s.bad
 	}
-	lock := s.lockKey(req.Resource)
-	n, err := redislua.Extend.Run(ctx, s.rdb, []string{lock, lock + liveSuffix},
+	n, err := redislua.Extend.Run(ctx, s.rdb, s.keysOf(req.Resource, liveSuffix),
 		req.Owner, ms(req.TTL.Milliseconds()), flag(!isBlocked(g))).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
@@ -239,8 +238,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 	if s.bad != nil {
 		return s.bad
 	}
-	lock := s.lockKey(req.Resource)
-	n, err := redislua.Release.Run(ctx, s.rdb, []string{lock, lock + queueSuffix, lock + liveSuffix},
+	n, err := redislua.Release.Run(ctx, s.rdb, s.keysOf(req.Resource, queueSuffix, liveSuffix),
 		req.Owner, s.livenessMS).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
@@ -268,19 +266,29 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%w: redis %s: %w", driver.ErrUnavailable, op, err)
 }
 
-// queueing is what an attempt does when not granted, as the acquire script
-// takes it.
-type queueing string
+// queueing is what an attempt does when not granted.
+type queueing int
 
 const (
-	queueNot   queueing = "0" // return at once
-	queueJoin  queueing = "1" // join the queue
-	queueAgain queueing = "2" // refresh the caller's place: it has queued before
+	queueNot   queueing = iota // return at once
+	queueJoin                  // join the queue
+	queueAgain                 // refresh the caller's place: it has queued before
 )
 
-func flag(b bool) string {
+// queueArgs are the queueing values as the acquire script takes them,
+// boxed once.
+var queueArgs = [...]any{queueNot: "0", queueJoin: "1", queueAgain: "2"}
+
+// arg returns q as the acquire script takes it.
+func (q queueing) arg() any { return queueArgs[q] }
+
+// flag returns b as the scripts take it, "1" or "0".
+func flag(b bool) any {
 	if b {
-		return "1"
+		return flagTrue
 	}
-	return "0"
+	return flagFalse
 }
+
+// flagTrue and flagFalse are flag's values, boxed once.
+var flagTrue, flagFalse any = "1", "0"

@@ -30,7 +30,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	defer func() { stop() }()
 	for {
 		start := time.Now()
-		g, pttl, head, err := s.attempt(ctx, lock, req, queue, wakeups != nil)
+		g, pttl, head, err := s.attempt(ctx, req, queue, wakeups != nil)
 		if err == nil {
 			g.Start = start // the TTL runs from this attempt's grant
 			return g, nil
@@ -70,8 +70,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 func (s *Store) leave(ctx context.Context, lock, owner string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = redislua.Leave.Run(ctx, s.rdb, []string{lock, lock + queueSuffix, lock + liveSuffix},
-		owner, s.livenessMS).Err()
+	_ = redislua.Leave.Run(ctx, s.rdb, []string{lock, lock + queueSuffix, lock + liveSuffix}, owner, s.livenessMS).Err()
 }
 
 // listen blocks on the waiter's wake-up list in a goroutine until it pops
