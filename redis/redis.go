@@ -19,6 +19,21 @@
 // last writes can re-grant a held lock, as with any single-Redis lock; use
 // the dlm server where that matters.
 //
+// # What a cycle costs Redis
+//
+// Every call is one script (EVALSHA), one round trip. Without contention
+// an acquisition runs four commands in its script: EXISTS on the queue
+// (no barging past waiters), SET NX PX on the lock, TIME and one SET ...
+// GET on the token counter (the token floored at the clock); a release
+// runs three: GET and DEL (owner-checked) and LINDEX on the queue (whether
+// to wake a waiter). The queue's list and liveness set, and the clock for
+// them, are read only when a queue exists. A renewal runs GET, PEXPIRE
+// and EXISTS on the liveness set, and stops looking for waiters once its
+// grant's Blocking channel is closed. A lock library with neither tokens
+// nor a queue (bsm/redislock) runs one command to acquire and two to
+// release; the token and the queue check are what dlm's cycle adds.
+// BenchmarkServerCost reports the server time and the commands per script.
+//
 // # Waiting and its bounds
 //
 // A waiting acquisition holds one connection of the client's pool while it
@@ -45,14 +60,16 @@
 // A grant's Blocking channel is closed when a live waiter queues behind
 // it: the grant itself, or the holder's renewal (Extend), counts the live
 // waiters in the same script call. A lock that nobody waits for costs one
-// EXISTS more per renewal and nothing else. A holder therefore learns of a
+// EXISTS more per renewal and nothing else, and a renewal after the channel
+// closed does not look. A holder therefore learns of a
 // waiter at its next renewal after the waiter queued: within the renewal
 // interval (TTL/3 with package dlm's auto-renewal) plus one round trip. A
 // lease that is not renewed learns only of waiters queued when it was
 // granted. A waiter that dies in the queue counts until its place lapses
 // (four queue refresh intervals).
 //
-// Requires Redis 6.2 or later (scripts read TIME before writing).
+// Requires Redis 6.2 or later (SET ... GET, and scripts that read TIME
+// after writing, which needs the replication of a script's effects).
 package redis
 
 import (
