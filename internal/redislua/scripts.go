@@ -27,7 +27,8 @@ import (
 // or change the queue's head. The clock is read once per call, and only
 // when needed: clock() returns TIME, nowms() it in milliseconds. first()
 // drops waiters whose liveness deadline has passed and returns the first
-// live one (the caller, if given, counts as live: it is calling); wake()
+// live one (the caller, if given, counts as live: it is calling; w, if
+// given, is the queue's first entry, read already); wake()
 // tells it that it is its turn, on its wake-up list
 // (the lock key followed by ":wake:" and the waiter).
 const handoffLua = `
@@ -40,8 +41,8 @@ local function nowms()
   local t = clock()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function first(queue, live, caller)
-  local w = redis.call('LINDEX', queue, 0)
+local function first(queue, live, caller, w)
+  w = w or redis.call('LINDEX', queue, 0)
   while w do
     if w == caller then return w end
     local dl = redis.call('ZSCORE', live, w)
@@ -180,9 +181,10 @@ if cur then
   redis.call('DEL', KEYS[1])
   res = 1
 end
-if not redis.call('LINDEX', KEYS[2], 0) then return res end
+local w = redis.call('LINDEX', KEYS[2], 0)
+if not w then return res end
 ` + handoffLua + `
-local head = first(KEYS[2], KEYS[3])
+local head = first(KEYS[2], KEYS[3], nil, w)
 if head then wake(head, tonumber(ARGV[2])) end
 return res
 `)
