@@ -28,9 +28,10 @@ import (
 // when needed: clock() returns TIME, nowms() it in milliseconds. first()
 // drops waiters whose liveness deadline has passed and returns the first
 // live one (the caller, if given, counts as live: it is calling; w, if
-// given, is the queue's first entry, read already); wake()
-// tells it that it is its turn, on its wake-up list
-// (the lock key followed by ":wake:" and the waiter).
+// given, is the queue's first entry, read already). wake() tells a waiter
+// that it is its turn, on its wake-up list (the lock key followed by
+// ":wake:" and the waiter), unless once is set and the list still holds a
+// wake-up the waiter has not popped.
 const handoffLua = `
 local clockv
 local function clock()
@@ -53,8 +54,9 @@ local function first(queue, live, caller, w)
   end
   return nil
 end
-local function wake(w, livems)
+local function wake(w, livems, once)
   local k = KEYS[1] .. ':wake:' .. w
+  if once and redis.call('EXISTS', k) == 1 then return end
   redis.call('RPUSH', k, '1')
   redis.call('PEXPIRE', k, livems)
 end
@@ -153,7 +155,7 @@ if not cur and (not head or head == owner) then
   return granted(behind)
 end
 if not cur and head then
-  wake(head, livems)
+  wake(head, livems, true)
 end
 local isHead = 0
 if queueing then
