@@ -38,3 +38,18 @@ func blocked(g driver.Grant) {
 		h.block()
 	}
 }
+
+// isBlocked reports whether the Blocking channel of g, a grant of this
+// store, is closed already.
+func isBlocked(g driver.Grant) bool {
+	h, ok := g.Handle.(*holding)
+	if !ok {
+		return false
+	}
+	select {
+	case <-h.blocking:
+		return true
+	default:
+		return false
+	}
+}

@@ -19,6 +19,21 @@
 // last writes can re-grant a held lock, as with any single-Redis lock; use
 // the dlm server where that matters.
 //
+// # What a cycle costs Redis
+//
+// Every call is one script (EVALSHA), one round trip. Without contention
+// an acquisition runs four commands in its script: EXISTS on the queue
+// (no barging past waiters), SET NX PX on the lock, TIME and one SET ...
+// GET on the token counter (the token floored at the clock); a release
+// runs three: GET and DEL (owner-checked) and LINDEX on the queue (whether
+// to wake a waiter). The queue's list and liveness set, and the clock for
+// them, are read only when a queue exists. A renewal runs GET, PEXPIRE
+// and EXISTS on the liveness set, and stops looking for waiters once its
+// grant's Blocking channel is closed. A lock library with neither tokens
+// nor a queue (bsm/redislock) runs one command to acquire and two to
+// release; the token and the queue check are what dlm's cycle adds.
+// BenchmarkServerCost reports the server time and the commands per script.
+//
 // # Waiting and its bounds
 //
 // A waiting acquisition holds one connection of the client's pool while it
@@ -45,14 +60,16 @@
 // A grant's Blocking channel is closed when a live waiter queues behind
 // it: the grant itself, or the holder's renewal (Extend), counts the live
 // waiters in the same script call. A lock that nobody waits for costs one
-// EXISTS more per renewal and nothing else. A holder therefore learns of a
+// EXISTS more per renewal and nothing else, and a renewal after the channel
+// closed does not look. A holder therefore learns of a
 // waiter at its next renewal after the waiter queued: within the renewal
 // interval (TTL/3 with package dlm's auto-renewal) plus one round trip. A
 // lease that is not renewed learns only of waiters queued when it was
 // granted. A waiter that dies in the queue counts until its place lapses
 // (four queue refresh intervals).
 //
-// Requires Redis 6.2 or later (scripts read TIME before writing).
+// Requires Redis 6.2 or later (SET ... GET, and scripts that read TIME
+// after writing, which needs the replication of a script's effects).
 package redis
 
 import (
@@ -89,6 +106,11 @@ type Store struct {
 	retention time.Duration
 	watchTick time.Duration
 	bad       error // a configuration error reported by every call
+
+	// livenessMS and retentionMS are the liveness of a waiter's place
+	// and the fence retention in milliseconds, as the scripts take them
+	// (boxed once).
+	livenessMS, retentionMS any
 
 	life  context.Context // ends with Close, and the watches with it
 	end   context.CancelFunc
@@ -139,6 +161,7 @@ func New(rdb goredis.UniversalClient, opts ...Option) *Store {
 	case s.watchTick < 10*time.Millisecond:
 		s.bad = fmt.Errorf("%w: watch interval %s is below 10ms", driver.ErrInvalid, s.watchTick)
 	}
+	s.livenessMS, s.retentionMS = ms(s.liveness().Milliseconds()), ms(s.retention.Milliseconds())
 	return s
 }
 
@@ -158,10 +181,6 @@ func (s *Store) Close() error {
 // liveness is how long a waiter's place lasts without a refresh.
 func (s *Store) liveness() time.Duration { return 4 * s.refresh }
 
-func (s *Store) keys(resource, owner string) redislua.Keys {
-	return redislua.KeysFor(s.prefix, resource, owner)
-}
-
 func (s *Store) check(req driver.Request) error {
 	if s.bad != nil {
 		return s.bad
@@ -177,19 +196,19 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	g, _, _, err := s.attempt(ctx, s.keys(req.Resource, req.Owner), req, false, false)
+	g, _, _, err := s.attempt(ctx, req, queueNot, false)
 	return g, err
 }
 
-// attempt runs the acquire script once. When not granted it returns
-// ErrTaken, the lock's remaining TTL (negative when free) and whether the
-// caller is first in the queue. queue asks to join the queue when not
-// granted; listening says the caller blocks on its wake key.
-func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request, queue, listening bool) (driver.Grant, time.Duration, bool, error) {
+// attempt runs the acquire script once. When not granted it returns ErrTaken, the lock's remaining TTL
+// (negative when free) and whether the caller is first in the queue.
+// queue says whether to join the queue when not granted; listening says
+// the caller blocks on its wake-up list.
+func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool) (driver.Grant, time.Duration, bool, error) {
 	res, err := redislua.Acquire.Run(ctx, s.rdb,
-		[]string{k.Lock, k.Fence, k.Queue, k.Live, k.Wake},
-		req.Owner, req.TTL.Milliseconds(), req.Metadata, flag(queue),
-		s.liveness().Milliseconds(), k.WakeBase, s.retention.Milliseconds(), flag(listening),
+		s.keysOf(req.Resource, fenceSuffix, queueSuffix, liveSuffix),
+		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
+		s.livenessMS, s.retentionMS, flag(listening),
 	).Slice()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
@@ -213,13 +232,14 @@ func (s *Store) attempt(ctx context.Context, k redislua.Keys, req driver.Request
 }
 
 // Extend resets the lock's TTL if req.Owner holds it, and closes the
-// grant's Blocking channel if a live waiter queues behind it.
+// grant's Blocking channel if a live waiter queues behind it (it does not
+// look once the channel is closed).
 func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) error {
 	if s.bad != nil {
 		return s.bad
 	}
-	k := s.keys(req.Resource, req.Owner)
-	n, err := redislua.Extend.Run(ctx, s.rdb, []string{k.Lock, k.Live}, req.Owner, req.TTL.Milliseconds()).Int64()
+	n, err := redislua.Extend.Run(ctx, s.rdb, s.keysOf(req.Resource, liveSuffix),
+		req.Owner, ms(req.TTL.Milliseconds()), flag(!isBlocked(g))).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
 	}
@@ -235,9 +255,8 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 	if s.bad != nil {
 		return s.bad
 	}
-	k := s.keys(req.Resource, req.Owner)
-	n, err := redislua.Release.Run(ctx, s.rdb, []string{k.Lock, k.Queue, k.Live},
-		req.Owner, k.WakeBase, s.liveness().Milliseconds()).Int64()
+	n, err := redislua.Release.Run(ctx, s.rdb, s.keysOf(req.Resource, queueSuffix, liveSuffix),
+		req.Owner, s.livenessMS).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}
@@ -264,9 +283,29 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%w: redis %s: %w", driver.ErrUnavailable, op, err)
 }
 
-func flag(b bool) string {
+// queueing is what an attempt does when not granted.
+type queueing int
+
+const (
+	queueNot   queueing = iota // return at once
+	queueJoin                  // join the queue
+	queueAgain                 // refresh the caller's place: it has queued before
+)
+
+// queueArgs are the queueing values as the acquire script takes them,
+// boxed once.
+var queueArgs = [...]any{queueNot: "0", queueJoin: "1", queueAgain: "2"}
+
+// arg returns q as the acquire script takes it.
+func (q queueing) arg() any { return queueArgs[q] }
+
+// flag returns b as the scripts take it, "1" or "0".
+func flag(b bool) any {
 	if b {
-		return "1"
+		return flagTrue
 	}
-	return "0"
+	return flagFalse
 }
+
+// flagTrue and flagFalse are flag's values, boxed once.
+var flagTrue, flagFalse any = "1", "0"

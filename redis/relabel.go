@@ -16,8 +16,7 @@ func (s *Store) Relabel(ctx context.Context, req driver.Request, _ driver.Grant,
 	if s.bad != nil {
 		return s.bad
 	}
-	k := s.keys(req.Resource, req.Owner)
-	n, err := redislua.Relabel.Run(ctx, s.rdb, []string{k.Lock}, req.Owner, metadata).Int64()
+	n, err := redislua.Relabel.Run(ctx, s.rdb, []string{s.lockKey(req.Resource)}, req.Owner, metadata).Int64()
 	if err != nil {
 		return s.fail(ctx, "relabel", err)
 	}

@@ -21,23 +21,28 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	k := s.keys(req.Resource, req.Owner)
-	var wakeups <-chan struct{}
-	stop := func() {}
+	lock := s.lockKey(req.Resource)
+	var (
+		wakeups <-chan struct{} // nil while no listener runs
+		stop    = func() {}
+		queue   = queueJoin
+	)
 	defer func() { stop() }()
 	for {
 		start := time.Now()
-		g, pttl, head, err := s.attempt(ctx, k, req, true, wakeups != nil)
+		g, pttl, head, err := s.attempt(ctx, req, queue, wakeups != nil)
 		if err == nil {
 			g.Start = start // the TTL runs from this attempt's grant
 			return g, nil
 		}
 		if !errors.Is(err, driver.ErrTaken) {
-			s.leave(ctx, k, req.Owner)
+			s.leave(ctx, lock, req.Owner)
 			return driver.Grant{}, err
 		}
+		queue = queueAgain
 		if wakeups == nil {
-			wakeups, stop = s.listen(k.Wake)
+			stop()
+			wakeups, stop = s.listen(lock + wakeSuffix + req.Owner)
 		}
 		pause := s.refresh
 		if head && pttl > 0 && pttl+time.Millisecond < pause {
@@ -46,10 +51,14 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 		t := time.NewTimer(pause)
 		select {
 		case <-wakeups:
+			// The listener delivered its one wake-up and ended: the next
+			// attempt does not ask for a "stop", and a failed one starts
+			// another listener.
+			wakeups = nil
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			s.leave(ctx, k, req.Owner)
+			s.leave(ctx, lock, req.Owner)
 			return driver.Grant{}, fmt.Errorf("%w: %q: %w", driver.ErrTaken, req.Resource, ctx.Err())
 		}
 		t.Stop()
@@ -58,20 +67,21 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 
 // leave takes the waiter out of the queue, on a context that outlives the
 // caller's. If Redis cannot be reached the place lapses by itself.
-func (s *Store) leave(ctx context.Context, k redislua.Keys, owner string) {
+func (s *Store) leave(ctx context.Context, lock, owner string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = redislua.Leave.Run(ctx, s.rdb, []string{k.Lock, k.Queue, k.Live, k.Wake},
-		owner, k.WakeBase, s.liveness().Milliseconds()).Err()
+	_ = redislua.Leave.Run(ctx, s.rdb, []string{lock, lock + queueSuffix, lock + liveSuffix}, owner, s.livenessMS).Err()
 }
 
-// listen blocks on the waiter's wake-up list in a goroutine and signals each
-// wake-up on the returned channel. It ends when it pops "stop", which the
-// grant and the leave scripts push, or when stop is called and its current
-// pop times out (one second at most, when Redis could not be told); Close
-// waits for it.
+// listen blocks on the waiter's wake-up list in a goroutine until it pops
+// one wake-up, which it signals by closing the returned channel, or pops
+// "stop", which the grant and the leave scripts push to a listening
+// waiter's list, or until stop is called and its current pop times out
+// (one second at most, when Redis could not be told). Close waits for it.
+// A listener serves one wake-up: the grant that follows the usual one then
+// needs no "stop", nor the pop of it.
 func (s *Store) listen(key string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+	ch := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.pumps.Add(1)
 	go func() {
@@ -82,10 +92,8 @@ func (s *Store) listen(key string) (<-chan struct{}, func()) {
 			case ctx.Err() != nil, err == nil && len(v) == 2 && v[1] == "stop":
 				return
 			case err == nil:
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
+				close(ch)
+				return
 			case errors.Is(err, goredis.Nil):
 				// Timed out; block again.
 			default:

@@ -52,7 +52,7 @@ func (s *Store) Watch(ctx context.Context, resource string) (<-chan struct{}, er
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	stopLife := context.AfterFunc(s.life, cancel)
-	ps := s.rdb.Subscribe(wctx, s.keys(resource, "").Watch)
+	ps := s.rdb.Subscribe(wctx, s.lockKey(resource)+watchSuffix)
 	// A cancelled context does not interrupt a read on the subscription's
 	// connection; closing the subscription does.
 	stopClose := context.AfterFunc(wctx, func() { _ = ps.Close() })
@@ -141,7 +141,7 @@ func (s *Store) Notify(ctx context.Context, resource string) error {
 	if resource == "" {
 		return fmt.Errorf("%w: empty resource name", driver.ErrInvalid)
 	}
-	if err := s.rdb.Publish(ctx, s.keys(resource, "").Watch, "1").Err(); err != nil {
+	if err := s.rdb.Publish(ctx, s.lockKey(resource)+watchSuffix, "1").Err(); err != nil {
 		return s.fail(ctx, "notify", err)
 	}
 	return nil

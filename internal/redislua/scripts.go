@@ -20,29 +20,43 @@ import (
 //	<prefix>{R}:watch     a pub/sub channel, not a key: the redis store's
 //	                      change notices for R
 //
-// The wake-up keys are built inside the scripts from the base passed in
-// ARGV; they carry the same hash tag, so they live in the same slot.
+// The wake-up keys are built inside the scripts from the lock key; they
+// carry the same hash tag, so they live in the same slot.
 
-// handoffLua is shared by the scripts that may free the lock or change the
-// queue's head. first() drops waiters whose liveness deadline has passed and
-// returns the first live one; wake() tells it that it is its turn.
+// handoffLua is shared by the redis store's scripts that may free the lock
+// or change the queue's head. The clock is read once per call, and only
+// when needed: clock() returns TIME, nowms() it in milliseconds. first()
+// drops waiters whose liveness deadline has passed and returns the first
+// live one (the caller, if given, counts as live: it is calling; w, if
+// given, is the queue's first entry, read already). wake() tells a waiter
+// that it is its turn, on its wake-up list (the lock key followed by
+// ":wake:" and the waiter), unless once is set and the list still holds a
+// wake-up the waiter has not popped.
 const handoffLua = `
-local function now()
-  local t = redis.call('TIME')
-  return t, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local clockv
+local function clock()
+  if not clockv then clockv = redis.call('TIME') end
+  return clockv
 end
-local function first(queue, live, nowms)
-  while true do
-    local w = redis.call('LINDEX', queue, 0)
-    if not w then return nil end
+local function nowms()
+  local t = clock()
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function first(queue, live, caller, w)
+  w = w or redis.call('LINDEX', queue, 0)
+  while w do
+    if w == caller then return w end
     local dl = redis.call('ZSCORE', live, w)
-    if dl and tonumber(dl) > nowms then return w end
+    if dl and tonumber(dl) > nowms() then return w end
     redis.call('LPOP', queue)
     redis.call('ZREM', live, w)
+    w = redis.call('LINDEX', queue, 0)
   end
+  return nil
 end
-local function wake(wakebase, w, livems)
-  local k = wakebase .. w
+local function wake(w, livems, once)
+  local k = KEYS[1] .. ':wake:' .. w
+  if once and redis.call('EXISTS', k) == 1 then return end
   redis.call('RPUSH', k, '1')
   redis.call('PEXPIRE', k, livems)
 end
@@ -51,74 +65,117 @@ end
 // waitingLua counts the live waiters of a resource: those whose liveness
 // deadline in the live set has not passed.
 const waitingLua = `
-local function waiting(live, nowms)
-  return redis.call('ZCOUNT', live, '(' .. string.format('%.0f', nowms), '+inf')
+local function waiting(live)
+  return redis.call('ZCOUNT', live, '(' .. string.format('%.0f', nowms()), '+inf')
 end
 `
 
-// Acquire makes one attempt. KEYS: lock, fence, queue, live, the caller's
-// wake key. ARGV: owner, ttl ms, metadata, "1" to queue if not granted,
-// liveness ms, wake base, fence retention ms, "1" if the caller listens on
-// its wake key (it is then sent "stop" on a grant, ending its blocking pop).
+// tokenLua issues a grant's fencing token: the resource's counter plus
+// one, floored at the server clock in microseconds, so that tokens keep
+// growing when the counter is lost (expiry, restart without persistence).
+// It writes the clock first with SET ... GET, and writes again only when
+// the old counter was not below it (the clock stepped back, or grants came
+// faster than one a microsecond): one write in the usual case.
+const tokenLua = `
+local function token(fence, retention)
+  local t = clock()
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local tok = string.format('%.0f', us)
+  local last = tonumber(redis.call('SET', fence, tok, 'PX', retention, 'GET') or '')
+  if last and last >= us then
+    tok = string.format('%.0f', last + 1)
+    redis.call('SET', fence, tok, 'PX', retention)
+  end
+  return tok
+end
+`
+
+// Acquire makes one attempt. KEYS: lock, fence, queue, live. ARGV: owner,
+// ttl ms, metadata, queueing ("0" not to queue if not granted, "1" to
+// queue, "2" to refresh the place of a caller that queued before, which
+// skips the fast path), liveness ms, fence retention ms, "1" if the
+// caller listens on its wake-up list (it is then sent "stop" on a grant,
+// ending its blocking pop).
 //
 // It grants when the lock is free and nobody live is queued ahead of the
-// caller (no barging). The token is the resource's counter plus one, floored
-// at the server clock in microseconds, so that tokens keep growing when the
-// counter is lost (expiry, restart without persistence).
+// caller (no barging), with the token of tokenLua. When the resource has
+// no queue at all, the usual case without contention, that is one EXISTS
+// and one SET NX before the token's TIME and SET (the fast path, written
+// out before the helpers so that it defines none); the queue is read only
+// when there is one.
 //
 // Returns {1, token, waiting} when granted, waiting the number of live
 // waiters left in the queue behind the grant (counted only when the queue
-// was not empty), and {0, pttl, isHead} when not.
-var Acquire = goredis.NewScript(handoffLua + waitingLua + `
-local owner, meta = ARGV[1], ARGV[3]
-local queueing, livems, wakebase = ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6]
-local t, nowms = now()
+// was not empty), and {0, pttl, isHead} when not, pttl read only for the
+// head of the queue (0 otherwise).
+var Acquire = goredis.NewScript(`
+if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local tok = string.format('%.0f', us)
+  local last = tonumber(redis.call('SET', KEYS[2], tok, 'PX', ARGV[6], 'GET') or '')
+  if last and last >= us then
+    tok = string.format('%.0f', last + 1)
+    redis.call('SET', KEYS[2], tok, 'PX', ARGV[6])
+  end
+  if ARGV[7] == '1' then
+    local k = KEYS[1] .. ':wake:' .. ARGV[1]
+    redis.call('RPUSH', k, 'stop')
+    redis.call('PEXPIRE', k, ARGV[5])
+  end
+  return {1, tok, 0}
+end
+` + handoffLua + waitingLua + tokenLua + `
+local owner, queueing, listening = ARGV[1], ARGV[4] ~= '0', ARGV[7] == '1'
+local livems = tonumber(ARGV[5])
+local function granted(behind)
+  if listening then
+    local k = KEYS[1] .. ':wake:' .. owner
+    redis.call('RPUSH', k, 'stop')
+    redis.call('PEXPIRE', k, livems)
+  end
+  return {1, token(KEYS[2], ARGV[6]), behind}
+end
 local cur = redis.call('GET', KEYS[1])
 if cur and string.sub(cur, 1, 32) == owner then
-  return {1, redis.call('GET', KEYS[2]) or '0', waiting(KEYS[4], nowms)}
+  return {1, redis.call('GET', KEYS[2]) or '0', waiting(KEYS[4])}
 end
-local head = first(KEYS[3], KEYS[4], nowms)
+if cur and not queueing then
+  return {0, 0, 0}
+end
+local head = first(KEYS[3], KEYS[4], owner)
 if not cur and (not head or head == owner) then
   local behind = 0
   if head then
     redis.call('LPOP', KEYS[3])
     redis.call('ZREM', KEYS[4], owner)
-    behind = waiting(KEYS[4], nowms)
+    behind = waiting(KEYS[4])
   end
-  redis.call('DEL', KEYS[5])
-  if ARGV[8] == '1' then
-    redis.call('RPUSH', KEYS[5], 'stop')
-    redis.call('PEXPIRE', KEYS[5], livems)
-  end
-  redis.call('SET', KEYS[1], owner .. meta, 'PX', ARGV[2])
-  local c = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if us > c then c = us end
-  local token = string.format('%.0f', c)
-  redis.call('SET', KEYS[2], token, 'PX', ARGV[7])
-  return {1, token, behind}
+  redis.call('SET', KEYS[1], owner .. ARGV[3], 'PX', ARGV[2])
+  return granted(behind)
 end
 if not cur and head then
-  wake(wakebase, head, livems)
+  wake(head, livems, true)
 end
 local isHead = 0
 if queueing then
-  if not redis.call('ZSCORE', KEYS[4], owner) then
+  if head ~= owner and (ARGV[4] == '1' or not redis.call('ZSCORE', KEYS[4], owner)) then
     redis.call('RPUSH', KEYS[3], owner)
   end
-  redis.call('ZADD', KEYS[4], nowms + livems, owner)
+  redis.call('ZADD', KEYS[4], nowms() + livems, owner)
   redis.call('PEXPIRE', KEYS[3], 2 * livems)
   redis.call('PEXPIRE', KEYS[4], 2 * livems)
-  if redis.call('LINDEX', KEYS[3], 0) == owner then isHead = 1 end
+  if not head or head == owner then isHead = 1 end
 end
-return {0, redis.call('PTTL', KEYS[1]), isHead}
+if isHead == 0 then return {0, 0, 0} end
+return {0, redis.call('PTTL', KEYS[1]), 1}
 `)
 
 // Release frees the lock if the owner holds it and hands the turn to the
-// first live waiter. KEYS: lock, queue, live. ARGV: owner, wake base,
-// liveness ms. Returns 1 released, 0 held by another owner, -1 not held by
-// anyone.
-var Release = goredis.NewScript(handoffLua + `
+// first live waiter; without a queue it reads no clock. KEYS: lock, queue,
+// live. ARGV: owner, liveness ms. Returns 1 released, 0 held by another
+// owner, -1 not held by anyone.
+var Release = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 local res = -1
 if cur then
@@ -126,26 +183,28 @@ if cur then
   redis.call('DEL', KEYS[1])
   res = 1
 end
-local _, nowms = now()
-local head = first(KEYS[2], KEYS[3], nowms)
-if head then wake(ARGV[2], head, tonumber(ARGV[3])) end
+local w = redis.call('LINDEX', KEYS[2], 0)
+if not w then return res end
+` + handoffLua + `
+local head = first(KEYS[2], KEYS[3], nil, w)
+if head then wake(head, tonumber(ARGV[2])) end
 return res
 `)
 
 // Leave takes a waiter out of the queue, and if the lock is free hands the
 // turn on (the waiter may have been woken for it). It sends "stop" to the
-// waiter's own wake key to end its blocking pop. KEYS: lock, queue, live,
-// the waiter's wake key. ARGV: owner, wake base, liveness ms.
+// waiter's own wake-up list to end its blocking pop. KEYS: lock, queue,
+// live. ARGV: owner, liveness ms.
 var Leave = goredis.NewScript(handoffLua + `
+local k = KEYS[1] .. ':wake:' .. ARGV[1]
 redis.call('LREM', KEYS[2], 1, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('DEL', KEYS[4])
-redis.call('RPUSH', KEYS[4], 'stop')
-redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[3]))
+redis.call('DEL', k)
+redis.call('RPUSH', k, 'stop')
+redis.call('PEXPIRE', k, tonumber(ARGV[2]))
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  local _, nowms = now()
-  local head = first(KEYS[2], KEYS[3], nowms)
-  if head then wake(ARGV[2], head, tonumber(ARGV[3])) end
+  local head = first(KEYS[2], KEYS[3])
+  if head then wake(head, tonumber(ARGV[2])) end
 end
 return 1
 `)
@@ -153,17 +212,19 @@ return 1
 // Extend resets the lock's TTL if the owner holds it, and tells whether
 // live waiters queue behind it; it reads the clock and counts them only
 // when the resource has a live set at all, so a lock nobody waits for costs
-// one EXISTS more. KEYS: lock, live. ARGV: owner, ttl ms. Returns 1
-// extended, 2 extended with live waiters queued, 0 held by another owner,
-// -1 not held.
-var Extend = goredis.NewScript(waitingLua + `
+// one EXISTS more, and it does not look when ARGV[3] is "0" (the holder
+// knows already). KEYS: lock, live. ARGV: owner, ttl ms, "1" to look for
+// waiters. Returns 1 extended, 2 extended with live waiters queued, 0 held
+// by another owner, -1 not held.
+var Extend = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 0 then return 1 end
+if ARGV[3] ~= '1' or redis.call('EXISTS', KEYS[2]) == 0 then return 1 end
 local t = redis.call('TIME')
-if waiting(KEYS[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) > 0 then return 2 end
+local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%.0f', nowms), '+inf') > 0 then return 2 end
 return 1
 `)
 

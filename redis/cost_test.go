@@ -1,0 +1,109 @@
+package redis_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/workload"
+)
+
+// go test -run '^$' -bench ServerCost -benchtime 2000x ./redis/
+
+// BenchmarkServerCost reports what the store's scripts cost Redis, from
+// INFO commandstats: µs of server time per EVALSHA (usec_per_call, the
+// time inside the script, network excluded) and the commands each script
+// runs (redis.call). Uncontended: b.N acquisitions of distinct resources,
+// then an extend of each, then a release of each. Contended: the
+// standard contended workload (8 waiters, 1 ms hold) for b.N grants, every
+// script of it together (acquire, refresh, release, leave).
+func BenchmarkServerCost(b *testing.B) {
+	e := newEnv(b)
+	c, s := e.client()
+	ctx := context.Background()
+	reqs := make([]driver.Request, b.N)
+	grants := make([]driver.Grant, b.N)
+	for i := range reqs {
+		reqs[i] = request("cost/"+strconv.Itoa(i), time.Minute, "")
+	}
+	// Load the scripts, so that no call pays for an EVAL.
+	warm := request("cost/warm", time.Minute, "")
+	if g, err := s.Acquire(ctx, warm); err == nil {
+		_ = s.Extend(ctx, warm, g)
+		_ = s.Release(ctx, warm, g)
+	}
+	phase := func(name string, f func(i int) error) {
+		e.rdb.ConfigResetStat(ctx)
+		for i := range reqs {
+			if err := f(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		us, calls := scriptCost(b, e.rdb)
+		b.ReportMetric(us, name+"-µs")
+		b.ReportMetric(calls, name+"-calls")
+	}
+	b.ResetTimer()
+	phase("acquire", func(i int) (err error) {
+		grants[i], err = s.Acquire(ctx, reqs[i])
+		return err
+	})
+	phase("extend", func(i int) error { return s.Extend(ctx, reqs[i], grants[i]) })
+	phase("release", func(i int) error { return s.Release(ctx, reqs[i], grants[i]) })
+
+	e.rdb.ConfigResetStat(ctx)
+	_, err := workload.Contended(ctx, workload.Client(c), storetest.Resource(b), workload.Waiters, workload.Hold, workload.Budget{Ops: b.N})
+	if err != nil {
+		b.Fatal(err)
+	}
+	us, calls := scriptCost(b, e.rdb)
+	b.ReportMetric(us, "contended-µs")
+	b.ReportMetric(calls, "contended-calls")
+}
+
+// scriptCost reads INFO commandstats: the server µs per EVALSHA, and the
+// commands run inside the scripts per EVALSHA (every command but the
+// scripts themselves, BLPOP and the benchmark's own INFO and CONFIG).
+func scriptCost(b *testing.B, rdb *goredis.Client) (usPerCall, callsPerScript float64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var scripts, inner float64
+	for _, line := range strings.Split(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, us := stat(stats, "calls"), stat(stats, "usec_per_call")
+		switch name {
+		case "cmdstat_evalsha":
+			scripts, usPerCall = calls, us
+		case "cmdstat_eval", "cmdstat_info", "cmdstat_config", "cmdstat_blpop", "cmdstat_hello", "cmdstat_ping", "cmdstat_client|setinfo":
+		default:
+			inner += calls
+		}
+	}
+	if scripts == 0 {
+		b.Fatal("no EVALSHA in INFO commandstats")
+	}
+	return usPerCall, inner / scripts
+}
+
+// stat returns the field of INFO commandstats's "k=v,k=v" text as a
+// number, 0 when missing.
+func stat(stats, field string) float64 {
+	for _, kv := range strings.Split(stats, ",") {
+		if v, ok := strings.CutPrefix(kv, field+"="); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
