@@ -11,18 +11,30 @@ import (
 	"github.com/dlmhq/dlm/driver"
 )
 
-// Acquire makes one attempt, without waiting: it queues the request and,
-// when a conflicting request was queued first, leaves the queue again and
-// returns driver.ErrTaken. It takes one round trip (one write) when granted
-// and two when not (and the delete), plus a lease grant when the session
-// of the request's TTL is not open yet.
+// Acquire makes one attempt, without waiting. When the resource has no
+// queue it creates the request's key in the same transaction that finds
+// the queue empty: one round trip, one write. Otherwise it reads the queue
+// without creating anything, and returns driver.ErrTaken at once when a
+// request in a conflicting mode is queued, so that a refused attempt
+// touches nothing (it neither takes a place in the queue for a moment nor
+// tells the holder it blocks someone); only a request compatible with the
+// whole queue (PR among PR) then queues its key and checks again. A lease
+// grant comes first when the session of the request's TTL is not open yet.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	t, kvs, rev, err := s.enqueue(ctx, req)
+	t, kvs, rev, err := s.join(ctx, req, true)
 	if err != nil {
 		return driver.Grant{}, err
+	}
+	if t == nil { // others are queued, and nothing was created
+		if b := blocker(kvs, rev+1, req.Mode); b != nil {
+			return driver.Grant{}, taken(req.Resource, b)
+		}
+		if t, kvs, rev, err = s.enqueue(ctx, req); err != nil {
+			return driver.Grant{}, err
+		}
 	}
 	if b := blocker(kvs, t.rev, req.Mode); b != nil {
 		_, _ = s.remove(context.WithoutCancel(ctx), t)
@@ -37,6 +49,14 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 // lost: it keeps its place and its lease. enqueue returns the ticket, the
 // queue, and the revision of the read.
 func (s *Store) enqueue(ctx context.Context, req driver.Request) (*ticket, []*mvccpb.KeyValue, int64, error) {
+	return s.join(ctx, req, false)
+}
+
+// join is enqueue; with ifEmpty, it creates the key only if nobody is
+// queued (the request's own key, from an attempt whose reply was lost,
+// counts as nobody), and otherwise returns the queue and its revision with
+// a nil ticket.
+func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ticket, []*mvccpb.KeyValue, int64, error) {
 	ss, err := s.session(ctx, req.TTL)
 	if err != nil {
 		return nil, nil, 0, err
@@ -46,8 +66,12 @@ func (s *Store) enqueue(ctx context.Context, req driver.Request) (*ticket, []*mv
 	list := clientv3.OpGet(s.dir(req.Resource), queueOps()...)
 	cctx, cancel := s.call(ctx)
 	defer cancel()
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	if ifEmpty {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.dir(req.Resource)), "=", 0).WithPrefix())
+	}
 	resp, err := s.cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		If(cmps...).
 		Then(clientv3.OpPut(key, value(req), clientv3.WithLease(ss.id)), list).
 		Else(list).
 		Commit()
@@ -60,10 +84,15 @@ func (s *Store) enqueue(ctx context.Context, req driver.Request) (*ticket, []*mv
 	kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
 	t := &ticket{key: key, rev: resp.Header.Revision, lease: ss.id, ss: ss, renewed: asked}
 	if !resp.Succeeded {
+		own := false
 		for _, kv := range kvs {
 			if string(kv.Key) == key {
-				t.rev, t.lease = kv.CreateRevision, clientv3.LeaseID(kv.Lease)
+				t.rev, t.lease, own = kv.CreateRevision, clientv3.LeaseID(kv.Lease), true
 			}
+		}
+		if ifEmpty && !own {
+			s.unref(ss)
+			return nil, kvs, resp.Header.Revision, nil
 		}
 		if t.lease != ss.id {
 			// Under a session that ended: nobody keeps its lease alive,

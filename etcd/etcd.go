@@ -86,9 +86,8 @@
 //
 // Every grant but NL carries a Blocking channel (driver.FeatureBlocking),
 // closed once a request whose mode conflicts with the grant's is created
-// behind it: a waiter, or a single attempt that is refused at once (an
-// attempt queues its key before it learns that it must wait, so the two
-// cannot be told apart). A grant whose queue already has one when granted
+// behind it: a waiter. (A single attempt refused at once creates no key,
+// so it tells nobody.) A grant whose queue already has one when granted
 // gets the channel closed. Otherwise one watch on the resource's directory,
 // started from the revision of the grant in a goroutine of its own (the
 // grant does not wait for it), looks for one; it is multiplexed on the
