@@ -56,18 +56,6 @@ func (s *Store) Relabel(ctx context.Context, req driver.Request, g driver.Grant,
 
 // relabelOn runs the relabel script on one node.
 func (s *Store) relabelOn(ctx context.Context, n *node, k redislua.Keys, owner, metadata, version string) (answer, uint64, error) {
-	res, err := s.eval(ctx, n, false, redislua.RedlockRelabel, []string{k.Lock, k.Label},
-		owner, metadata, version, s.retention.Milliseconds())
-	if err != nil {
-		return silent, 0, err
-	}
-	switch res {
-	case int64(1):
-		return yes, 0, nil
-	case int64(0):
-		return no, 0, nil
-	case int64(-1):
-		return absent, 0, nil
-	}
-	return silent, 0, fmt.Errorf("unexpected reply %v", res)
+	return ownerChecked(s.eval(ctx, n, false, redislua.RedlockRelabel, []string{k.Lock, k.Label},
+		owner, metadata, version, s.retention.Milliseconds()))
 }

@@ -67,7 +67,12 @@ func (s *Store) releaseArgs(k redislua.Keys, owner string, token uint64, w *wait
 // releaseOn runs the release script on one node with the keys and
 // arguments of releaseArgs.
 func (s *Store) releaseOn(ctx context.Context, n *node, keys []string, args []any) (answer, uint64, error) {
-	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, keys, args...)
+	return ownerChecked(s.eval(ctx, n, false, redislua.RedlockRelease, keys, args...))
+}
+
+// ownerChecked reads the reply of an owner-checked script (release,
+// relabel): 1 done, 0 held by another owner, -1 not held at all.
+func ownerChecked(res any, err error) (answer, uint64, error) {
 	if err != nil {
 		return silent, 0, err
 	}
