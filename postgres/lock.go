@@ -88,17 +88,26 @@ func (l *lock) expire() {
 	l.lost = why
 }
 
+// goneLocked returns why the lock is no longer held, if it is not: its
+// loss, or its release.
+func (l *lock) goneLocked() error {
+	if l.conn != nil {
+		return nil
+	}
+	if l.lost != nil {
+		return l.lost
+	}
+	return fmt.Errorf("%w: %q was released", driver.ErrNotHeld, l.resource)
+}
+
 // verify checks that the holding session is alive, is still the backend
 // that granted the lock, and holds it; then it moves the expiry to ttl from
 // the check.
 func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn == nil {
-		if l.lost != nil {
-			return l.lost
-		}
-		return fmt.Errorf("%w: %q was released", driver.ErrNotHeld, l.resource)
+	if err := l.goneLocked(); err != nil {
+		return err
 	}
 	start := time.Now()
 	classid, objid := lockID(l.key)

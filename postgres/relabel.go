@@ -32,11 +32,8 @@ func (s *Store) Relabel(ctx context.Context, req driver.Request, g driver.Grant,
 func (l *lock) relabel(ctx context.Context, metadata string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn == nil {
-		if l.lost != nil {
-			return l.lost
-		}
-		return fmt.Errorf("%w: %q was released", driver.ErrNotHeld, l.resource)
+	if err := l.goneLocked(); err != nil {
+		return err
 	}
 	classid, objid := lockID(l.key)
 	var pid int32
