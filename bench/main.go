@@ -49,6 +49,7 @@ type config struct {
 	command  string
 	python   string // a Python with redis-py, for the Python client's cycle
 	failover int    // trials of the leader fail-over per store; 0: none
+	rounds   int    // interleaved runs of every target; each figure is the median round
 }
 
 // workloads are the standard workloads, in the order they run.
@@ -67,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.out, "out", "", "write the Markdown report to this file (default: standard output)")
 	fs.StringVar(&cfg.json, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&cfg.python, "python", "", "a Python interpreter with redis-py: also measure the Python client's cycle beside redis-py (needs the dlm and redis targets)")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "run every target this many times, interleaved, and report each workload's median round")
 	fs.IntVar(&cfg.failover, "failover", 0, "also measure leader fail-over with this many trials per store (needs the dlm target, which builds dlm)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -80,6 +82,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.failover < 0 || cfg.failover > 100 {
 		fmt.Fprintln(stderr, "bench: -failover must lie between 0 and 100")
+		return 2
+	}
+	if cfg.rounds < 1 || cfg.rounds > 20 {
+		fmt.Fprintln(stderr, "bench: -rounds must lie between 1 and 20")
 		return 2
 	}
 	if cfg.lockers < 1 || cfg.lockers > 1000 || cfg.waiters < 1 || cfg.waiters > 1000 {
@@ -151,23 +157,23 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 		log.Warn("the physical floor was not measured", "err", err)
 	}
 	log.Info("the physical floor", "fdatasync_p50", rep.Floor.Fdatasync, "loopback_rtt_p50", rep.Floor.Loopback)
-	for _, t := range chosen {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	rounds := make(map[string][]row, len(chosen))
+	for n := range cfg.rounds {
+		order := slices.Clone(chosen)
+		if n%2 == 1 {
+			slices.Reverse(order)
 		}
-		row := runTarget(ctx, cfg, t, srv)
-		for i, r := range row.Results {
-			args := []any{"target", t.id, "workload", r.Workload, "ops", r.Ops, "per_second", int(r.PerSecond),
-				"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations}
-			if c := row.Costs[i]; c != (cost{}) {
-				args = append(args, "server_cpu_per_cycle", c.CPUPerCycle, "server_allocs_per_cycle", int(c.AllocsPerCycle))
+		for _, t := range order {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
-			log.Info("measured", args...)
+			row := runTarget(ctx, cfg, t, srv)
+			logRow(log, n+1, row)
+			rounds[t.id] = append(rounds[t.id], row)
 		}
-		if row.Err != "" {
-			log.Error("failed", "target", t.id, "err", row.Err)
-		}
-		rep.Rows = append(rep.Rows, row)
+	}
+	for _, t := range chosen {
+		rep.Rows = append(rep.Rows, medianRow(rounds[t.id]))
 	}
 	rep.Python = measurePython(ctx, cfg.python, srv)
 	for _, c := range rep.Python {
@@ -178,6 +184,21 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 		log.Info("leader fail-over", "store", f.Store, "trials", f.Trials, "p50", f.P50, "max", f.Max, "err", f.Err)
 	}
 	return rep, nil
+}
+
+// logRow logs the figures of one round of one target.
+func logRow(log *slog.Logger, round int, row row) {
+	for i, r := range row.Results {
+		args := []any{"round", round, "target", row.ID, "workload", r.Workload, "ops", r.Ops, "per_second", int(r.PerSecond),
+			"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations}
+		if c := row.Costs[i]; c != (cost{}) {
+			args = append(args, "server_cpu_per_cycle", c.CPUPerCycle, "server_allocs_per_cycle", int(c.AllocsPerCycle))
+		}
+		log.Info("measured", args...)
+	}
+	if row.Err != "" {
+		log.Error("failed", "round", round, "target", row.ID, "err", row.Err)
+	}
 }
 
 // runTarget runs the workloads on one target.

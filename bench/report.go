@@ -50,6 +50,9 @@ func newReport(cfg config) *report {
 	default:
 		r.Budget = fmt.Sprintf("%s per workload", cfg.budget.Duration)
 	}
+	if cfg.rounds > 1 {
+		r.Budget += fmt.Sprintf("; every target ran %d times, interleaved, and each workload shows its median round (violations: the sum of all rounds)", cfg.rounds)
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
 			switch d.Path {

@@ -5,7 +5,7 @@
 # starts each on free loopback ports, stops them at the end, and writes
 # BENCHMARKS.md. Flags go to the bench command (cd bench && go run . -h):
 #
-#   bash scripts/bench.sh                         # every target, 3s per workload
+#   bash scripts/bench.sh                         # every target, 3 interleaved rounds of 3s per workload (medians)
 #   bash scripts/bench.sh -duration 10s
 #   bash scripts/bench.sh -only dlm-server-1,pg-advisory -out /dev/stdout
 set -euo pipefail
@@ -35,4 +35,4 @@ for a in "$@"; do
 	case "$a" in -out | -out=* | --out | --out=*) out=() ;; esac
 done
 cd bench
-exec go run . "${out[@]}" "${py[@]}" -failover 3 "$@"
+exec go run . "${out[@]}" "${py[@]}" -rounds 3 -failover 3 "$@"

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+
+	"github.com/dlmhq/dlm/internal/workload"
+)
+
+// Rounds: one run of every target is at the mercy of whatever else the
+// machine does during its few seconds, and a ratio between two targets
+// measured a minute apart swings with it. With -rounds N the targets run
+// N times, interleaved (every target once per round, the order reversed
+// on every other round so that a slow drift falls on all alike), and each
+// workload reports its median round.
+
+// medianRow merges the rounds of one target: for each workload, the
+// result (and the dlm server's cost) of its median round by the
+// workload's headline figure, with the violations of every round summed,
+// so that one broken round still shows. Errors of any round are kept.
+func medianRow(rounds []row) row {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	out := row{ID: rounds[0].ID, Name: rounds[0].Name, DLM: rounds[0].DLM}
+	var errs []error
+	for _, r := range rounds {
+		if r.Err != "" {
+			errs = append(errs, errors.New(r.Err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		out.Err = err.Error()
+	}
+	for i := range rounds[0].Results {
+		idx := make([]int, 0, len(rounds))
+		violations := 0
+		for j, r := range rounds {
+			if i < len(r.Results) {
+				idx = append(idx, j)
+				violations += r.Results[i].Violations
+			}
+		}
+		// Best first; the middle one, or the worse of the two middle ones.
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return better(rounds[a].Results[i], rounds[b].Results[i])
+		})
+		m := idx[len(idx)/2]
+		res := rounds[m].Results[i]
+		res.Violations = violations
+		out.Results = append(out.Results, res)
+		c := cost{}
+		if i < len(rounds[m].Costs) {
+			c = rounds[m].Costs[i]
+		}
+		out.Costs = append(out.Costs, c)
+	}
+	return out
+}
+
+// better orders two results of one workload, best first, by the figure
+// its table leads with: the p50 of an uncontended cycle, the rate of the
+// others.
+func better(a, b workload.Result) int {
+	if a.Workload == "uncontended" {
+		return cmp.Compare(a.P50, b.P50)
+	}
+	return cmp.Compare(b.PerSecond, a.PerSecond)
+}
