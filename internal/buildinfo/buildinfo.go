@@ -43,8 +43,9 @@ type Info struct {
 	// Unknown.
 	Version string `json:"version"`
 	// Revision is the VCS revision (a full git commit hash), "" when
-	// unknown.
-	Revision string `json:"revision,omitempty"`
+	// unknown (as for a build with -buildvcs=false, or from a git
+	// worktree, which the Go toolchain does not read).
+	Revision string `json:"revision"`
 	// Time is the revision's commit time (UTC), zero when unknown.
 	Time time.Time `json:"time,omitzero"`
 	// Modified is true when the tree had uncommitted changes.
@@ -91,7 +92,8 @@ func FromBuildInfo(bi *debug.BuildInfo, ok bool, override string) Info {
 }
 
 // module returns dlm's module in bi: the main module, or the dependency
-// (as replaced), or nil if dlm is in neither.
+// (as replaced; a replacement by a directory is a source tree, Devel), or
+// nil if dlm is in neither.
 func module(bi *debug.BuildInfo) *debug.Module {
 	if bi.Main.Path == ModulePath || bi.Main.Path == "" {
 		return &bi.Main
@@ -100,10 +102,13 @@ func module(bi *debug.BuildInfo) *debug.Module {
 		if d.Path != ModulePath {
 			continue
 		}
-		if d.Replace != nil && d.Replace.Version != "" {
-			return d.Replace
+		switch {
+		case d.Replace == nil:
+			return d
+		case d.Replace.Version == "": // replaced by a directory: a source tree
+			return &debug.Module{Path: ModulePath, Version: Devel}
 		}
-		return d
+		return d.Replace
 	}
 	return nil
 }

@@ -75,6 +75,13 @@ func TestFromBuildInfo(t *testing.T) {
 			want: Info{Version: "v0.1.0-fork.1", GoVersion: "go1.26.8"},
 		},
 		{
+			name: "dependency replaced by a checkout",
+			bi: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "example.com/app"},
+				Deps: []*debug.Module{{Path: ModulePath, Version: "v0.0.0-00010101000000-000000000000", Replace: &debug.Module{Path: "../dlm"}}}},
+			ok:   true,
+			want: Info{Version: Devel, GoVersion: "go1.26.8"},
+		},
+		{
 			name: "no build information",
 			want: Info{Version: Unknown, GoVersion: runtime.Version()},
 		},
@@ -116,7 +123,7 @@ func TestJSON(t *testing.T) {
 		t.Fatalf("%s\nwant %s", b, want)
 	}
 	b, _ = json.Marshal(Info{Version: Devel, GoVersion: "go1.26.8"})
-	if want := `{"version":"(devel)","modified":false,"go_version":"go1.26.8"}`; string(b) != want {
+	if want := `{"version":"(devel)","revision":"","modified":false,"go_version":"go1.26.8"}`; string(b) != want {
 		t.Fatalf("%s\nwant %s", b, want)
 	}
 }
