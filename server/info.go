@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/internal/buildinfo"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -221,5 +222,6 @@ func (s *Server) status(v fsm.View) *dlmpb.StatusResponse {
 	st.LeaderId, st.LeaderAddress = s.node.Leader()
 	st.AppliedIndex = v.Applied()
 	st.Now = timestamppb.Now()
+	st.Build = protocol.Build(buildinfo.Read())
 	return st
 }

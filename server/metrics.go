@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/dlmhq/dlm/server/protocol"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/dlmhq/dlm/internal/buildinfo"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -93,10 +95,26 @@ func newServerMetrics(s *Server) *serverMetrics {
 		Name: "dlm_server_slow_streams_ended_total",
 		Help: "Session streams ended (ResourceExhausted) because their queue, or the server's, was full: clients too slow to read.",
 	}, func() float64 { return float64(s.queue.slowed.Load()) })
-	m.reg.MustRegister(queued, slowEnded)
+	m.reg.MustRegister(queued, slowEnded, buildGauge(buildinfo.Read()))
 	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused, m.earlyReleases, m.withdrawn,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// buildGauge returns dlm_build_info: 1, with the build in its labels.
+func buildGauge(info buildinfo.Info) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dlm_build_info",
+		Help: "Always 1: how this node's binary was built (dlm's version, the VCS revision, the Go version, whether the tree was modified).",
+		ConstLabels: prometheus.Labels{
+			"version":    info.Version,
+			"revision":   info.Revision,
+			"go_version": info.GoVersion,
+			"modified":   strconv.FormatBool(info.Modified),
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // instrument makes node n report to the metrics what only it measures: the

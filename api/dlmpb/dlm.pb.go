@@ -389,7 +389,7 @@ func (x LockEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LockEvent_Kind.Descriptor instead.
 func (LockEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{46, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{47, 0}
 }
 
 type AcquireResponse_Outcome int32
@@ -441,7 +441,7 @@ func (x AcquireResponse_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AcquireResponse_Outcome.Descriptor instead.
 func (AcquireResponse_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{48, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{49, 0}
 }
 
 // RequestID names one client request for idempotent retries: a retried
@@ -3483,6 +3483,7 @@ type StatusResponse struct {
 	RaftState     string                 `protobuf:"bytes,12,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`            // "follower", "candidate", "leader" or "shutdown"
 	LeaderId      string                 `protobuf:"bytes,13,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`               // the leader's Raft id; "" while none is known
 	Now           *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=now,proto3" json:"now,omitempty"`                                         // this node's clock when it answered
+	Build         *BuildInfo             `protobuf:"bytes,15,opt,name=build,proto3" json:"build,omitempty"`                                     // how this node's binary was built
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3608,6 +3609,95 @@ func (x *StatusResponse) GetNow() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StatusResponse) GetBuild() *BuildInfo {
+	if x != nil {
+		return x.Build
+	}
+	return nil
+}
+
+// BuildInfo tells how a server's binary was built, from the build
+// information the Go toolchain records (as `dlm version --json` prints it).
+type BuildInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dlm's module version: a release ("v0.1.0"), a pseudo-version
+	// ("v0.1.1-0.20261126040000-1a2b3c4d5e6f+dirty") or "(devel)" for a
+	// build from a source tree without version control information.
+	Version  string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Revision string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"` // the VCS revision (a git commit hash); "" if unknown
+	// The revision's commit time; absent if unknown.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	Modified      bool                   `protobuf:"varint,4,opt,name=modified,proto3" json:"modified,omitempty"`                   // the tree had uncommitted changes
+	GoVersion     string                 `protobuf:"bytes,5,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"` // the Go toolchain, such as "go1.26.8"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildInfo) Reset() {
+	*x = BuildInfo{}
+	mi := &file_dlm_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildInfo) ProtoMessage() {}
+
+func (x *BuildInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildInfo.ProtoReflect.Descriptor instead.
+func (*BuildInfo) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *BuildInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *BuildInfo) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *BuildInfo) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *BuildInfo) GetModified() bool {
+	if x != nil {
+		return x.Modified
+	}
+	return false
+}
+
+func (x *BuildInfo) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
 // ListSessionsRequest pages through open sessions in id order.
 type ListSessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3620,7 +3710,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3722,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +3735,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListSessionsRequest) GetAfter() uint64 {
@@ -3687,7 +3777,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3789,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3802,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -3769,7 +3859,7 @@ type KillSessionsRequest struct {
 
 func (x *KillSessionsRequest) Reset() {
 	*x = KillSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3871,7 @@ func (x *KillSessionsRequest) String() string {
 func (*KillSessionsRequest) ProtoMessage() {}
 
 func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3884,7 @@ func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsRequest.ProtoReflect.Descriptor instead.
 func (*KillSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KillSessionsRequest) GetSessions() []uint64 {
@@ -3821,7 +3911,7 @@ type KillSessionsResponse struct {
 
 func (x *KillSessionsResponse) Reset() {
 	*x = KillSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3923,7 @@ func (x *KillSessionsResponse) String() string {
 func (*KillSessionsResponse) ProtoMessage() {}
 
 func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +3936,7 @@ func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsResponse.ProtoReflect.Descriptor instead.
 func (*KillSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KillSessionsResponse) GetSessions() []uint64 {
@@ -3869,7 +3959,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3881,7 +3971,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3894,7 +3984,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42}
+	return file_dlm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OpenSessionRequest) GetTtl() *durationpb.Duration {
@@ -3928,7 +4018,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3940,7 +4030,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3953,7 +4043,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{43}
+	return file_dlm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -3987,7 +4077,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4089,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4102,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44}
+	return file_dlm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -4046,7 +4136,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4148,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4161,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{45}
+	return file_dlm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *KeepAliveResponse) GetTtl() *durationpb.Duration {
@@ -4110,7 +4200,7 @@ type LockEvent struct {
 
 func (x *LockEvent) Reset() {
 	*x = LockEvent{}
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4212,7 @@ func (x *LockEvent) String() string {
 func (*LockEvent) ProtoMessage() {}
 
 func (x *LockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4225,7 @@ func (x *LockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockEvent.ProtoReflect.Descriptor instead.
 func (*LockEvent) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{46}
+	return file_dlm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LockEvent) GetKind() LockEvent_Kind {
@@ -4222,7 +4312,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4234,7 +4324,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4247,7 +4337,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{47}
+	return file_dlm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AcquireRequest) GetSession() string {
@@ -4337,7 +4427,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4349,7 +4439,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4362,7 +4452,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{48}
+	return file_dlm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AcquireResponse) GetOutcome() AcquireResponse_Outcome {
@@ -4416,7 +4506,7 @@ type ConvertLockRequest struct {
 
 func (x *ConvertLockRequest) Reset() {
 	*x = ConvertLockRequest{}
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4428,7 +4518,7 @@ func (x *ConvertLockRequest) String() string {
 func (*ConvertLockRequest) ProtoMessage() {}
 
 func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4441,7 +4531,7 @@ func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertLockRequest.ProtoReflect.Descriptor instead.
 func (*ConvertLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{49}
+	return file_dlm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConvertLockRequest) GetSession() string {
@@ -4504,7 +4594,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +4606,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +4619,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{50}
+	return file_dlm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReleaseLockRequest) GetSession() string {
@@ -4556,7 +4646,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4568,7 +4658,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4581,7 +4671,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{51}
+	return file_dlm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReleaseLockResponse) GetToken() uint64 {
@@ -4602,7 +4692,7 @@ type CancelLockRequest struct {
 
 func (x *CancelLockRequest) Reset() {
 	*x = CancelLockRequest{}
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4614,7 +4704,7 @@ func (x *CancelLockRequest) String() string {
 func (*CancelLockRequest) ProtoMessage() {}
 
 func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4627,7 +4717,7 @@ func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockRequest.ProtoReflect.Descriptor instead.
 func (*CancelLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{52}
+	return file_dlm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CancelLockRequest) GetSession() string {
@@ -4654,7 +4744,7 @@ type CancelLockResponse struct {
 
 func (x *CancelLockResponse) Reset() {
 	*x = CancelLockResponse{}
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4666,7 +4756,7 @@ func (x *CancelLockResponse) String() string {
 func (*CancelLockResponse) ProtoMessage() {}
 
 func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4679,7 +4769,7 @@ func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockResponse.ProtoReflect.Descriptor instead.
 func (*CancelLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{53}
+	return file_dlm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CancelLockResponse) GetConversion() bool {
@@ -4699,7 +4789,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4711,7 +4801,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4724,7 +4814,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{54}
+	return file_dlm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -4743,7 +4833,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4755,7 +4845,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4768,7 +4858,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{55}
+	return file_dlm_proto_rawDescGZIP(), []int{56}
 }
 
 // Batch is the data of one Raft log entry: commands applied in order, each
@@ -4784,7 +4874,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4796,7 +4886,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4809,7 +4899,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{56}
+	return file_dlm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -4853,7 +4943,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4865,7 +4955,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4878,7 +4968,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{57}
+	return file_dlm_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -5070,7 +5160,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5082,7 +5172,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5095,7 +5185,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{58}
+	return file_dlm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -5133,7 +5223,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5145,7 +5235,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5158,7 +5248,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{59}
+	return file_dlm_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -5199,7 +5289,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5211,7 +5301,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5224,7 +5314,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{60}
+	return file_dlm_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -5244,7 +5334,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5256,7 +5346,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5269,7 +5359,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{61}
+	return file_dlm_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -5297,7 +5387,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5309,7 +5399,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5322,7 +5412,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{62}
+	return file_dlm_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -5403,7 +5493,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5505,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5518,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{63}
+	return file_dlm_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -5484,7 +5574,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5496,7 +5586,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5509,7 +5599,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{64}
+	return file_dlm_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -5537,7 +5627,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5549,7 +5639,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5562,7 +5652,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{65}
+	return file_dlm_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -5593,7 +5683,7 @@ type RelabelCmd struct {
 
 func (x *RelabelCmd) Reset() {
 	*x = RelabelCmd{}
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5605,7 +5695,7 @@ func (x *RelabelCmd) String() string {
 func (*RelabelCmd) ProtoMessage() {}
 
 func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5618,7 +5708,7 @@ func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelabelCmd.ProtoReflect.Descriptor instead.
 func (*RelabelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{66}
+	return file_dlm_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RelabelCmd) GetSession() uint64 {
@@ -5652,7 +5742,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[67]
+	mi := &file_dlm_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5664,7 +5754,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[67]
+	mi := &file_dlm_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5677,7 +5767,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{67}
+	return file_dlm_proto_rawDescGZIP(), []int{68}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -5695,7 +5785,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[68]
+	mi := &file_dlm_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5707,7 +5797,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[68]
+	mi := &file_dlm_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5720,7 +5810,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{68}
+	return file_dlm_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -5769,7 +5859,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[69]
+	mi := &file_dlm_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5781,7 +5871,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[69]
+	mi := &file_dlm_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5794,7 +5884,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{69}
+	return file_dlm_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -5828,7 +5918,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[70]
+	mi := &file_dlm_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5840,7 +5930,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[70]
+	mi := &file_dlm_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5853,7 +5943,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{70}
+	return file_dlm_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -5928,7 +6018,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[71]
+	mi := &file_dlm_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5940,7 +6030,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[71]
+	mi := &file_dlm_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5953,7 +6043,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{71}
+	return file_dlm_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -6253,7 +6343,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\fListResponse\x122\n" +
 	"\tresources\x18\x01 \x03(\v2\x14.dlm.v1.ResourceInfoR\tresources\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next\"\x0f\n" +
-	"\rStatusRequest\"\xab\x03\n" +
+	"\rStatusRequest\"\xd4\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12%\n" +
@@ -6269,8 +6359,16 @@ const file_dlm_proto_rawDesc = "" +
 	"\n" +
 	"raft_state\x18\f \x01(\tR\traftState\x12\x1b\n" +
 	"\tleader_id\x18\r \x01(\tR\bleaderId\x12,\n" +
-	"\x03now\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x03nowJ\x04\b\n" +
-	"\x10\vR\rnow_unix_nano\"W\n" +
+	"\x03now\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x03now\x12'\n" +
+	"\x05build\x18\x0f \x01(\v2\x11.dlm.v1.BuildInfoR\x05buildJ\x04\b\n" +
+	"\x10\vR\rnow_unix_nano\"\xac\x01\n" +
+	"\tBuildInfo\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n" +
+	"\bmodified\x18\x04 \x01(\bR\bmodified\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x05 \x01(\tR\tgoVersion\"W\n" +
 	"\x13ListSessionsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x04R\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x14\n" +
@@ -6533,7 +6631,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
@@ -6579,57 +6677,58 @@ var file_dlm_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 41: dlm.v1.ListResponse
 	(*StatusRequest)(nil),         // 42: dlm.v1.StatusRequest
 	(*StatusResponse)(nil),        // 43: dlm.v1.StatusResponse
-	(*ListSessionsRequest)(nil),   // 44: dlm.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 45: dlm.v1.ListSessionsResponse
-	(*KillSessionsRequest)(nil),   // 46: dlm.v1.KillSessionsRequest
-	(*KillSessionsResponse)(nil),  // 47: dlm.v1.KillSessionsResponse
-	(*OpenSessionRequest)(nil),    // 48: dlm.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 49: dlm.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),      // 50: dlm.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 51: dlm.v1.KeepAliveResponse
-	(*LockEvent)(nil),             // 52: dlm.v1.LockEvent
-	(*AcquireRequest)(nil),        // 53: dlm.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 54: dlm.v1.AcquireResponse
-	(*ConvertLockRequest)(nil),    // 55: dlm.v1.ConvertLockRequest
-	(*ReleaseLockRequest)(nil),    // 56: dlm.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),   // 57: dlm.v1.ReleaseLockResponse
-	(*CancelLockRequest)(nil),     // 58: dlm.v1.CancelLockRequest
-	(*CancelLockResponse)(nil),    // 59: dlm.v1.CancelLockResponse
-	(*CloseSessionRequest)(nil),   // 60: dlm.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 61: dlm.v1.CloseSessionResponse
-	(*Batch)(nil),                 // 62: dlm.v1.Batch
-	(*Command)(nil),               // 63: dlm.v1.Command
-	(*SetMemberCmd)(nil),          // 64: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),        // 65: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),       // 66: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),     // 67: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),               // 68: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),            // 69: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),            // 70: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),             // 71: dlm.v1.CancelCmd
-	(*RelabelCmd)(nil),            // 72: dlm.v1.RelabelCmd
-	(*AdvanceCmd)(nil),            // 73: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 74: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 75: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 76: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 77: dlm.v1.Reply
-	(*timestamppb.Timestamp)(nil), // 78: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 79: google.protobuf.Duration
+	(*BuildInfo)(nil),             // 44: dlm.v1.BuildInfo
+	(*ListSessionsRequest)(nil),   // 45: dlm.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 46: dlm.v1.ListSessionsResponse
+	(*KillSessionsRequest)(nil),   // 47: dlm.v1.KillSessionsRequest
+	(*KillSessionsResponse)(nil),  // 48: dlm.v1.KillSessionsResponse
+	(*OpenSessionRequest)(nil),    // 49: dlm.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 50: dlm.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),      // 51: dlm.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 52: dlm.v1.KeepAliveResponse
+	(*LockEvent)(nil),             // 53: dlm.v1.LockEvent
+	(*AcquireRequest)(nil),        // 54: dlm.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 55: dlm.v1.AcquireResponse
+	(*ConvertLockRequest)(nil),    // 56: dlm.v1.ConvertLockRequest
+	(*ReleaseLockRequest)(nil),    // 57: dlm.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),   // 58: dlm.v1.ReleaseLockResponse
+	(*CancelLockRequest)(nil),     // 59: dlm.v1.CancelLockRequest
+	(*CancelLockResponse)(nil),    // 60: dlm.v1.CancelLockResponse
+	(*CloseSessionRequest)(nil),   // 61: dlm.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 62: dlm.v1.CloseSessionResponse
+	(*Batch)(nil),                 // 63: dlm.v1.Batch
+	(*Command)(nil),               // 64: dlm.v1.Command
+	(*SetMemberCmd)(nil),          // 65: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),        // 66: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),       // 67: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),     // 68: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),               // 69: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),            // 70: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),            // 71: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),             // 72: dlm.v1.CancelCmd
+	(*RelabelCmd)(nil),            // 73: dlm.v1.RelabelCmd
+	(*AdvanceCmd)(nil),            // 74: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),           // 75: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 76: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 77: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 78: dlm.v1.Reply
+	(*timestamppb.Timestamp)(nil), // 79: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 80: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
 	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
 	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	78,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	78,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	78,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	79,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	79,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	79,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	79,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	80,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
 	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
 	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
 	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	79,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	78,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	79,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	80,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	79,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	80,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
 	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
 	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
 	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
@@ -6646,13 +6745,13 @@ var file_dlm_proto_depIdxs = []int32{
 	22,  // 26: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	24,  // 27: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
 	23,  // 28: dlm.v1.SessionRequest.relabel:type_name -> dlm.v1.RelabelRequest
-	79,  // 29: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	80,  // 29: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	6,   // 30: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 31: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	79,  // 32: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	80,  // 32: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 33: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 34: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	79,  // 35: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	80,  // 35: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 36: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	6,   // 37: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
 	6,   // 38: dlm.v1.RelabelRequest.id:type_name -> dlm.v1.RequestID
@@ -6671,8 +6770,8 @@ var file_dlm_proto_depIdxs = []int32{
 	26,  // 51: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
 	35,  // 52: dlm.v1.SessionResponse.relabeled:type_name -> dlm.v1.Relabeled
 	1,   // 53: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	79,  // 54: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	79,  // 55: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	80,  // 54: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	80,  // 55: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
 	6,   // 56: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
 	0,   // 57: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
 	6,   // 58: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
@@ -6687,75 +6786,77 @@ var file_dlm_proto_depIdxs = []int32{
 	0,   // 67: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
 	7,   // 68: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
 	8,   // 69: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	78,  // 70: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
-	9,   // 71: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	79,  // 72: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	79,  // 73: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	79,  // 74: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	52,  // 75: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
-	4,   // 76: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
-	0,   // 77: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
-	0,   // 78: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
-	79,  // 79: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	79,  // 80: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
-	5,   // 81: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
-	0,   // 82: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
-	0,   // 83: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
-	79,  // 84: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
-	79,  // 85: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
-	63,  // 86: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	65,  // 87: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	66,  // 88: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	67,  // 89: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	68,  // 90: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	69,  // 91: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	70,  // 92: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	71,  // 93: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	73,  // 94: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	64,  // 95: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	72,  // 96: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
-	0,   // 97: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,   // 98: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	76,  // 99: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	64,  // 100: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	77,  // 101: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	75,  // 102: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	77,  // 103: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
-	2,   // 104: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,   // 105: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	16,  // 106: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	40,  // 107: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	42,  // 108: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	44,  // 109: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	46,  // 110: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	14,  // 111: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
-	48,  // 112: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
-	50,  // 113: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
-	53,  // 114: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
-	55,  // 115: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
-	56,  // 116: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
-	58,  // 117: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
-	40,  // 118: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
-	60,  // 119: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
-	25,  // 120: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	41,  // 121: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	43,  // 122: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	45,  // 123: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	47,  // 124: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	15,  // 125: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
-	49,  // 126: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
-	51,  // 127: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
-	54,  // 128: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
-	54,  // 129: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
-	57,  // 130: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
-	59,  // 131: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
-	41,  // 132: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
-	61,  // 133: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
-	120, // [120:134] is the sub-list for method output_type
-	106, // [106:120] is the sub-list for method input_type
-	106, // [106:106] is the sub-list for extension type_name
-	106, // [106:106] is the sub-list for extension extendee
-	0,   // [0:106] is the sub-list for field type_name
+	79,  // 70: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	44,  // 71: dlm.v1.StatusResponse.build:type_name -> dlm.v1.BuildInfo
+	79,  // 72: dlm.v1.BuildInfo.time:type_name -> google.protobuf.Timestamp
+	9,   // 73: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
+	80,  // 74: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	80,  // 75: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	80,  // 76: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	53,  // 77: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
+	4,   // 78: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
+	0,   // 79: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
+	0,   // 80: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
+	80,  // 81: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	80,  // 82: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	5,   // 83: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
+	0,   // 84: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
+	0,   // 85: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
+	80,  // 86: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	80,  // 87: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	64,  // 88: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	66,  // 89: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	67,  // 90: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	68,  // 91: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	69,  // 92: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	70,  // 93: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	71,  // 94: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	72,  // 95: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	74,  // 96: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	65,  // 97: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	73,  // 98: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
+	0,   // 99: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,   // 100: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	77,  // 101: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	65,  // 102: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	78,  // 103: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	76,  // 104: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	78,  // 105: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	2,   // 106: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,   // 107: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	16,  // 108: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	40,  // 109: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	42,  // 110: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	45,  // 111: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	47,  // 112: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	14,  // 113: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
+	49,  // 114: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
+	51,  // 115: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
+	54,  // 116: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
+	56,  // 117: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
+	57,  // 118: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
+	59,  // 119: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
+	40,  // 120: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	61,  // 121: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	25,  // 122: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	41,  // 123: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	43,  // 124: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	46,  // 125: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	48,  // 126: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	15,  // 127: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
+	50,  // 128: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	52,  // 129: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	55,  // 130: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	55,  // 131: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	58,  // 132: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	60,  // 133: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
+	41,  // 134: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	62,  // 135: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	122, // [122:136] is the sub-list for method output_type
+	108, // [108:122] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -6792,7 +6893,7 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Warning)(nil),
 		(*SessionResponse_Relabeled)(nil),
 	}
-	file_dlm_proto_msgTypes[57].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[58].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -6804,15 +6905,15 @@ func file_dlm_proto_init() {
 		(*Command_SetMember)(nil),
 		(*Command_Relabel)(nil),
 	}
-	file_dlm_proto_msgTypes[62].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[63].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[64].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   72,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

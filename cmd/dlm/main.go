@@ -10,7 +10,8 @@
 //	dlm session ls|kill                  a dlm server's sessions (admin)
 //	dlm certs [flags]                    make a development CA and certificates
 //	dlm demo [flags]                     the inventory story, end to end
-//	dlm version                          print the version
+//	dlm version [--json]                 print the version and build
+//	dlm --version                        the same as dlm version
 //
 // Each command takes -h for its flags.
 package main
@@ -23,9 +24,6 @@ import (
 	"os"
 	"syscall"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	ctx, stop := notifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -49,7 +47,8 @@ Usage:
   dlm session ls|kill                  list or end a dlm server's sessions (admin)
   dlm certs [flags]                    make a development CA and certificates (TLS)
   dlm demo [flags]                     the inventory story, end to end, with no setup
-  dlm version                          print the version
+  dlm version [--json]                 print the version, revision and Go version
+                                       (also dlm --version)
 
 Each command takes -h for its flags. Commands that use a store take
 --store URL (default $DLM_STORE, else dlm://127.0.0.1:7420; dlms:// for TLS),
@@ -84,9 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCerts(args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "dlm", version)
-		return 0
+	case "version", "--version", "-version":
+		return runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

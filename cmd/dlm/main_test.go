@@ -78,6 +78,9 @@ func TestServerRunsAndStopsGracefully(t *testing.T) {
 	if log := errb.String(); !strings.Contains(log, "id=env-node") || !strings.Contains(log, "in_memory=true") {
 		t.Fatalf("environment not applied:\n%s", log)
 	}
+	if log := errb.String(); !strings.Contains(log, "build.version=") || !strings.Contains(log, "build.go=go") {
+		t.Fatalf("no build in the start-up log:\n%s", log)
+	}
 	cancel()
 	select {
 	case code := <-done:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/dlmhq/dlm/internal/buildinfo"
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server"
 	"github.com/dlmhq/dlm/server/fsm"
@@ -183,7 +184,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	if f.inMemory {
 		mode = "in-memory"
 	}
-	log.Info("dlm server: started", "addr", srv.Addr(), "http", srv.HTTPAddr(), "raft", srv.Node().Addr(), "data", f.dataDir, "log", mode)
+	log.Info("dlm server: started", "addr", srv.Addr(), "http", srv.HTTPAddr(), "raft", srv.Node().Addr(), "data", f.dataDir, "log", mode, "build", buildinfo.Read())
 	if f.join != "" {
 		if err := srv.Join(ctx, f.join, sec.join...); err != nil {
 			if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/internal/buildinfo"
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/raftnode"
@@ -172,6 +173,20 @@ func Status(st locktable.Stats) *dlmpb.StatusResponse {
 		Locks:     int64(st.Locks),
 		Pending:   int64(st.Pending),
 	}
+}
+
+// Build converts the description of a build; an unknown time is left out.
+func Build(info buildinfo.Info) *dlmpb.BuildInfo {
+	pb := &dlmpb.BuildInfo{
+		Version:   info.Version,
+		Revision:  info.Revision,
+		Modified:  info.Modified,
+		GoVersion: info.GoVersion,
+	}
+	if !info.Time.IsZero() {
+		pb.Time = timestamppb.New(info.Time)
+	}
+	return pb
 }
 
 // Members converts the Raft configuration as a node knows it.
