@@ -43,7 +43,6 @@ type config struct {
 	budget   workload.Budget
 	lockers  int // of distinct-keys
 	waiters  int // of contended
-	only     []string
 	out      string
 	json     string
 	command  string

@@ -104,19 +104,19 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	return m
 }
 
-// wantAttrs checks that s has the attributes want (as their Emit strings)
+// wantAttrs checks that s has the attributes want (as their String forms)
 // and none of the keys in absent.
 func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[attribute.Key]string, absent ...attribute.Key) {
 	t.Helper()
 	got := attrs(s)
 	for k, v := range want {
-		if g, ok := got[k]; !ok || g.Emit() != v {
-			t.Errorf("%s: attribute %s = %q (present %v), want %q", s.Name(), k, g.Emit(), ok, v)
+		if g, ok := got[k]; !ok || g.String() != v {
+			t.Errorf("%s: attribute %s = %q (present %v), want %q", s.Name(), k, g.String(), ok, v)
 		}
 	}
 	for _, k := range absent {
 		if g, ok := got[k]; ok {
-			t.Errorf("%s: attribute %s = %q, want none", s.Name(), k, g.Emit())
+			t.Errorf("%s: attribute %s = %q, want none", s.Name(), k, g.String())
 		}
 	}
 }
@@ -167,7 +167,7 @@ func TestOtelAcquireReleaseUnderCallerSpan(t *testing.T) {
 		dlmotel.AttrToken: token, dlmotel.AttrOutcome: "acquired",
 	})
 	if v := attrs(acq)[dlmotel.AttrToken]; v.Type() != attribute.INT64 || v.AsInt64() == 0 {
-		t.Errorf("token attribute %v of type %s, want a non-zero int64", v.Emit(), v.Type())
+		t.Errorf("token attribute %v of type %s, want a non-zero int64", v.String(), v.Type())
 	}
 	wantAttrs(t, rel, map[attribute.Key]string{
 		dlmotel.AttrStore: "memory", dlmotel.AttrResource: "orders/42", dlmotel.AttrMode: "PR",
@@ -346,6 +346,6 @@ func TestOtelHugeToken(t *testing.T) {
 	}
 	v := attrs(spans[0])[dlmotel.AttrToken]
 	if v.Type() != attribute.STRING || v.AsString() != "18446744073709551615" {
-		t.Errorf("token attribute %s %q", v.Type(), v.Emit())
+		t.Errorf("token attribute %s %q", v.Type(), v.String())
 	}
 }

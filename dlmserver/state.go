@@ -140,7 +140,6 @@ type lockState struct {
 	id      uint64 // the server's lock id; 0 until an answer names it
 	granted bool
 	mode    dlmpb.Mode
-	permits uint32
 	token   uint64
 	waiter  *call         // a queued lock request or conversion awaiting its grant
 	lost    chan struct{} // closed when the lock is gone without our release

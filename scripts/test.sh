@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (as root, through apt-get),
-# then vets and runs every test with the race detector.
+# then vets, lints (staticcheck, on a full run) and runs every test with the
+# race detector.
 #
 #   bash scripts/test.sh            # everything
-#   bash scripts/test.sh ./redis/   # one package
+#   bash scripts/test.sh ./redis/   # one package (no lint)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,11 @@ fi
 pkgs=("$@")
 ((${#pkgs[@]})) || pkgs=(./...)
 go vet "${pkgs[@]}"
+# staticcheck over both modules (scripts/lint.sh): on a full run only, as
+# it always covers everything; it comes before the tests, to fail in seconds.
+if ! (($#)); then
+	bash scripts/lint.sh
+fi
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
 
 # The Python client (clients/python), against a dlm server built from

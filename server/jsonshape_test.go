@@ -149,9 +149,9 @@ func (s shape) one(os []obj, key, value string) obj {
 // jsonState is the state the shape test lists: an EX lock with metadata,
 // a PR request queued behind it with a deadline, and a semaphore holder.
 type jsonState struct {
-	meta             string
-	a, b, c          *rawSession
-	exToken, semLock uint64
+	meta    string
+	a, b, c *rawSession
+	exToken uint64
 }
 
 // exLock checks the EX holder of orders/42.

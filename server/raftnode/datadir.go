@@ -12,6 +12,7 @@ import (
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrDataDirInUse means a data directory is in use by another dlm server
@@ -111,7 +112,7 @@ func openBolt(dir string) (*raftboltdb.BoltStore, error) {
 	opts := *bbolt.DefaultOptions
 	opts.Timeout = boltLockTimeout
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: &opts})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bberrors.ErrTimeout) {
 		return nil, &DataDirInUseError{Dir: dir}
 	}
 	if err != nil {
