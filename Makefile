@@ -7,9 +7,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
 SUDO            := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: all proto proto-tools test vet
+.PHONY: all lint proto proto-tools test vet
 
-all: vet test
+all: vet lint test
 
 ## proto: regenerate api/dlmpb from api/dlm.proto
 proto: proto-tools
@@ -31,6 +31,10 @@ proto-tools:
 
 vet:
 	$(GO) vet ./...
+
+## lint: staticcheck, pinned in scripts/lint.sh, over both modules
+lint:
+	bash scripts/lint.sh
 
 test:
 	$(GO) test -race ./...
