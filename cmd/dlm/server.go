@@ -55,30 +55,12 @@ Flags:
 
 func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	var f serverFlags
-	fs := flag.NewFlagSet("dlm server", flag.ContinueOnError)
+	fs, err := newServerFlagSet(&f)
+	if err != nil {
+		fmt.Fprintf(stderr, "dlm server: %v\n", err)
+		return exitUsage
+	}
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.addr, "addr", env("DLM_ADDR", defaultAddr), "gRPC address for clients (env DLM_ADDR)")
-	fs.StringVar(&f.httpAddr, "http", env("DLM_HTTP_ADDR", defaultHTTPAddr), "HTTP address for /healthz, /readyz, /metrics and /v1/...; empty disables (env DLM_HTTP_ADDR)")
-	fs.StringVar(&f.raftAddr, "raft-addr", env("DLM_RAFT_ADDR", defaultRaftAddr), "Raft transport address (env DLM_RAFT_ADDR)")
-	fs.StringVar(&f.dataDir, "data", env("DLM_DATA", defaultDataDir), "data directory: the Raft log and snapshots (env DLM_DATA)")
-	fs.StringVar(&f.nodeID, "id", env("DLM_NODE_ID", "node-1"), "Raft node id (env DLM_NODE_ID)")
-	fs.StringVar(&f.logStore, "log-store", env("DLM_LOG_STORE", ""), "the durable Raft log of a new data dir: wal (one fsync per append; the default) or bolt; a data dir keeps the store it holds (env DLM_LOG_STORE)")
-	fs.BoolVar(&f.inMemory, "in-memory", envBool("DLM_IN_MEMORY"), "keep the Raft log in memory: fast, but every restart starts empty (env DLM_IN_MEMORY)")
-	fs.BoolVar(&f.pprof, "pprof", envBool("DLM_PPROF"), "serve Go's profiles on the HTTP address under /debug/pprof/ (admin only with authentication; env DLM_PPROF)")
-	fs.StringVar(&f.logLevel, "log-level", env("DLM_LOG_LEVEL", "info"), "debug, info, warn or error (env DLM_LOG_LEVEL)")
-	fs.StringVar(&f.peers, "peers", env("DLM_PEERS", ""), "bootstrap a cluster of these voters, this node included: id=raft-host:port,... (the same list on every node; env DLM_PEERS)")
-	fs.StringVar(&f.join, "join", env("DLM_JOIN", ""), "join the cluster through the HTTP address of a member: host:port[,host:port...] (env DLM_JOIN)")
-	fs.StringVar(&f.raftAdvertise, "raft-advertise", env("DLM_RAFT_ADVERTISE", ""), "the Raft address other nodes reach this one at, if not -raft-addr (env DLM_RAFT_ADVERTISE)")
-	fs.StringVar(&f.advertise, "advertise", env("DLM_ADVERTISE", ""), "the gRPC address followers send clients to when this node leads, if not -addr (env DLM_ADVERTISE)")
-	fs.StringVar(&f.advertiseHTTP, "advertise-http", env("DLM_ADVERTISE_HTTP", ""), "the HTTP address members send membership calls to when this node leads, if not -http (env DLM_ADVERTISE_HTTP)")
-	fs.StringVar(&f.raftSource, "raft-source", env("DLM_RAFT_SOURCE", ""), "the local IP to bind outgoing Raft connections to (env DLM_RAFT_SOURCE)")
-	fs.DurationVar(&f.raftTimeout, "raft-timeout", time.Second, "Raft heartbeat and election timeout; lower it on a fast, quiet network")
-	fs.DurationVar(&f.margin, "session-margin", server.DefaultSessionMargin, "added to every session's deadline when this node becomes leader")
-	fs.IntVar(&f.quotas.SessionsPerIdentity, "max-sessions-per-identity", fsm.DefaultSessionsPerIdentity, "the most sessions one authenticated identity may have open (the same on every node)")
-	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", fsm.DefaultLocksPerIdentity, "the most locks, held or queued, one authenticated identity may have (the same on every node)")
-	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", httpapi.DefaultMaxEventStreamsPerIdentity, "the most /v1/events streams one authenticated identity may have open")
-	f.sec.register(fs)
-	registerLimits(fs, &f.limits)
 	if code, ok := parseFlags(fs, args, serverUsage, stderr); !ok {
 		return code
 	}
@@ -207,6 +189,38 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log.Info("dlm server: stopped")
 	return 0
+}
+
+// newServerFlagSet returns the flag set of `dlm server`, which reads into
+// f. Every flag takes its default from its environment variable when that
+// is set (a flag on the command line wins); the error names a variable
+// whose value cannot be read.
+func newServerFlagSet(f *serverFlags) (*flag.FlagSet, error) {
+	var e envDefaults
+	fs := flag.NewFlagSet("dlm server", flag.ContinueOnError)
+	fs.StringVar(&f.addr, "addr", env("DLM_ADDR", defaultAddr), "gRPC address for clients (env DLM_ADDR)")
+	fs.StringVar(&f.httpAddr, "http", env("DLM_HTTP_ADDR", defaultHTTPAddr), "HTTP address for /healthz, /readyz, /metrics and /v1/...; empty disables (env DLM_HTTP_ADDR)")
+	fs.StringVar(&f.raftAddr, "raft-addr", env("DLM_RAFT_ADDR", defaultRaftAddr), "Raft transport address (env DLM_RAFT_ADDR)")
+	fs.StringVar(&f.dataDir, "data", env("DLM_DATA", defaultDataDir), "data directory: the Raft log and snapshots (env DLM_DATA)")
+	fs.StringVar(&f.nodeID, "id", env("DLM_NODE_ID", "node-1"), "Raft node id (env DLM_NODE_ID)")
+	fs.StringVar(&f.logStore, "log-store", env("DLM_LOG_STORE", ""), "the durable Raft log of a new data dir: wal (one fsync per append; the default) or bolt; a data dir keeps the store it holds (env DLM_LOG_STORE)")
+	fs.BoolVar(&f.inMemory, "in-memory", envBool("DLM_IN_MEMORY"), "keep the Raft log in memory: fast, but every restart starts empty (env DLM_IN_MEMORY)")
+	fs.BoolVar(&f.pprof, "pprof", envBool("DLM_PPROF"), "serve Go's profiles on the HTTP address under /debug/pprof/ (admin only with authentication; env DLM_PPROF)")
+	fs.StringVar(&f.logLevel, "log-level", env("DLM_LOG_LEVEL", "info"), "debug, info, warn or error (env DLM_LOG_LEVEL)")
+	fs.StringVar(&f.peers, "peers", env("DLM_PEERS", ""), "bootstrap a cluster of these voters, this node included: id=raft-host:port,... (the same list on every node; env DLM_PEERS)")
+	fs.StringVar(&f.join, "join", env("DLM_JOIN", ""), "join the cluster through the HTTP address of a member: host:port[,host:port...] (env DLM_JOIN)")
+	fs.StringVar(&f.raftAdvertise, "raft-advertise", env("DLM_RAFT_ADVERTISE", ""), "the Raft address other nodes reach this one at, if not -raft-addr (env DLM_RAFT_ADVERTISE)")
+	fs.StringVar(&f.advertise, "advertise", env("DLM_ADVERTISE", ""), "the gRPC address followers send clients to when this node leads, if not -addr (env DLM_ADVERTISE)")
+	fs.StringVar(&f.advertiseHTTP, "advertise-http", env("DLM_ADVERTISE_HTTP", ""), "the HTTP address members send membership calls to when this node leads, if not -http (env DLM_ADVERTISE_HTTP)")
+	fs.StringVar(&f.raftSource, "raft-source", env("DLM_RAFT_SOURCE", ""), "the local IP to bind outgoing Raft connections to (env DLM_RAFT_SOURCE)")
+	fs.DurationVar(&f.raftTimeout, "raft-timeout", e.duration("DLM_RAFT_TIMEOUT", time.Second), "Raft heartbeat and election timeout; lower it on a fast, quiet network (env DLM_RAFT_TIMEOUT)")
+	fs.DurationVar(&f.margin, "session-margin", e.duration("DLM_SESSION_MARGIN", server.DefaultSessionMargin), "added to every session's deadline when this node becomes leader (env DLM_SESSION_MARGIN)")
+	fs.IntVar(&f.quotas.SessionsPerIdentity, "max-sessions-per-identity", e.int("DLM_MAX_SESSIONS_PER_IDENTITY", fsm.DefaultSessionsPerIdentity), "the most sessions one authenticated identity may have open (the same on every node; env DLM_MAX_SESSIONS_PER_IDENTITY)")
+	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", e.int("DLM_MAX_LOCKS_PER_IDENTITY", fsm.DefaultLocksPerIdentity), "the most locks, held or queued, one authenticated identity may have (the same on every node; env DLM_MAX_LOCKS_PER_IDENTITY)")
+	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", e.int("DLM_MAX_EVENT_STREAMS_PER_IDENTITY", httpapi.DefaultMaxEventStreamsPerIdentity), "the most /v1/events streams one authenticated identity may have open (env DLM_MAX_EVENT_STREAMS_PER_IDENTITY)")
+	f.sec.register(fs)
+	registerLimits(fs, &f.limits, &e)
+	return fs, e.err
 }
 
 // stopStarting closes srv, stopped by the end of ctx (a signal) before it
