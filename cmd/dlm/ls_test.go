@@ -102,12 +102,12 @@ var reachable = regexp.MustCompile(`reachable:\s+yes`)
 func TestStatus(t *testing.T) {
 	store := storeFlag(sharedServer(t))
 	code, out, stderr := runDLM(t, nil, "status", store)
-	if code != 0 || !reachable.MatchString(out) || !strings.Contains(out, "(leader)") {
+	if code != 0 || !reachable.MatchString(out) || !strings.Contains(out, "(leader)") || !regexp.MustCompile(`version:\s+\S`).MatchString(out) {
 		t.Fatalf("status: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, _ = runDLM(t, nil, "status", store, "--json")
 	var rep statusReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.Server == nil || !rep.Server.Leader || rep.Server.Sessions < 1 {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.Server == nil || !rep.Server.Leader || rep.Server.Sessions < 1 || rep.Server.Version == "" {
 		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
 	}
 	dead := fmt.Sprintf("--store=dlm://127.0.0.1:%d", testenv.FreePort(t))

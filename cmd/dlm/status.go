@@ -71,6 +71,7 @@ type serverStatus struct {
 	LastToken uint64 `json:"last_token"`
 	Sessions  int64  `json:"sessions"`
 	Locks     int64  `json:"locks"`
+	Version   string `json:"version,omitempty"` // the server's build (dlm version)
 }
 
 // statuser is a store that describes itself (the dlm server).
@@ -133,7 +134,8 @@ func (r *statusReport) probe(ctx context.Context, url string) {
 		}
 		r.LatencyUs = time.Since(start).Microseconds()
 		r.Server = &serverStatus{Node: st.GetNodeId(), Leader: st.GetLeader(), LeaderAt: st.GetLeaderAddress(),
-			Applied: st.GetAppliedIndex(), LastToken: st.GetLastToken(), Sessions: st.GetSessions(), Locks: st.GetLocks()}
+			Applied: st.GetAppliedIndex(), LastToken: st.GetLastToken(), Sessions: st.GetSessions(), Locks: st.GetLocks(),
+			Version: st.GetBuild().GetVersion()}
 	}
 	lister, ok := store.Driver().(driver.Lister)
 	if !ok {
@@ -176,6 +178,9 @@ func (r *statusReport) print(w io.Writer) {
 			role = "leader"
 		}
 		fmt.Fprintf(tw, "node:\t%s (%s)\n", s.Node, role)
+		if s.Version != "" {
+			fmt.Fprintf(tw, "version:\t%s\n", s.Version)
+		}
 		if !s.Leader && s.LeaderAt != "" {
 			fmt.Fprintf(tw, "leader:\t%s\n", s.LeaderAt)
 		}
