@@ -17,35 +17,28 @@ type envDefaults struct{ err error }
 // int returns the integer in the environment variable key, or def when it
 // is unset.
 func (e *envDefaults) int(key string, def int) int {
-	v, ok := os.LookupEnv(key)
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil {
-		e.fail(key, v, "an integer")
-		return def
-	}
-	return n
+	return envValue(e, key, def, strconv.Atoi, "an integer")
 }
 
 // duration returns the duration in the environment variable key (such as
 // "500ms" or "2s"), or def when it is unset.
 func (e *envDefaults) duration(key string, def time.Duration) time.Duration {
+	return envValue(e, key, def, time.ParseDuration, "a duration such as 500ms or 2s")
+}
+
+// envValue parses the environment variable key, or returns def when it is
+// unset or cannot be parsed (then e keeps the error, saying what it wants).
+func envValue[T any](e *envDefaults, key string, def T, parse func(string) (T, error), want string) T {
 	v, ok := os.LookupEnv(key)
 	if !ok {
 		return def
 	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
+	x, err := parse(strings.TrimSpace(v))
 	if err != nil {
-		e.fail(key, v, "a duration such as 500ms or 2s")
+		if e.err == nil {
+			e.err = fmt.Errorf("%s=%q: want %s", key, v, want)
+		}
 		return def
 	}
-	return d
-}
-
-func (e *envDefaults) fail(key, v, want string) {
-	if e.err == nil {
-		e.err = fmt.Errorf("%s=%q: want %s", key, v, want)
-	}
+	return x
 }
