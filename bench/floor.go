@@ -15,6 +15,9 @@ import (
 type floor struct {
 	Fdatasync time.Duration `json:"fdatasync_p50"` // a 4 KiB append and its fdatasync
 	Loopback  time.Duration `json:"loopback_rtt_p50"`
+	// Between two processes: plain TCP, and a gRPC stream message.
+	ProcessTCP  time.Duration `json:"process_tcp_rtt_p50"`
+	ProcessGRPC time.Duration `json:"process_grpc_rtt_p50"`
 }
 
 // measureFloor measures the floor, in dir for the sync.
@@ -24,7 +27,13 @@ func measureFloor(dir string) (floor, error) {
 	if f.Fdatasync, err = syncP50(dir, 300); err != nil {
 		return f, err
 	}
-	f.Loopback, err = loopbackP50(2000)
+	if f.Loopback, err = loopbackP50(2000); err != nil {
+		return f, err
+	}
+	if f.ProcessTCP, err = processTCPP50(2000); err != nil {
+		return f, err
+	}
+	f.ProcessGRPC, err = processGRPCP50(2000)
 	return f, err
 }
 
@@ -67,6 +76,12 @@ func loopbackP50(n int) (time.Duration, error) {
 		return 0, err
 	}
 	defer c.Close()
+	return echoRoundTrips(n, c)
+}
+
+// echoRoundTrips returns the median round trip of a 32-byte message to
+// the echo at the other end of c.
+func echoRoundTrips(n int, c net.Conn) (time.Duration, error) {
 	buf := make([]byte, 32)
 	return medianOf(n, func() error {
 		if _, err := c.Write(buf); err != nil {
@@ -92,5 +107,9 @@ func medianOf(n int, fn func() error) (time.Duration, error) {
 }
 
 func (f floor) String() string {
-	return fmt.Sprintf("fdatasync of a 4 KiB append %s, loopback TCP round trip %s (medians, measured at the start of the run)", dur(f.Fdatasync), dur(f.Loopback))
+	s := fmt.Sprintf("fdatasync of a 4 KiB append %s, loopback TCP round trip %s", dur(f.Fdatasync), dur(f.Loopback))
+	if f.ProcessTCP > 0 {
+		s += fmt.Sprintf(" within a process, %s between two Go processes, %s for a message on a gRPC stream between two Go processes", dur(f.ProcessTCP), dur(f.ProcessGRPC))
+	}
+	return s + " (medians, measured at the start of the run)"
 }

@@ -32,6 +32,13 @@ import (
 )
 
 func main() {
+	if kind := os.Getenv(echoEnv); kind != "" {
+		if err := serveEcho(kind); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -155,7 +162,8 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 	if rep.Floor, err = measureFloor(os.TempDir()); err != nil {
 		log.Warn("the physical floor was not measured", "err", err)
 	}
-	log.Info("the physical floor", "fdatasync_p50", rep.Floor.Fdatasync, "loopback_rtt_p50", rep.Floor.Loopback)
+	log.Info("the physical floor", "fdatasync_p50", rep.Floor.Fdatasync, "loopback_rtt_p50", rep.Floor.Loopback,
+		"process_tcp_rtt_p50", rep.Floor.ProcessTCP, "process_grpc_rtt_p50", rep.Floor.ProcessGRPC)
 	rounds := make(map[string][]row, len(chosen))
 	for n := range cfg.rounds {
 		order := slices.Clone(chosen)
