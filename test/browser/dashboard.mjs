@@ -133,6 +133,8 @@ try {
   }
   await page.locator('#conn[data-state="live"]').waitFor({ timeout });
   log('feed live');
+  const version = (await page.locator('#version').textContent()).trim();
+  expect(version !== '' && version !== '–', `the header shows no server version: ${JSON.stringify(version)}`);
 
   // The initial state: one holder, the others queued in order.
   const first = await waitCard(page, opt.resource, [opt.holder], waiters, 'the initial holder and queue');

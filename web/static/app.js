@@ -205,6 +205,7 @@
     setText('node-id', st.node_id);
     setText('node-role', `${st.raft_state}${st.ready ? ', serving' : ''}`);
     setText('leader', st.leader_id ? `${st.leader_id} (${st.leader_address})` : 'none known');
+    setText('version', st.build ? st.build.version : '–');
     setText('applied', String(st.applied_index));
     setText('updated', new Date(now).toLocaleTimeString());
     setText('stats', `${st.sessions} sessions · ${st.resources} resources · ${st.locks} locks · ` +
