@@ -11,37 +11,6 @@ import (
 	"github.com/dlmhq/dlm/internal/storetest"
 )
 
-// signalled fails the test unless ch receives a value (not a close) within
-// 10 s.
-func signalled(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: the watch channel was closed", what)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: no signal within 10s", what)
-	}
-}
-
-// closed fails the test unless ch is closed within 10 s; signals before
-// the close are skipped.
-func closed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%s: the watch channel was not closed within 10s", what)
-		}
-	}
-}
-
 func TestWatchSignalsEachChange(t *testing.T) {
 	e := newEnv(t)
 	_, s := e.client()
@@ -57,17 +26,17 @@ func TestWatchSignalsEachChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signalled(t, ch, "grant")
+	storetest.Signalled(t, ch, 10*time.Second, "grant")
 	if err := s.Relabel(ctx, req, g, "new value"); err != nil {
 		t.Fatal(err)
 	}
-	signalled(t, ch, "relabel")
+	storetest.Signalled(t, ch, 10*time.Second, "relabel")
 	if err := s.Release(ctx, req, g); err != nil {
 		t.Fatal(err)
 	}
-	signalled(t, ch, "release")
+	storetest.Signalled(t, ch, 10*time.Second, "release")
 	cancel()
-	closed(t, ch, "context ended")
+	storetest.Closes(t, ch, 10*time.Second, "context ended")
 }
 
 func TestWatchExactName(t *testing.T) {
@@ -93,7 +62,7 @@ func TestWatchExactName(t *testing.T) {
 		}
 		defer s.Release(ctx, req, g)
 	}
-	signalled(t, control, "the control resource")
+	storetest.Signalled(t, control, 10*time.Second, "the control resource")
 	select {
 	case <-ch:
 		t.Fatal("the watch of \"a\" was signalled by another resource")
@@ -105,7 +74,7 @@ func TestWatchExactName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Release(ctx, req, g)
-	signalled(t, ch, "the watched resource")
+	storetest.Signalled(t, ch, 10*time.Second, "the watched resource")
 }
 
 func TestWatchClosedWithTheClient(t *testing.T) {
@@ -118,7 +87,7 @@ func TestWatchClosedWithTheClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli.Close()
-	closed(t, ch, "client closed")
+	storetest.Closes(t, ch, 10*time.Second, "client closed")
 }
 
 func TestWatchErrors(t *testing.T) {
@@ -168,5 +137,5 @@ func TestElectionCallsWhenDown(t *testing.T) {
 	if _, err := e.raw.Put(ctx, etcd.DefaultPrefix+escaper.Replace(name)+"/b", "EX\n"); err != nil {
 		t.Fatal(err)
 	}
-	signalled(t, ch, "a change after the restart")
+	storetest.Signalled(t, ch, 10*time.Second, "a change after the restart")
 }

@@ -14,37 +14,6 @@ import (
 	"github.com/dlmhq/dlm/postgres"
 )
 
-// signalled fails the test unless ch receives a value (not a close) within
-// 10 s.
-func signalled(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: the watch channel was closed", what)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: no signal within 10s", what)
-	}
-}
-
-// closed fails the test unless ch is closed within 10 s; signals before
-// the close are skipped.
-func closed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%s: the watch channel was not closed within 10s", what)
-		}
-	}
-}
-
 // noSignal fails the test if ch holds a signal now.
 func noSignal(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
@@ -90,15 +59,15 @@ func TestWatchNotify(t *testing.T) {
 	if err := s.Notify(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	signalled(t, ch, "Notify")
+	storetest.Signalled(t, ch, 10*time.Second, "Notify")
 	// A NOTIFY by any session, on the channel.
 	if _, err := e.admin.Exec(ctx, `NOTIFY `+postgres.Channel(name)); err != nil {
 		t.Fatal(err)
 	}
-	signalled(t, ch, "NOTIFY by another session")
+	storetest.Signalled(t, ch, 10*time.Second, "NOTIFY by another session")
 	total := p.Stat().TotalConns()
 	cancel()
-	closed(t, ch, "context ended")
+	storetest.Closes(t, ch, 10*time.Second, "context ended")
 	storetest.Await(t, 10*time.Second, "the connection back in the pool", func() bool { return p.Stat().AcquiredConns() == 0 })
 	// Given back, not closed, and listening no more.
 	if n := p.Stat().TotalConns(); n != total {
@@ -124,7 +93,7 @@ func TestWatchSignalsEveryInterval(t *testing.T) {
 	}
 	// Nobody notifies: the interval alone signals, again and again.
 	for range 3 {
-		signalled(t, ch, "the interval")
+		storetest.Signalled(t, ch, 10*time.Second, "the interval")
 	}
 }
 
@@ -150,7 +119,7 @@ func TestWatchSeesAVanishedHolder(t *testing.T) {
 		t.Fatalf("terminated %d backends, want 1", n)
 	}
 	for {
-		signalled(t, ch, "the interval")
+		storetest.Signalled(t, ch, 10*time.Second, "the interval")
 		if r := inspect(t, s, name); len(r.Holders) == 0 {
 			break
 		}
@@ -179,7 +148,7 @@ func TestWatchClosedWhenItsConnectionFails(t *testing.T) {
 	if err := e.admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'dlm-watch-test'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("terminated %d backends (%v), want the watch's", n, err)
 	}
-	closed(t, ch, "connection terminated")
+	storetest.Closes(t, ch, 10*time.Second, "connection terminated")
 	storetest.Await(t, 10*time.Second, "the dead connection out of the pool", func() bool { return p.Stat().TotalConns() == 0 })
 }
 
@@ -211,9 +180,9 @@ func TestWatchNoGoroutineLeak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		signalled(t, ch, "the interval")
+		storetest.Signalled(t, ch, 10*time.Second, "the interval")
 		cancel()
-		closed(t, ch, "context ended")
+		storetest.Closes(t, ch, 10*time.Second, "context ended")
 	}
 	storetest.Await(t, 10*time.Second, "goroutines to settle", func() bool {
 		return storetest.Goroutines("github.com/dlmhq/dlm/postgres.") == 0
