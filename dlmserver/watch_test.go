@@ -26,14 +26,7 @@ type watcher struct {
 func (w *watcher) await(what string, want func(driver.ResourceInfo) bool) {
 	w.t.Helper()
 	for {
-		select {
-		case _, ok := <-w.ch:
-			if !ok {
-				w.t.Fatalf("%s: the watch ended", what)
-			}
-		case <-time.After(20 * time.Second):
-			w.t.Fatalf("%s: no signal within 20s", what)
-		}
+		storetest.Signalled(w.t, w.ch, 20*time.Second, what)
 		r, err := w.read.Inspect(storetest.Context(w.t), w.name)
 		if err != nil {
 			w.t.Fatal(err)
@@ -51,22 +44,6 @@ func holding(metadata string) func(driver.ResourceInfo) bool {
 
 // free accepts a resource nobody holds or awaits.
 func free(r driver.ResourceInfo) bool { return len(r.Holders) == 0 && len(r.Waiters) == 0 }
-
-// awaitClosed fails the test unless ch is closed within d.
-func awaitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%s: the watch channel was not closed within %s", what, d)
-		}
-	}
-}
 
 // A watch signals each change of its resource as it happens: a grant, a
 // relabel, a release, a holder's session closed, and a holder's session
@@ -143,7 +120,7 @@ func TestWatchEnds(t *testing.T) {
 	}
 	cancel()
 	for i, ch := range chans {
-		awaitClosed(t, ch, 10*time.Second, fmt.Sprintf("watch %d after its ctx ended", i))
+		storetest.Closes(t, ch, 10*time.Second, fmt.Sprintf("watch %d after its ctx ended", i))
 	}
 	storetest.Await(t, 10*time.Second, "the watches' goroutines to end", func() bool { return storetest.Goroutines(marks...) <= base })
 
@@ -154,7 +131,7 @@ func TestWatchEnds(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	awaitClosed(t, ch, 10*time.Second, "the store closed")
+	storetest.Closes(t, ch, 10*time.Second, "the store closed")
 	storetest.Await(t, 10*time.Second, "the watch's goroutines to end", func() bool { return storetest.Goroutines(marks...) <= base })
 	if _, err := s.Watch(storetest.Context(t), name); !errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("watch on a closed store: %v, want driver.ErrUnavailable", err)
