@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
 )
 
 // The round trips between two processes: what a client pays to reach a
@@ -50,20 +49,8 @@ func serveEcho(kind string) error {
 	defer l.Close()
 	switch kind {
 	case "tcp":
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					io.Copy(c, c)
-				}()
-			}
-		}()
+		go echoTCP(l)
 	case "grpc":
-		encoding.RegisterCodec(rawCodec{})
 		desc := echoStream
 		desc.Handler = func(_ any, st grpc.ServerStream) error {
 			var m []byte
@@ -76,7 +63,7 @@ func serveEcho(kind string) error {
 				}
 			}
 		}
-		srv := grpc.NewServer()
+		srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
 		srv.RegisterService(&grpc.ServiceDesc{ServiceName: "bench.Echo", HandlerType: (*any)(nil), Streams: []grpc.StreamDesc{desc}}, nil)
 		go srv.Serve(l)
 		defer srv.Stop()
@@ -121,6 +108,21 @@ func startEcho(kind string) (string, func(), error) {
 	return strings.TrimSpace(addr), stop, nil
 }
 
+// echoTCP echoes what every connection accepted on l sends, until l
+// closes.
+func echoTCP(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			io.Copy(c, c)
+		}()
+	}
+}
+
 // processTCPP50 returns the median round trip of a 32-byte message to
 // another process over TCP.
 func processTCPP50(n int) (time.Duration, error) {
@@ -145,9 +147,8 @@ func processGRPCP50(n int) (time.Duration, error) {
 		return 0, err
 	}
 	defer stop()
-	encoding.RegisterCodec(rawCodec{})
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.CallContentSubtype(rawCodec{}.Name())))
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
 	if err != nil {
 		return 0, err
 	}

@@ -63,14 +63,7 @@ func loopbackP50(n int) (time.Duration, error) {
 		return 0, err
 	}
 	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
+	go echoTCP(l)
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		return 0, err

@@ -33,28 +33,20 @@ func medianRow(rounds []row) row {
 	if err := errors.Join(errs...); err != nil {
 		out.Err = err.Error()
 	}
+	// runTarget gives every round a result and a cost per workload, in
+	// the same order.
 	for i := range rounds[0].Results {
-		idx := make([]int, 0, len(rounds))
-		violations := 0
-		for j, r := range rounds {
-			if i < len(r.Results) {
-				idx = append(idx, j)
-				violations += r.Results[i].Violations
-			}
-		}
+		byFigure := slices.Clone(rounds)
 		// Best first; the middle one, or the worse of the two middle ones.
-		slices.SortStableFunc(idx, func(a, b int) int {
-			return better(rounds[a].Results[i], rounds[b].Results[i])
-		})
-		m := idx[len(idx)/2]
-		res := rounds[m].Results[i]
-		res.Violations = violations
-		out.Results = append(out.Results, res)
-		c := cost{}
-		if i < len(rounds[m].Costs) {
-			c = rounds[m].Costs[i]
+		slices.SortStableFunc(byFigure, func(a, b row) int { return better(a.Results[i], b.Results[i]) })
+		m := byFigure[len(byFigure)/2]
+		res := m.Results[i]
+		res.Violations = 0
+		for _, r := range rounds {
+			res.Violations += r.Results[i].Violations
 		}
-		out.Costs = append(out.Costs, c)
+		out.Results = append(out.Results, res)
+		out.Costs = append(out.Costs, m.Costs[i])
 	}
 	return out
 }

@@ -49,11 +49,12 @@ end
 // raised above the resource's counter when the counter is not below it.
 // An attempt that does not wait, on a resource with neither queue nor wait
 // list, takes the short way: one EXISTS on both, SET NX, TIME and the
-// counter's SET ... GET, four commands where the general way runs seven. A waiting caller (ARGV[5]
-// "1") that is not granted is put in the wait list, or has its place
-// refreshed; a waiting caller that is granted leaves the list, and is sent
-// "stop" on its wake-up list to end its blocking pop there. A caller that
-// may not take the free lock wakes the head of the list.
+// counter's SET ... GET, four commands where the general way runs seven.
+// A waiting caller (ARGV[5] "1") that is not granted is put in the wait
+// list, or has its place refreshed; a waiting caller that is granted
+// leaves the list, and is sent "stop" on its wake-up list to end its
+// blocking pop there. A caller that may not take the free lock wakes the
+// head of the list.
 //
 // KEYS: lock, fence, queue (the redis store's), tickets, live, the caller's
 // wake key. ARGV: owner, ttl ms, metadata, fence retention ms, "1" when
