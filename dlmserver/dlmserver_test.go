@@ -388,14 +388,7 @@ func TestReleasesSurviveAReconnect(t *testing.T) {
 func queue(t *testing.T, c *dlm.Client, name string, waiting int, opts ...dlm.Option) <-chan *dlm.Lease {
 	t.Helper()
 	ctx := storetest.Context(t)
-	got := make(chan *dlm.Lease, 1)
-	go func() {
-		l, err := c.Acquire(ctx, name, opts...)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := storetest.Acquiring(ctx, t, c, name, opts...)
 	ls := newLister(t, shared.Addr())
 	storetest.Await(t, 5*time.Second, "request queued", func() bool { return ls.waiting(name) == waiting })
 	return got

@@ -7,7 +7,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/etcd"
 	"github.com/dlmhq/dlm/internal/storetest"
@@ -42,14 +41,7 @@ func TestBlockingClosedByAConflictingWaiter(t *testing.T) {
 	open(t, g.Blocking, "a free resource")
 
 	// A client that waits, as package dlm does.
-	got := make(chan *dlm.Lease, 1)
-	go func() {
-		l, err := c.Acquire(ctx, name)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := storetest.Acquiring(ctx, t, c, name)
 	storetest.Within(t, g.Blocking, 10*time.Second, "Blocking after a writer queued")
 	if err := s.Release(ctx, holder, g); err != nil {
 		t.Fatal(err)

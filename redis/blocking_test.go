@@ -38,14 +38,7 @@ func TestBlockingOnRenewal(t *testing.T) {
 
 	// A plain Acquire through package dlm queues behind the holder; the
 	// holder learns of it at its next renewal, not before.
-	got := make(chan *dlm.Lease, 1)
-	go func() {
-		l, err := c.Acquire(ctx, name, dlm.WithWait(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := storetest.Acquiring(ctx, t, c, name, dlm.WithWait(time.Minute))
 	storetest.Await(t, 10*time.Second, "waiter queued", func() bool { return e.waiting(name) == 1 })
 	if closed(g.Blocking) {
 		t.Fatal("Blocking closed before the holder heard of the waiter")
@@ -92,14 +85,7 @@ func TestBlockingAtGrant(t *testing.T) {
 		granted <- g
 	}()
 	storetest.Await(t, 10*time.Second, "first waiter queued", func() bool { return e.waiting(name) == 1 })
-	got := make(chan *dlm.Lease, 1)
-	go func() {
-		l, err := c.Acquire(ctx, name, dlm.WithWait(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := storetest.Acquiring(ctx, t, c, name, dlm.WithWait(time.Minute))
 	storetest.Await(t, 10*time.Second, "second waiter queued", func() bool { return e.waiting(name) == 2 })
 	if closed(g0.Blocking) {
 		t.Fatal("Blocking closed before a renewal")

@@ -321,14 +321,7 @@ func TestLongWaitGivesAFullLease(t *testing.T) {
 	}
 	const ttl = 200 * time.Millisecond
 	queued := time.Now() // before the waiter's request
-	got := make(chan *dlm.Lease, 1)
-	go func() {
-		l, err := c.Acquire(ctx, name, dlm.WithTTL(ttl))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := storetest.Acquiring(ctx, t, c, name, dlm.WithTTL(ttl))
 	storetest.Await(t, 5*time.Second, "waiter queued", func() bool {
 		return e.waiting(name) == 1
 	})

@@ -147,3 +147,18 @@ func Free(t testing.TB, c *dlm.Client, resource, after string) {
 		t.Fatalf("Release after %s: %v", after, err)
 	}
 }
+
+// Acquiring starts c.Acquire(ctx, name, opts...) in a goroutine and
+// returns the channel its lease arrives on: nil after an error, which
+// fails the test.
+func Acquiring(ctx context.Context, t testing.TB, c *dlm.Client, name string, opts ...dlm.Option) <-chan *dlm.Lease {
+	got := make(chan *dlm.Lease, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
+}
