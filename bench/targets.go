@@ -39,6 +39,11 @@ func targets() []target {
 				return openURL(ctx, "dlm://"+s.dlm1.Addr())
 			},
 			procs: func(s *servers) []*testenv.DLM { return []*testenv.DLM{s.dlm1} }},
+		{id: "dlm-server-1-grpc", name: "dlm server, 1 node (durable, session over gRPC)", dlm: true, needs: "dlm",
+			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
+				return openURL(ctx, "dlm://"+s.dlm1.Addr()+"?transport=grpc")
+			},
+			procs: func(s *servers) []*testenv.DLM { return []*testenv.DLM{s.dlm1} }},
 		{id: "dlm-server-3", name: "dlm server, 3 nodes (durable)", dlm: true, needs: "dlm",
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openURL(ctx, "dlm://"+s.dlm3.Addrs())

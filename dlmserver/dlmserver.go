@@ -121,6 +121,7 @@ type options struct {
 	token          string
 	tokenFile      string
 	plaintextToken bool
+	transport      Transport
 }
 
 // WithSessionTTL sets the session TTL (default 10s; the server accepts 100ms
@@ -142,7 +143,8 @@ func WithLabel(label string) Option { return func(o *options) { o.label = label 
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithDialOptions adds gRPC dial options (the default connection is
-// plaintext; see WithTLS).
+// plaintext; see WithTLS). They apply to the session stream only with
+// WithTransport(TransportGRPC).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }
@@ -201,6 +203,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Store, error) {
 	}
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.transport != TransportTCP && o.transport != TransportGRPC {
+		return nil, fmt.Errorf("%w: unknown transport %s", driver.ErrInvalid, o.transport)
 	}
 	dial, err := o.security()
 	if err != nil {

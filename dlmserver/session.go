@@ -90,7 +90,7 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 		}
 		return nil, trailer, fmt.Errorf("%w: dlm server %s: %w", driver.ErrUnavailable, srv.addr, err)
 	}
-	stream, err := srv.client.Session(sctx)
+	stream, err := s.openStream(sctx, srv)
 	if err != nil {
 		return fail(err)
 	}
@@ -98,6 +98,9 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 	err = stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{
 		Session: sid, Ttl: durationpb.New(s.opt.ttl), Label: s.opt.label, ResumeToken: resume,
 	}}})
+	if err == nil {
+		err = stream.Flush()
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		// io.EOF: the server ended the stream (refused credentials, say);
 		// Recv below returns its status.
@@ -149,7 +152,9 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 	if s.st.closing || (sid != 0 && s.st.sid != sid) {
 		// Closed, or the session was given up meanwhile: do not revive it.
 		s.mu.Unlock()
-		_ = stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
+		if stream.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}}) == nil {
+			_ = stream.Flush()
+		}
 		return fail(errSessionEnded)
 	}
 	if sid == 0 {

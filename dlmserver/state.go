@@ -81,7 +81,7 @@ func (st *state) leave(ls *lockState) {
 // stream's writer goroutine, so that nobody blocks on gRPC flow control while
 // holding Store.mu.
 type streamConn struct {
-	stream dlmpb.DLM_SessionClient
+	stream sessionStream
 	ctx    context.Context // the stream's; cancel ends it
 	cancel context.CancelFunc
 	done   chan struct{} // closed when its receive loop has ended
@@ -91,7 +91,7 @@ type streamConn struct {
 	wake chan struct{} // capacity 1
 }
 
-func newStreamConn(ctx context.Context, cancel context.CancelFunc, stream dlmpb.DLM_SessionClient) *streamConn {
+func newStreamConn(ctx context.Context, cancel context.CancelFunc, stream sessionStream) *streamConn {
 	return &streamConn{stream: stream, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
@@ -116,6 +116,12 @@ func (c *streamConn) write() {
 		c.mu.Unlock()
 		for _, m := range buf {
 			if err := c.stream.Send(m); err != nil {
+				c.cancel()
+				return
+			}
+		}
+		if len(buf) > 0 {
+			if err := c.stream.Flush(); err != nil {
 				c.cancel()
 				return
 			}

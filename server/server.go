@@ -190,6 +190,7 @@ type Server struct {
 
 	grpc     *grpc.Server
 	lis      net.Listener
+	mux      *listenMux // splits s.lis between gRPC and the session transport
 	http     *http.Server
 	httpLis  net.Listener
 	stop     chan struct{}
@@ -253,6 +254,7 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 	s.grpc = grpc.NewServer(s.grpcOptions()...)
+	s.mux = newListenMux(s.lis, s.serveSessionConn)
 	dlmpb.RegisterDLMServer(s.grpc, s)
 	dlmpb.RegisterLocksServer(s.grpc, unary{s: s})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -263,7 +265,7 @@ func Start(cfg Config) (*Server, error) {
 	go s.confirmKeepalives()
 	go func() {
 		defer s.wg.Done()
-		if err := s.grpc.Serve(s.lis); err != nil {
+		if err := s.grpc.Serve(s.mux); err != nil {
 			s.log.Error("dlm server: grpc serve", "err", err)
 		}
 	}()
@@ -389,6 +391,7 @@ func (s *Server) Close() error {
 			s.grpc.Stop()
 			<-stopped
 		}
+		s.mux.shutdown(2 * time.Second)
 		<-s.confirmed
 		errs = append(errs, s.node.Close())
 		s.wg.Wait()

@@ -102,7 +102,14 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 // stream replaced, a leadership lost) ends the stream at once, even while a
 // send waits for a client that does not read: returning from the handler
 // closes the stream, which ends that send and frees the stream's buffers.
+//
+// A stream whose writes can be cut short (sessionConn) is written from the
+// handler's goroutine itself, one hand-off less per message: once the
+// outbox ends without drain, its write deadline passes at once.
 func (s *Server) write(ctx context.Context, stream dlmpb.DLM_SessionServer, ob *outbox) error {
+	if c, ok := stream.(*sessionConn); ok {
+		return s.writeInline(ctx, c, ob)
+	}
 	var buf []*dlmpb.SessionResponse
 	results := make(chan sendResult, 1)
 	running := false
@@ -133,6 +140,39 @@ func (s *Server) write(ctx context.Context, stream dlmpb.DLM_SessionServer, ob *
 	}
 }
 
+// writeInline is write for a sessionConn.
+func (s *Server) writeInline(ctx context.Context, c *sessionConn, ob *outbox) error {
+	cut := make(chan struct{})
+	defer close(cut)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-ob.aborted:
+			c.cutWrites()
+		case <-ctx.Done():
+			c.cutWrites()
+		case <-cut:
+		}
+	}()
+	var buf []*dlmpb.SessionResponse
+	for {
+		select {
+		case <-ob.wake:
+			r := sendQueued(c, ob, buf)
+			if r.done {
+				return r.err
+			}
+			buf = r.buf
+		case <-ob.aborted:
+			return endStatus(ob.reason())
+		case <-ctx.Done():
+			ob.end(false, ctx.Err())
+			return ctx.Err()
+		}
+	}
+}
+
 // sendResult is how a run of sendQueued ended: the queue was empty (done
 // false; buf is the buffer to reuse), or the stream is over (done, with
 // the handler's status).
@@ -153,6 +193,12 @@ func sendQueued(stream dlmpb.DLM_SessionServer, ob *outbox, buf []*dlmpb.Session
 				return sendResult{done: true, err: serr}
 			}
 		}
+		if f, ok := stream.(flusher); ok && len(msgs) > 0 {
+			if ferr := f.Flush(); ferr != nil {
+				ob.end(false, ferr)
+				return sendResult{done: true, err: ferr}
+			}
+		}
 		ob.sent(msgs)
 		clear(msgs)
 		buf = msgs
@@ -164,6 +210,9 @@ func sendQueued(stream dlmpb.DLM_SessionServer, ob *outbox, buf []*dlmpb.Session
 		}
 	}
 }
+
+// flusher is a stream whose Send only queues (sessionConn): Flush writes.
+type flusher interface{ Flush() error }
 
 // How a stream learns the outcome of its requests. The answer to every
 // request that was applied (granted, queued, refused by the table...) comes

@@ -164,6 +164,13 @@ func (s *Store) openDLM(ctx context.Context, o openOptions) error {
 		}
 		ropts = append(ropts, dlmserver.WithKeepAliveInterval(ka))
 	}
+	switch t := s.spec.Params["transport"]; t {
+	case "", "tcp":
+	case "grpc":
+		ropts = append(ropts, dlmserver.WithTransport(dlmserver.TransportGRPC))
+	default:
+		return fmt.Errorf("%w: transport=%q: want tcp or grpc", ErrBadURL, t)
+	}
 	if l, ok := s.spec.Params["label"]; ok {
 		o.label = l
 	}

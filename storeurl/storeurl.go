@@ -1,7 +1,7 @@
 // Package storeurl opens a dlm lock store from a URL, so that tools and
 // configuration files can name a store in one string:
 //
-//	dlm://host:port[,host:port...][?session_ttl=10s&keepalive=2.5s&label=NAME]
+//	dlm://host:port[,host:port...][?session_ttl=10s&keepalive=2.5s&label=NAME&transport=tcp|grpc]
 //	dlm://host:port[?tls=true&ca=FILE&cert=FILE&key=FILE&server_name=NAME&token_file=FILE]
 //	dlms://...                            (the same, over TLS)
 //	redis://[user:password@]host:port[/db][?prefix=dlm:&queue_refresh=500ms&...]
@@ -88,7 +88,7 @@ type Spec struct {
 // params lists the dlm parameters each kind takes. Other parameters are
 // passed on to the client library (redis, postgres) or are errors.
 var params = map[Kind][]string{
-	KindDLM:      {"session_ttl", "keepalive", "label", "tls", "ca", "cert", "key", "server_name", "token_file"},
+	KindDLM:      {"session_ttl", "keepalive", "label", "transport", "tls", "ca", "cert", "key", "server_name", "token_file"},
 	KindRedis:    {"prefix", "queue_refresh", "fence_retention"},
 	KindRedlock:  {"prefix", "drift", "node_timeout", "fence_retention"},
 	KindPostgres: {"sequence", "pooler_check", "setup"},

@@ -389,7 +389,7 @@ func (x LockEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LockEvent_Kind.Descriptor instead.
 func (LockEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{47, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{49, 0}
 }
 
 type AcquireResponse_Outcome int32
@@ -441,7 +441,7 @@ func (x AcquireResponse_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AcquireResponse_Outcome.Descriptor instead.
 func (AcquireResponse_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{49, 0}
+	return file_dlm_proto_rawDescGZIP(), []int{51, 0}
 }
 
 // RequestID names one client request for idempotent retries: a retried
@@ -1407,6 +1407,116 @@ func (x *WatchEvent) GetIndex() uint64 {
 	return 0
 }
 
+// SessionHello is the first frame of a session connection over TCP.
+type SessionHello struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's credentials, as the gRPC "authorization" metadata:
+	// "Bearer <token>"; empty for none (a server without tokens, or one
+	// that knows the client by its TLS certificate).
+	Authorization string `protobuf:"bytes,1,opt,name=authorization,proto3" json:"authorization,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionHello) Reset() {
+	*x = SessionHello{}
+	mi := &file_dlm_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionHello) ProtoMessage() {}
+
+func (x *SessionHello) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionHello.ProtoReflect.Descriptor instead.
+func (*SessionHello) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SessionHello) GetAuthorization() string {
+	if x != nil {
+		return x.Authorization
+	}
+	return ""
+}
+
+// SessionEnd is the server's last frame on a session connection over TCP:
+// the stream's status, as gRPC would end it.
+type SessionEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`                                                                                // a gRPC status code: 0 (OK) when the client closed its session
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`                                                                           // the status message
+	Trailer       map[string]string      `protobuf:"bytes,3,rep,name=trailer,proto3" json:"trailer,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the gRPC trailer: dlm-leader when not the leader
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionEnd) Reset() {
+	*x = SessionEnd{}
+	mi := &file_dlm_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionEnd) ProtoMessage() {}
+
+func (x *SessionEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionEnd.ProtoReflect.Descriptor instead.
+func (*SessionEnd) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SessionEnd) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *SessionEnd) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *SessionEnd) GetTrailer() map[string]string {
+	if x != nil {
+		return x.Trailer
+	}
+	return nil
+}
+
 // SessionRequest is one client-to-server message of the Session stream.
 type SessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1427,7 +1537,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_dlm_proto_msgTypes[10]
+	mi := &file_dlm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1549,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[10]
+	mi := &file_dlm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1562,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{10}
+	return file_dlm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionRequest) GetMsg() isSessionRequest_Msg {
@@ -1603,7 +1713,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_dlm_proto_msgTypes[11]
+	mi := &file_dlm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1725,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[11]
+	mi := &file_dlm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1738,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{11}
+	return file_dlm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpenRequest) GetSession() uint64 {
@@ -1671,7 +1781,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1793,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[12]
+	mi := &file_dlm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1806,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{12}
+	return file_dlm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KeepAlive) GetSeq() uint64 {
@@ -1754,7 +1864,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1876,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[13]
+	mi := &file_dlm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1889,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{13}
+	return file_dlm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LockRequest) GetId() *RequestID {
@@ -1862,7 +1972,7 @@ type ConvertRequest struct {
 
 func (x *ConvertRequest) Reset() {
 	*x = ConvertRequest{}
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1984,7 @@ func (x *ConvertRequest) String() string {
 func (*ConvertRequest) ProtoMessage() {}
 
 func (x *ConvertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[14]
+	mi := &file_dlm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1997,7 @@ func (x *ConvertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertRequest.ProtoReflect.Descriptor instead.
 func (*ConvertRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{14}
+	return file_dlm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConvertRequest) GetId() *RequestID {
@@ -1943,7 +2053,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2065,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[15]
+	mi := &file_dlm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2078,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{15}
+	return file_dlm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReleaseRequest) GetId() *RequestID {
@@ -1996,7 +2106,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2118,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[16]
+	mi := &file_dlm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2131,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{16}
+	return file_dlm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelRequest) GetId() *RequestID {
@@ -2055,7 +2165,7 @@ type RelabelRequest struct {
 
 func (x *RelabelRequest) Reset() {
 	*x = RelabelRequest{}
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2177,7 @@ func (x *RelabelRequest) String() string {
 func (*RelabelRequest) ProtoMessage() {}
 
 func (x *RelabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[17]
+	mi := &file_dlm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2190,7 @@ func (x *RelabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelabelRequest.ProtoReflect.Descriptor instead.
 func (*RelabelRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{17}
+	return file_dlm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RelabelRequest) GetId() *RequestID {
@@ -2115,7 +2225,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2237,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[18]
+	mi := &file_dlm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2250,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{18}
+	return file_dlm_proto_rawDescGZIP(), []int{20}
 }
 
 // SessionResponse is one server-to-client message of the Session stream.
@@ -2169,7 +2279,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2291,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[19]
+	mi := &file_dlm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2304,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{19}
+	return file_dlm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionResponse) GetMsg() isSessionResponse_Msg {
@@ -2431,7 +2541,7 @@ type SessionWarning struct {
 
 func (x *SessionWarning) Reset() {
 	*x = SessionWarning{}
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2553,7 @@ func (x *SessionWarning) String() string {
 func (*SessionWarning) ProtoMessage() {}
 
 func (x *SessionWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[20]
+	mi := &file_dlm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2566,7 @@ func (x *SessionWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionWarning.ProtoReflect.Descriptor instead.
 func (*SessionWarning) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{20}
+	return file_dlm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SessionWarning) GetReason() Reason {
@@ -2489,7 +2599,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2611,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[21]
+	mi := &file_dlm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2624,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{21}
+	return file_dlm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SessionOpened) GetSession() uint64 {
@@ -2558,7 +2668,7 @@ type KeepAliveAck struct {
 
 func (x *KeepAliveAck) Reset() {
 	*x = KeepAliveAck{}
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2680,7 @@ func (x *KeepAliveAck) String() string {
 func (*KeepAliveAck) ProtoMessage() {}
 
 func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[22]
+	mi := &file_dlm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2693,7 @@ func (x *KeepAliveAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveAck.ProtoReflect.Descriptor instead.
 func (*KeepAliveAck) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{22}
+	return file_dlm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KeepAliveAck) GetSeq() uint64 {
@@ -2622,7 +2732,7 @@ type Granted struct {
 
 func (x *Granted) Reset() {
 	*x = Granted{}
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2744,7 @@ func (x *Granted) String() string {
 func (*Granted) ProtoMessage() {}
 
 func (x *Granted) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[23]
+	mi := &file_dlm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2757,7 @@ func (x *Granted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Granted.ProtoReflect.Descriptor instead.
 func (*Granted) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{23}
+	return file_dlm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Granted) GetId() *RequestID {
@@ -2704,7 +2814,7 @@ type Queued struct {
 
 func (x *Queued) Reset() {
 	*x = Queued{}
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2826,7 @@ func (x *Queued) String() string {
 func (*Queued) ProtoMessage() {}
 
 func (x *Queued) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[24]
+	mi := &file_dlm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2839,7 @@ func (x *Queued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queued.ProtoReflect.Descriptor instead.
 func (*Queued) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{24}
+	return file_dlm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Queued) GetId() *RequestID {
@@ -2766,7 +2876,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2888,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[25]
+	mi := &file_dlm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2901,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{25}
+	return file_dlm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Refused) GetId() *RequestID {
@@ -2836,7 +2946,7 @@ type TimedOut struct {
 
 func (x *TimedOut) Reset() {
 	*x = TimedOut{}
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2958,7 @@ func (x *TimedOut) String() string {
 func (*TimedOut) ProtoMessage() {}
 
 func (x *TimedOut) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[26]
+	mi := &file_dlm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2971,7 @@ func (x *TimedOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimedOut.ProtoReflect.Descriptor instead.
 func (*TimedOut) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{26}
+	return file_dlm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TimedOut) GetId() *RequestID {
@@ -2905,7 +3015,7 @@ type Cancelled struct {
 
 func (x *Cancelled) Reset() {
 	*x = Cancelled{}
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3027,7 @@ func (x *Cancelled) String() string {
 func (*Cancelled) ProtoMessage() {}
 
 func (x *Cancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[27]
+	mi := &file_dlm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3040,7 @@ func (x *Cancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancelled.ProtoReflect.Descriptor instead.
 func (*Cancelled) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{27}
+	return file_dlm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Cancelled) GetId() *RequestID {
@@ -2973,7 +3083,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3095,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[28]
+	mi := &file_dlm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3108,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{28}
+	return file_dlm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Released) GetId() *RequestID {
@@ -3033,7 +3143,7 @@ type Relabeled struct {
 
 func (x *Relabeled) Reset() {
 	*x = Relabeled{}
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3155,7 @@ func (x *Relabeled) String() string {
 func (*Relabeled) ProtoMessage() {}
 
 func (x *Relabeled) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[29]
+	mi := &file_dlm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3168,7 @@ func (x *Relabeled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relabeled.ProtoReflect.Descriptor instead.
 func (*Relabeled) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{29}
+	return file_dlm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Relabeled) GetId() *RequestID {
@@ -3088,7 +3198,7 @@ type Blocking struct {
 
 func (x *Blocking) Reset() {
 	*x = Blocking{}
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3210,7 @@ func (x *Blocking) String() string {
 func (*Blocking) ProtoMessage() {}
 
 func (x *Blocking) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[30]
+	mi := &file_dlm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3223,7 @@ func (x *Blocking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blocking.ProtoReflect.Descriptor instead.
 func (*Blocking) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{30}
+	return file_dlm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Blocking) GetLockId() uint64 {
@@ -3147,7 +3257,7 @@ type SessionExpired struct {
 
 func (x *SessionExpired) Reset() {
 	*x = SessionExpired{}
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3269,7 @@ func (x *SessionExpired) String() string {
 func (*SessionExpired) ProtoMessage() {}
 
 func (x *SessionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[31]
+	mi := &file_dlm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3282,7 @@ func (x *SessionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpired.ProtoReflect.Descriptor instead.
 func (*SessionExpired) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{31}
+	return file_dlm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SessionExpired) GetSession() uint64 {
@@ -3192,7 +3302,7 @@ type SessionClosed struct {
 
 func (x *SessionClosed) Reset() {
 	*x = SessionClosed{}
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3204,7 +3314,7 @@ func (x *SessionClosed) String() string {
 func (*SessionClosed) ProtoMessage() {}
 
 func (x *SessionClosed) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[32]
+	mi := &file_dlm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3217,7 +3327,7 @@ func (x *SessionClosed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionClosed.ProtoReflect.Descriptor instead.
 func (*SessionClosed) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{32}
+	return file_dlm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionClosed) GetSession() uint64 {
@@ -3241,7 +3351,7 @@ type SessionSync struct {
 
 func (x *SessionSync) Reset() {
 	*x = SessionSync{}
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3363,7 @@ func (x *SessionSync) String() string {
 func (*SessionSync) ProtoMessage() {}
 
 func (x *SessionSync) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[33]
+	mi := &file_dlm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3376,7 @@ func (x *SessionSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSync.ProtoReflect.Descriptor instead.
 func (*SessionSync) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{33}
+	return file_dlm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionSync) GetSession() uint64 {
@@ -3311,7 +3421,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3433,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[34]
+	mi := &file_dlm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3446,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{34}
+	return file_dlm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListRequest) GetAfter() string {
@@ -3387,7 +3497,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3509,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[35]
+	mi := &file_dlm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3522,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{35}
+	return file_dlm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListResponse) GetResources() []*ResourceInfo {
@@ -3438,7 +3548,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +3560,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[36]
+	mi := &file_dlm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +3573,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{36}
+	return file_dlm_proto_rawDescGZIP(), []int{38}
 }
 
 // StatusResponse describes the server and its replicated state: in
@@ -3490,7 +3600,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3612,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[37]
+	mi := &file_dlm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3625,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{37}
+	return file_dlm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3635,7 +3745,7 @@ type BuildInfo struct {
 
 func (x *BuildInfo) Reset() {
 	*x = BuildInfo{}
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3647,7 +3757,7 @@ func (x *BuildInfo) String() string {
 func (*BuildInfo) ProtoMessage() {}
 
 func (x *BuildInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[38]
+	mi := &file_dlm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3660,7 +3770,7 @@ func (x *BuildInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildInfo.ProtoReflect.Descriptor instead.
 func (*BuildInfo) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{38}
+	return file_dlm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BuildInfo) GetVersion() string {
@@ -3710,7 +3820,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +3832,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[39]
+	mi := &file_dlm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +3845,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{39}
+	return file_dlm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListSessionsRequest) GetAfter() uint64 {
@@ -3777,7 +3887,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3899,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[40]
+	mi := &file_dlm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +3912,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{40}
+	return file_dlm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -3859,7 +3969,7 @@ type KillSessionsRequest struct {
 
 func (x *KillSessionsRequest) Reset() {
 	*x = KillSessionsRequest{}
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +3981,7 @@ func (x *KillSessionsRequest) String() string {
 func (*KillSessionsRequest) ProtoMessage() {}
 
 func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[41]
+	mi := &file_dlm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +3994,7 @@ func (x *KillSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsRequest.ProtoReflect.Descriptor instead.
 func (*KillSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{41}
+	return file_dlm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *KillSessionsRequest) GetSessions() []uint64 {
@@ -3911,7 +4021,7 @@ type KillSessionsResponse struct {
 
 func (x *KillSessionsResponse) Reset() {
 	*x = KillSessionsResponse{}
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4033,7 @@ func (x *KillSessionsResponse) String() string {
 func (*KillSessionsResponse) ProtoMessage() {}
 
 func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[42]
+	mi := &file_dlm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4046,7 @@ func (x *KillSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillSessionsResponse.ProtoReflect.Descriptor instead.
 func (*KillSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{42}
+	return file_dlm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KillSessionsResponse) GetSessions() []uint64 {
@@ -3959,7 +4069,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4081,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[43]
+	mi := &file_dlm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4094,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{43}
+	return file_dlm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OpenSessionRequest) GetTtl() *durationpb.Duration {
@@ -4018,7 +4128,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4030,7 +4140,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[44]
+	mi := &file_dlm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4043,7 +4153,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{44}
+	return file_dlm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -4077,7 +4187,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4199,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[45]
+	mi := &file_dlm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4212,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{45}
+	return file_dlm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -4136,7 +4246,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4258,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[46]
+	mi := &file_dlm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4271,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{46}
+	return file_dlm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *KeepAliveResponse) GetTtl() *durationpb.Duration {
@@ -4200,7 +4310,7 @@ type LockEvent struct {
 
 func (x *LockEvent) Reset() {
 	*x = LockEvent{}
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4322,7 @@ func (x *LockEvent) String() string {
 func (*LockEvent) ProtoMessage() {}
 
 func (x *LockEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[47]
+	mi := &file_dlm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4335,7 @@ func (x *LockEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockEvent.ProtoReflect.Descriptor instead.
 func (*LockEvent) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{47}
+	return file_dlm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LockEvent) GetKind() LockEvent_Kind {
@@ -4312,7 +4422,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4324,7 +4434,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[48]
+	mi := &file_dlm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4337,7 +4447,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{48}
+	return file_dlm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AcquireRequest) GetSession() string {
@@ -4427,7 +4537,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4549,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[49]
+	mi := &file_dlm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4562,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{49}
+	return file_dlm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AcquireResponse) GetOutcome() AcquireResponse_Outcome {
@@ -4506,7 +4616,7 @@ type ConvertLockRequest struct {
 
 func (x *ConvertLockRequest) Reset() {
 	*x = ConvertLockRequest{}
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4518,7 +4628,7 @@ func (x *ConvertLockRequest) String() string {
 func (*ConvertLockRequest) ProtoMessage() {}
 
 func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[50]
+	mi := &file_dlm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4531,7 +4641,7 @@ func (x *ConvertLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertLockRequest.ProtoReflect.Descriptor instead.
 func (*ConvertLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{50}
+	return file_dlm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConvertLockRequest) GetSession() string {
@@ -4594,7 +4704,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4606,7 +4716,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[51]
+	mi := &file_dlm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4619,7 +4729,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{51}
+	return file_dlm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReleaseLockRequest) GetSession() string {
@@ -4646,7 +4756,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4658,7 +4768,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[52]
+	mi := &file_dlm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4671,7 +4781,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{52}
+	return file_dlm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReleaseLockResponse) GetToken() uint64 {
@@ -4692,7 +4802,7 @@ type CancelLockRequest struct {
 
 func (x *CancelLockRequest) Reset() {
 	*x = CancelLockRequest{}
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4704,7 +4814,7 @@ func (x *CancelLockRequest) String() string {
 func (*CancelLockRequest) ProtoMessage() {}
 
 func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[53]
+	mi := &file_dlm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4717,7 +4827,7 @@ func (x *CancelLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockRequest.ProtoReflect.Descriptor instead.
 func (*CancelLockRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{53}
+	return file_dlm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CancelLockRequest) GetSession() string {
@@ -4744,7 +4854,7 @@ type CancelLockResponse struct {
 
 func (x *CancelLockResponse) Reset() {
 	*x = CancelLockResponse{}
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4756,7 +4866,7 @@ func (x *CancelLockResponse) String() string {
 func (*CancelLockResponse) ProtoMessage() {}
 
 func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[54]
+	mi := &file_dlm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4769,7 +4879,7 @@ func (x *CancelLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelLockResponse.ProtoReflect.Descriptor instead.
 func (*CancelLockResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{54}
+	return file_dlm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CancelLockResponse) GetConversion() bool {
@@ -4789,7 +4899,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4801,7 +4911,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[55]
+	mi := &file_dlm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4814,7 +4924,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{55}
+	return file_dlm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -4833,7 +4943,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4845,7 +4955,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[56]
+	mi := &file_dlm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4858,7 +4968,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{56}
+	return file_dlm_proto_rawDescGZIP(), []int{58}
 }
 
 // Batch is the data of one Raft log entry: commands applied in order, each
@@ -4874,7 +4984,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4886,7 +4996,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[57]
+	mi := &file_dlm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4899,7 +5009,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{57}
+	return file_dlm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -4943,7 +5053,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4955,7 +5065,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[58]
+	mi := &file_dlm_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4968,7 +5078,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{58}
+	return file_dlm_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Command) GetSeq() uint64 {
@@ -5160,7 +5270,7 @@ type SetMemberCmd struct {
 
 func (x *SetMemberCmd) Reset() {
 	*x = SetMemberCmd{}
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5172,7 +5282,7 @@ func (x *SetMemberCmd) String() string {
 func (*SetMemberCmd) ProtoMessage() {}
 
 func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[59]
+	mi := &file_dlm_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5185,7 +5295,7 @@ func (x *SetMemberCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberCmd.ProtoReflect.Descriptor instead.
 func (*SetMemberCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{59}
+	return file_dlm_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetMemberCmd) GetId() string {
@@ -5223,7 +5333,7 @@ type OpenSessionCmd struct {
 
 func (x *OpenSessionCmd) Reset() {
 	*x = OpenSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5235,7 +5345,7 @@ func (x *OpenSessionCmd) String() string {
 func (*OpenSessionCmd) ProtoMessage() {}
 
 func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[60]
+	mi := &file_dlm_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5248,7 +5358,7 @@ func (x *OpenSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionCmd.ProtoReflect.Descriptor instead.
 func (*OpenSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{60}
+	return file_dlm_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *OpenSessionCmd) GetLabel() string {
@@ -5289,7 +5399,7 @@ type CloseSessionCmd struct {
 
 func (x *CloseSessionCmd) Reset() {
 	*x = CloseSessionCmd{}
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5411,7 @@ func (x *CloseSessionCmd) String() string {
 func (*CloseSessionCmd) ProtoMessage() {}
 
 func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[61]
+	mi := &file_dlm_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5424,7 @@ func (x *CloseSessionCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionCmd.ProtoReflect.Descriptor instead.
 func (*CloseSessionCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{61}
+	return file_dlm_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CloseSessionCmd) GetSession() uint64 {
@@ -5334,7 +5444,7 @@ type ExpireSessionsCmd struct {
 
 func (x *ExpireSessionsCmd) Reset() {
 	*x = ExpireSessionsCmd{}
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5346,7 +5456,7 @@ func (x *ExpireSessionsCmd) String() string {
 func (*ExpireSessionsCmd) ProtoMessage() {}
 
 func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[62]
+	mi := &file_dlm_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5359,7 +5469,7 @@ func (x *ExpireSessionsCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsCmd.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{62}
+	return file_dlm_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ExpireSessionsCmd) GetSessions() []uint64 {
@@ -5387,7 +5497,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5399,7 +5509,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[63]
+	mi := &file_dlm_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5412,7 +5522,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{63}
+	return file_dlm_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -5493,7 +5603,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5505,7 +5615,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[64]
+	mi := &file_dlm_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5518,7 +5628,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{64}
+	return file_dlm_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -5574,7 +5684,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5586,7 +5696,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5599,7 +5709,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{65}
+	return file_dlm_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -5627,7 +5737,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5639,7 +5749,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5652,7 +5762,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{66}
+	return file_dlm_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -5683,7 +5793,7 @@ type RelabelCmd struct {
 
 func (x *RelabelCmd) Reset() {
 	*x = RelabelCmd{}
-	mi := &file_dlm_proto_msgTypes[67]
+	mi := &file_dlm_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5695,7 +5805,7 @@ func (x *RelabelCmd) String() string {
 func (*RelabelCmd) ProtoMessage() {}
 
 func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[67]
+	mi := &file_dlm_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5708,7 +5818,7 @@ func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelabelCmd.ProtoReflect.Descriptor instead.
 func (*RelabelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{67}
+	return file_dlm_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RelabelCmd) GetSession() uint64 {
@@ -5742,7 +5852,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[68]
+	mi := &file_dlm_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5754,7 +5864,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[68]
+	mi := &file_dlm_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5767,7 +5877,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{68}
+	return file_dlm_proto_rawDescGZIP(), []int{70}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -5785,7 +5895,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[69]
+	mi := &file_dlm_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5797,7 +5907,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[69]
+	mi := &file_dlm_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5810,7 +5920,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{69}
+	return file_dlm_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -5859,7 +5969,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[70]
+	mi := &file_dlm_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5871,7 +5981,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[70]
+	mi := &file_dlm_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5884,7 +5994,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{70}
+	return file_dlm_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -5918,7 +6028,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[71]
+	mi := &file_dlm_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5930,7 +6040,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[71]
+	mi := &file_dlm_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5943,7 +6053,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{71}
+	return file_dlm_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -6018,7 +6128,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[72]
+	mi := &file_dlm_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6030,7 +6140,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[72]
+	mi := &file_dlm_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6043,7 +6153,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{72}
+	return file_dlm_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -6202,7 +6312,17 @@ const file_dlm_proto_rawDesc = "" +
 	"\n" +
 	"WatchEvent\x120\n" +
 	"\bresource\x18\x01 \x01(\v2\x14.dlm.v1.ResourceInfoR\bresource\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"\x9c\x03\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"4\n" +
+	"\fSessionHello\x12$\n" +
+	"\rauthorization\x18\x01 \x01(\tR\rauthorization\"\xb1\x01\n" +
+	"\n" +
+	"SessionEnd\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
+	"\atrailer\x18\x03 \x03(\v2\x1f.dlm.v1.SessionEnd.TrailerEntryR\atrailer\x1a:\n" +
+	"\fTrailerEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x03\n" +
 	"\x0eSessionRequest\x12)\n" +
 	"\x04open\x18\x01 \x01(\v2\x13.dlm.v1.OpenRequestH\x00R\x04open\x122\n" +
 	"\n" +
@@ -6631,7 +6751,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
@@ -6649,214 +6769,218 @@ var file_dlm_proto_goTypes = []any{
 	(*EventSnapshot)(nil),         // 13: dlm.v1.EventSnapshot
 	(*WatchRequest)(nil),          // 14: dlm.v1.WatchRequest
 	(*WatchEvent)(nil),            // 15: dlm.v1.WatchEvent
-	(*SessionRequest)(nil),        // 16: dlm.v1.SessionRequest
-	(*OpenRequest)(nil),           // 17: dlm.v1.OpenRequest
-	(*KeepAlive)(nil),             // 18: dlm.v1.KeepAlive
-	(*LockRequest)(nil),           // 19: dlm.v1.LockRequest
-	(*ConvertRequest)(nil),        // 20: dlm.v1.ConvertRequest
-	(*ReleaseRequest)(nil),        // 21: dlm.v1.ReleaseRequest
-	(*CancelRequest)(nil),         // 22: dlm.v1.CancelRequest
-	(*RelabelRequest)(nil),        // 23: dlm.v1.RelabelRequest
-	(*CloseRequest)(nil),          // 24: dlm.v1.CloseRequest
-	(*SessionResponse)(nil),       // 25: dlm.v1.SessionResponse
-	(*SessionWarning)(nil),        // 26: dlm.v1.SessionWarning
-	(*SessionOpened)(nil),         // 27: dlm.v1.SessionOpened
-	(*KeepAliveAck)(nil),          // 28: dlm.v1.KeepAliveAck
-	(*Granted)(nil),               // 29: dlm.v1.Granted
-	(*Queued)(nil),                // 30: dlm.v1.Queued
-	(*Refused)(nil),               // 31: dlm.v1.Refused
-	(*TimedOut)(nil),              // 32: dlm.v1.TimedOut
-	(*Cancelled)(nil),             // 33: dlm.v1.Cancelled
-	(*Released)(nil),              // 34: dlm.v1.Released
-	(*Relabeled)(nil),             // 35: dlm.v1.Relabeled
-	(*Blocking)(nil),              // 36: dlm.v1.Blocking
-	(*SessionExpired)(nil),        // 37: dlm.v1.SessionExpired
-	(*SessionClosed)(nil),         // 38: dlm.v1.SessionClosed
-	(*SessionSync)(nil),           // 39: dlm.v1.SessionSync
-	(*ListRequest)(nil),           // 40: dlm.v1.ListRequest
-	(*ListResponse)(nil),          // 41: dlm.v1.ListResponse
-	(*StatusRequest)(nil),         // 42: dlm.v1.StatusRequest
-	(*StatusResponse)(nil),        // 43: dlm.v1.StatusResponse
-	(*BuildInfo)(nil),             // 44: dlm.v1.BuildInfo
-	(*ListSessionsRequest)(nil),   // 45: dlm.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 46: dlm.v1.ListSessionsResponse
-	(*KillSessionsRequest)(nil),   // 47: dlm.v1.KillSessionsRequest
-	(*KillSessionsResponse)(nil),  // 48: dlm.v1.KillSessionsResponse
-	(*OpenSessionRequest)(nil),    // 49: dlm.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),   // 50: dlm.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),      // 51: dlm.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 52: dlm.v1.KeepAliveResponse
-	(*LockEvent)(nil),             // 53: dlm.v1.LockEvent
-	(*AcquireRequest)(nil),        // 54: dlm.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 55: dlm.v1.AcquireResponse
-	(*ConvertLockRequest)(nil),    // 56: dlm.v1.ConvertLockRequest
-	(*ReleaseLockRequest)(nil),    // 57: dlm.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),   // 58: dlm.v1.ReleaseLockResponse
-	(*CancelLockRequest)(nil),     // 59: dlm.v1.CancelLockRequest
-	(*CancelLockResponse)(nil),    // 60: dlm.v1.CancelLockResponse
-	(*CloseSessionRequest)(nil),   // 61: dlm.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 62: dlm.v1.CloseSessionResponse
-	(*Batch)(nil),                 // 63: dlm.v1.Batch
-	(*Command)(nil),               // 64: dlm.v1.Command
-	(*SetMemberCmd)(nil),          // 65: dlm.v1.SetMemberCmd
-	(*OpenSessionCmd)(nil),        // 66: dlm.v1.OpenSessionCmd
-	(*CloseSessionCmd)(nil),       // 67: dlm.v1.CloseSessionCmd
-	(*ExpireSessionsCmd)(nil),     // 68: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),               // 69: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),            // 70: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),            // 71: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),             // 72: dlm.v1.CancelCmd
-	(*RelabelCmd)(nil),            // 73: dlm.v1.RelabelCmd
-	(*AdvanceCmd)(nil),            // 74: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 75: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 76: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 77: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 78: dlm.v1.Reply
-	(*timestamppb.Timestamp)(nil), // 79: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 80: google.protobuf.Duration
+	(*SessionHello)(nil),          // 16: dlm.v1.SessionHello
+	(*SessionEnd)(nil),            // 17: dlm.v1.SessionEnd
+	(*SessionRequest)(nil),        // 18: dlm.v1.SessionRequest
+	(*OpenRequest)(nil),           // 19: dlm.v1.OpenRequest
+	(*KeepAlive)(nil),             // 20: dlm.v1.KeepAlive
+	(*LockRequest)(nil),           // 21: dlm.v1.LockRequest
+	(*ConvertRequest)(nil),        // 22: dlm.v1.ConvertRequest
+	(*ReleaseRequest)(nil),        // 23: dlm.v1.ReleaseRequest
+	(*CancelRequest)(nil),         // 24: dlm.v1.CancelRequest
+	(*RelabelRequest)(nil),        // 25: dlm.v1.RelabelRequest
+	(*CloseRequest)(nil),          // 26: dlm.v1.CloseRequest
+	(*SessionResponse)(nil),       // 27: dlm.v1.SessionResponse
+	(*SessionWarning)(nil),        // 28: dlm.v1.SessionWarning
+	(*SessionOpened)(nil),         // 29: dlm.v1.SessionOpened
+	(*KeepAliveAck)(nil),          // 30: dlm.v1.KeepAliveAck
+	(*Granted)(nil),               // 31: dlm.v1.Granted
+	(*Queued)(nil),                // 32: dlm.v1.Queued
+	(*Refused)(nil),               // 33: dlm.v1.Refused
+	(*TimedOut)(nil),              // 34: dlm.v1.TimedOut
+	(*Cancelled)(nil),             // 35: dlm.v1.Cancelled
+	(*Released)(nil),              // 36: dlm.v1.Released
+	(*Relabeled)(nil),             // 37: dlm.v1.Relabeled
+	(*Blocking)(nil),              // 38: dlm.v1.Blocking
+	(*SessionExpired)(nil),        // 39: dlm.v1.SessionExpired
+	(*SessionClosed)(nil),         // 40: dlm.v1.SessionClosed
+	(*SessionSync)(nil),           // 41: dlm.v1.SessionSync
+	(*ListRequest)(nil),           // 42: dlm.v1.ListRequest
+	(*ListResponse)(nil),          // 43: dlm.v1.ListResponse
+	(*StatusRequest)(nil),         // 44: dlm.v1.StatusRequest
+	(*StatusResponse)(nil),        // 45: dlm.v1.StatusResponse
+	(*BuildInfo)(nil),             // 46: dlm.v1.BuildInfo
+	(*ListSessionsRequest)(nil),   // 47: dlm.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 48: dlm.v1.ListSessionsResponse
+	(*KillSessionsRequest)(nil),   // 49: dlm.v1.KillSessionsRequest
+	(*KillSessionsResponse)(nil),  // 50: dlm.v1.KillSessionsResponse
+	(*OpenSessionRequest)(nil),    // 51: dlm.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 52: dlm.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),      // 53: dlm.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 54: dlm.v1.KeepAliveResponse
+	(*LockEvent)(nil),             // 55: dlm.v1.LockEvent
+	(*AcquireRequest)(nil),        // 56: dlm.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 57: dlm.v1.AcquireResponse
+	(*ConvertLockRequest)(nil),    // 58: dlm.v1.ConvertLockRequest
+	(*ReleaseLockRequest)(nil),    // 59: dlm.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),   // 60: dlm.v1.ReleaseLockResponse
+	(*CancelLockRequest)(nil),     // 61: dlm.v1.CancelLockRequest
+	(*CancelLockResponse)(nil),    // 62: dlm.v1.CancelLockResponse
+	(*CloseSessionRequest)(nil),   // 63: dlm.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 64: dlm.v1.CloseSessionResponse
+	(*Batch)(nil),                 // 65: dlm.v1.Batch
+	(*Command)(nil),               // 66: dlm.v1.Command
+	(*SetMemberCmd)(nil),          // 67: dlm.v1.SetMemberCmd
+	(*OpenSessionCmd)(nil),        // 68: dlm.v1.OpenSessionCmd
+	(*CloseSessionCmd)(nil),       // 69: dlm.v1.CloseSessionCmd
+	(*ExpireSessionsCmd)(nil),     // 70: dlm.v1.ExpireSessionsCmd
+	(*LockCmd)(nil),               // 71: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),            // 72: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),            // 73: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),             // 74: dlm.v1.CancelCmd
+	(*RelabelCmd)(nil),            // 75: dlm.v1.RelabelCmd
+	(*AdvanceCmd)(nil),            // 76: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),           // 77: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 78: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 79: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 80: dlm.v1.Reply
+	nil,                           // 81: dlm.v1.SessionEnd.TrailerEntry
+	(*timestamppb.Timestamp)(nil), // 82: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 83: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
 	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
 	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	79,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	79,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	79,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	80,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	82,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	82,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	82,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	83,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
 	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
 	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
 	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	80,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	79,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	80,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	83,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	82,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	83,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
 	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
 	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
 	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
-	43,  // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
+	45,  // 16: dlm.v1.EventSnapshot.status:type_name -> dlm.v1.StatusResponse
 	10,  // 17: dlm.v1.EventSnapshot.members:type_name -> dlm.v1.Member
 	8,   // 18: dlm.v1.EventSnapshot.resources:type_name -> dlm.v1.ResourceInfo
 	9,   // 19: dlm.v1.EventSnapshot.sessions:type_name -> dlm.v1.SessionInfo
 	8,   // 20: dlm.v1.WatchEvent.resource:type_name -> dlm.v1.ResourceInfo
-	17,  // 21: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
-	18,  // 22: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
-	19,  // 23: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
-	20,  // 24: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
-	21,  // 25: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
-	22,  // 26: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
-	24,  // 27: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
-	23,  // 28: dlm.v1.SessionRequest.relabel:type_name -> dlm.v1.RelabelRequest
-	80,  // 29: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
-	6,   // 30: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
-	0,   // 31: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	80,  // 32: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	6,   // 33: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
-	0,   // 34: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	80,  // 35: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
-	6,   // 36: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
-	6,   // 37: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
-	6,   // 38: dlm.v1.RelabelRequest.id:type_name -> dlm.v1.RequestID
-	27,  // 39: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
-	28,  // 40: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
-	29,  // 41: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
-	30,  // 42: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
-	31,  // 43: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
-	32,  // 44: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
-	33,  // 45: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
-	34,  // 46: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
-	36,  // 47: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
-	37,  // 48: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
-	39,  // 49: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
-	38,  // 50: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
-	26,  // 51: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
-	35,  // 52: dlm.v1.SessionResponse.relabeled:type_name -> dlm.v1.Relabeled
-	1,   // 53: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	80,  // 54: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	80,  // 55: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
-	6,   // 56: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
-	0,   // 57: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
-	6,   // 58: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
-	6,   // 59: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
-	1,   // 60: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
-	6,   // 61: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
-	0,   // 62: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
-	6,   // 63: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
-	0,   // 64: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
-	6,   // 65: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
-	6,   // 66: dlm.v1.Relabeled.id:type_name -> dlm.v1.RequestID
-	0,   // 67: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
-	7,   // 68: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
-	8,   // 69: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	79,  // 70: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
-	44,  // 71: dlm.v1.StatusResponse.build:type_name -> dlm.v1.BuildInfo
-	79,  // 72: dlm.v1.BuildInfo.time:type_name -> google.protobuf.Timestamp
-	9,   // 73: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	80,  // 74: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	80,  // 75: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	80,  // 76: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	53,  // 77: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
-	4,   // 78: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
-	0,   // 79: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
-	0,   // 80: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
-	80,  // 81: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	80,  // 82: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
-	5,   // 83: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
-	0,   // 84: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
-	0,   // 85: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
-	80,  // 86: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
-	80,  // 87: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
-	64,  // 88: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
-	66,  // 89: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
-	67,  // 90: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
-	68,  // 91: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	69,  // 92: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	70,  // 93: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	71,  // 94: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	72,  // 95: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	74,  // 96: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
-	65,  // 97: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	73,  // 98: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
-	0,   // 99: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,   // 100: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	77,  // 101: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	65,  // 102: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	78,  // 103: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	76,  // 104: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	78,  // 105: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
-	2,   // 106: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,   // 107: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	16,  // 108: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	40,  // 109: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	42,  // 110: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	45,  // 111: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	47,  // 112: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	14,  // 113: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
-	49,  // 114: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
-	51,  // 115: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
-	54,  // 116: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
-	56,  // 117: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
-	57,  // 118: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
-	59,  // 119: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
-	40,  // 120: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
-	61,  // 121: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
-	25,  // 122: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	41,  // 123: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	43,  // 124: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	46,  // 125: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	48,  // 126: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	15,  // 127: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
-	50,  // 128: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
-	52,  // 129: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
-	55,  // 130: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
-	55,  // 131: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
-	58,  // 132: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
-	60,  // 133: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
-	41,  // 134: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
-	62,  // 135: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
-	122, // [122:136] is the sub-list for method output_type
-	108, // [108:122] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	81,  // 21: dlm.v1.SessionEnd.trailer:type_name -> dlm.v1.SessionEnd.TrailerEntry
+	19,  // 22: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
+	20,  // 23: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
+	21,  // 24: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
+	22,  // 25: dlm.v1.SessionRequest.convert:type_name -> dlm.v1.ConvertRequest
+	23,  // 26: dlm.v1.SessionRequest.release:type_name -> dlm.v1.ReleaseRequest
+	24,  // 27: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
+	26,  // 28: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
+	25,  // 29: dlm.v1.SessionRequest.relabel:type_name -> dlm.v1.RelabelRequest
+	83,  // 30: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	6,   // 31: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 32: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
+	83,  // 33: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 34: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
+	0,   // 35: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
+	83,  // 36: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	6,   // 37: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
+	6,   // 38: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
+	6,   // 39: dlm.v1.RelabelRequest.id:type_name -> dlm.v1.RequestID
+	29,  // 40: dlm.v1.SessionResponse.opened:type_name -> dlm.v1.SessionOpened
+	30,  // 41: dlm.v1.SessionResponse.keep_alive_ack:type_name -> dlm.v1.KeepAliveAck
+	31,  // 42: dlm.v1.SessionResponse.granted:type_name -> dlm.v1.Granted
+	32,  // 43: dlm.v1.SessionResponse.queued:type_name -> dlm.v1.Queued
+	33,  // 44: dlm.v1.SessionResponse.refused:type_name -> dlm.v1.Refused
+	34,  // 45: dlm.v1.SessionResponse.timed_out:type_name -> dlm.v1.TimedOut
+	35,  // 46: dlm.v1.SessionResponse.cancelled:type_name -> dlm.v1.Cancelled
+	36,  // 47: dlm.v1.SessionResponse.released:type_name -> dlm.v1.Released
+	38,  // 48: dlm.v1.SessionResponse.blocking:type_name -> dlm.v1.Blocking
+	39,  // 49: dlm.v1.SessionResponse.expired:type_name -> dlm.v1.SessionExpired
+	41,  // 50: dlm.v1.SessionResponse.sync:type_name -> dlm.v1.SessionSync
+	40,  // 51: dlm.v1.SessionResponse.closed:type_name -> dlm.v1.SessionClosed
+	28,  // 52: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
+	37,  // 53: dlm.v1.SessionResponse.relabeled:type_name -> dlm.v1.Relabeled
+	1,   // 54: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
+	83,  // 55: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	83,  // 56: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	6,   // 57: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
+	0,   // 58: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
+	6,   // 59: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
+	6,   // 60: dlm.v1.Refused.id:type_name -> dlm.v1.RequestID
+	1,   // 61: dlm.v1.Refused.reason:type_name -> dlm.v1.Reason
+	6,   // 62: dlm.v1.TimedOut.id:type_name -> dlm.v1.RequestID
+	0,   // 63: dlm.v1.TimedOut.mode:type_name -> dlm.v1.Mode
+	6,   // 64: dlm.v1.Cancelled.id:type_name -> dlm.v1.RequestID
+	0,   // 65: dlm.v1.Cancelled.mode:type_name -> dlm.v1.Mode
+	6,   // 66: dlm.v1.Released.id:type_name -> dlm.v1.RequestID
+	6,   // 67: dlm.v1.Relabeled.id:type_name -> dlm.v1.RequestID
+	0,   // 68: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
+	7,   // 69: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
+	8,   // 70: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
+	82,  // 71: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	46,  // 72: dlm.v1.StatusResponse.build:type_name -> dlm.v1.BuildInfo
+	82,  // 73: dlm.v1.BuildInfo.time:type_name -> google.protobuf.Timestamp
+	9,   // 74: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
+	83,  // 75: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	83,  // 76: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	83,  // 77: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	55,  // 78: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
+	4,   // 79: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
+	0,   // 80: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
+	0,   // 81: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
+	83,  // 82: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	83,  // 83: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	5,   // 84: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
+	0,   // 85: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
+	0,   // 86: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
+	83,  // 87: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	83,  // 88: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	66,  // 89: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
+	68,  // 90: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
+	69,  // 91: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
+	70,  // 92: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
+	71,  // 93: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	72,  // 94: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	73,  // 95: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	74,  // 96: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	76,  // 97: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	67,  // 98: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
+	75,  // 99: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
+	0,   // 100: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,   // 101: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	79,  // 102: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	67,  // 103: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	80,  // 104: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	78,  // 105: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	80,  // 106: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	2,   // 107: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,   // 108: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	18,  // 109: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	42,  // 110: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	44,  // 111: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	47,  // 112: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	49,  // 113: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	14,  // 114: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
+	51,  // 115: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
+	53,  // 116: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
+	56,  // 117: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
+	58,  // 118: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
+	59,  // 119: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
+	61,  // 120: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
+	42,  // 121: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	63,  // 122: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	27,  // 123: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	43,  // 124: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	45,  // 125: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	48,  // 126: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	50,  // 127: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	15,  // 128: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
+	52,  // 129: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	54,  // 130: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	57,  // 131: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	57,  // 132: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	60,  // 133: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	62,  // 134: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
+	43,  // 135: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	64,  // 136: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	123, // [123:137] is the sub-list for method output_type
+	109, // [109:123] is the sub-list for method input_type
+	109, // [109:109] is the sub-list for extension type_name
+	109, // [109:109] is the sub-list for extension extendee
+	0,   // [0:109] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -6867,7 +6991,7 @@ func file_dlm_proto_init() {
 	file_dlm_proto_msgTypes[1].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[2].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[3].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[10].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[12].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_KeepAlive)(nil),
 		(*SessionRequest_Lock)(nil),
@@ -6877,7 +7001,7 @@ func file_dlm_proto_init() {
 		(*SessionRequest_Close)(nil),
 		(*SessionRequest_Relabel)(nil),
 	}
-	file_dlm_proto_msgTypes[19].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[21].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_KeepAliveAck)(nil),
 		(*SessionResponse_Granted)(nil),
@@ -6893,7 +7017,7 @@ func file_dlm_proto_init() {
 		(*SessionResponse_Warning)(nil),
 		(*SessionResponse_Relabeled)(nil),
 	}
-	file_dlm_proto_msgTypes[58].OneofWrappers = []any{
+	file_dlm_proto_msgTypes[60].OneofWrappers = []any{
 		(*Command_OpenSession)(nil),
 		(*Command_CloseSession)(nil),
 		(*Command_ExpireSessions)(nil),
@@ -6905,15 +7029,15 @@ func file_dlm_proto_init() {
 		(*Command_SetMember)(nil),
 		(*Command_Relabel)(nil),
 	}
-	file_dlm_proto_msgTypes[63].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[64].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[65].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[66].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   73,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

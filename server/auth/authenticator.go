@@ -287,11 +287,23 @@ func (a *Authenticator) StreamInterceptor(srv any, ss grpc.ServerStream, info *g
 	if isHealth(info.FullMethod) {
 		return h(srv, ss)
 	}
-	p, err := a.fromGRPC(ss.Context())
+	ctx, err := a.Authenticate(ss.Context())
 	if err != nil {
-		return status.Error(codes.Unauthenticated, err.Error())
+		return err
 	}
-	return h(srv, &authStream{ServerStream: ss, ctx: WithPrincipal(ss.Context(), p)})
+	return h(srv, &authStream{ServerStream: ss, ctx: ctx})
+}
+
+// Authenticate authenticates a stream as StreamInterceptor does, from the
+// gRPC metadata and peer in ctx: it returns ctx carrying the Principal,
+// or an Unauthenticated status. The session transport over TCP, which
+// has no interceptors, builds that context itself.
+func (a *Authenticator) Authenticate(ctx context.Context) (context.Context, error) {
+	p, err := a.fromGRPC(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unauthenticated, err.Error())
+	}
+	return WithPrincipal(ctx, p), nil
 }
 
 // isHealth reports whether a gRPC method is of the health service

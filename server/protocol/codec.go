@@ -43,7 +43,14 @@ func (c utf8Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	b := buf.ReadOnlyData()
+	return Decode(buf.ReadOnlyData(), m)
+}
+
+// Decode decodes b into m as the server's gRPC codec does (utf8Codec): a
+// string field that is not valid UTF-8 is marked for the handler to refuse
+// that one request, instead of failing the decoding. The session transport
+// over TCP decodes its requests with it.
+func Decode(b []byte, m proto.Message) error {
 	err := proto.Unmarshal(b, m)
 	if err == nil {
 		dropMarker(m)
