@@ -16,13 +16,14 @@ import (
 const preambleTimeout = 10 * time.Second
 
 // listenMux splits the connections of the client port by their first four
-// bytes: a session transport preamble (sessionwire) goes to serve; the rest
+// bytes: a session transport preamble (sessionwire) goes to serve, which
+// calls serving once the connection carries a session; the rest
 // (gRPC's HTTP/2, plaintext or TLS) is handed to gRPC through Accept, the
 // bytes read put back in front. Every client speaks first, so nothing is
 // lost by listening before answering.
 type listenMux struct {
 	net.Listener
-	serve func(net.Conn, string)
+	serve func(c net.Conn, preamble string, serving func())
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
@@ -32,7 +33,7 @@ type listenMux struct {
 	open map[net.Conn]bool // connections not handed to gRPC: true once a session's
 }
 
-func newListenMux(l net.Listener, serve func(net.Conn, string)) *listenMux {
+func newListenMux(l net.Listener, serve func(net.Conn, string, func())) *listenMux {
 	m := &listenMux{Listener: l, serve: serve, conns: make(chan net.Conn), done: make(chan struct{}), open: map[net.Conn]bool{}}
 	m.wg.Add(1)
 	go m.run()
@@ -86,7 +87,8 @@ func (m *listenMux) track(c net.Conn) bool {
 	return true
 }
 
-// serving marks c as a session's connection.
+// serving marks c as a session's connection: at shutdown it is given time
+// to end by itself.
 func (m *listenMux) serving(c net.Conn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -112,8 +114,7 @@ func (m *listenMux) sniff(c net.Conn) {
 		return
 	}
 	if p := string(head[:]); p == sessionwire.PreamblePlain || p == sessionwire.PreambleTLS {
-		m.serving(c)
-		m.serve(c, p) // it closes c
+		m.serve(c, p, func() { m.serving(c) }) // it closes c
 		m.untrack(c)
 		return
 	}

@@ -29,8 +29,9 @@ const endTimeout = time.Second
 
 // serveSessionConn serves the Session stream over a connection of the
 // session transport (package sessionwire), which opened with preamble: the
-// same handler as over gRPC, with the same authentication. It closes c.
-func (s *Server) serveSessionConn(c net.Conn, preamble string) {
+// same handler as over gRPC, with the same authentication. It calls
+// serving once the handshake is over, and closes c.
+func (s *Server) serveSessionConn(c net.Conn, preamble string, serving func()) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
 	st := &sessionConn{conn: c}
@@ -59,6 +60,7 @@ func (s *Server) serveSessionConn(c net.Conn, preamble string) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	serving()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -161,7 +161,12 @@ func (s *Server) writeInline(ctx context.Context, c *sessionConn, ob *outbox) er
 		case <-ob.wake:
 			r := sendQueued(c, ob, buf)
 			if r.done {
-				return r.err
+				select {
+				case <-ob.aborted: // why it ended, rather than the write it cut
+					return endStatus(ob.reason())
+				default:
+					return r.err
+				}
 			}
 			buf = r.buf
 		case <-ob.aborted:

@@ -75,6 +75,11 @@ func TestOpenEveryKind(t *testing.T) {
 		// The first address is dead: Open goes on to the next.
 		dead := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		exclusive(t, "dlm://"+dead+","+srv.Addr()+"?session_ttl=2s", storeurl.KindDLM)
+		exclusive(t, "dlm://"+srv.Addr()+"?transport=grpc", storeurl.KindDLM)
+		exclusive(t, "dlm://"+srv.Addr()+"?transport=tcp", storeurl.KindDLM)
+		if _, err := storeurl.Open(t.Context(), "dlm://"+srv.Addr()+"?transport=udp"); !errors.Is(err, storeurl.ErrBadURL) {
+			t.Fatalf("transport=udp: %v, want ErrBadURL", err)
+		}
 	})
 	t.Run("redis", func(t *testing.T) {
 		r := testenv.StartRedis(t)
