@@ -87,6 +87,8 @@ type outbox struct {
 	// releaseEarly), whose applied answers are not sent.
 	early map[uint64]struct{}
 	drain bool  // when ended: send what is queued first
+	// onAbort, if set, is called when the outbox ends without drain.
+	onAbort func()
 	err   error // why it ended; nil for a normal end (closed, expired)
 }
 
@@ -172,8 +174,23 @@ func (o *outbox) endLocked(drain bool, err error) {
 	if !drain {
 		o.dropLocked()
 		close(o.aborted)
+		if o.onAbort != nil {
+			o.onAbort()
+		}
 	}
 	o.signal()
+}
+
+// setOnAbort makes f be called once the outbox ends without drain (at
+// once if it has): f must be quick and must not call the outbox.
+func (o *outbox) setOnAbort(f func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended && !o.drain {
+		f()
+		return
+	}
+	o.onAbort = f
 }
 
 // dropLocked drops the queued messages and returns their bytes (and those

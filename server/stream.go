@@ -142,19 +142,7 @@ func (s *Server) write(ctx context.Context, stream dlmpb.DLM_SessionServer, ob *
 
 // writeInline is write for a sessionConn.
 func (s *Server) writeInline(ctx context.Context, c *sessionConn, ob *outbox) error {
-	cut := make(chan struct{})
-	defer close(cut)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		select {
-		case <-ob.aborted:
-			c.cutWrites()
-		case <-ctx.Done():
-			c.cutWrites()
-		case <-cut:
-		}
-	}()
+	ob.setOnAbort(c.cutWrites)
 	var buf []*dlmpb.SessionResponse
 	for {
 		select {

@@ -52,7 +52,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	bin := fs.String("dlm", "", "dlm binary (default: build ./cmd/dlm)")
 	sessions := fs.Int("sessions", 1000, "session streams to open")
 	locks := fs.Int("locks", 100_000, "locks to take, 10,000 per session (at most sessions x 10,000)")
-	conns := fs.Int("conns", 8, "gRPC connections the streams share")
+	conns := fs.Int("conns", 8, "gRPC connections the streams share (-transport grpc)")
+	transport := fs.String("transport", "tcp", "how the session streams go: tcp (the session transport, one connection each) or grpc")
 	meta := fs.Int("metadata", 0, "bytes of metadata per lock")
 	inMemory := fs.Bool("in-memory", false, "run the server with -in-memory")
 	logStore := fs.String("log-store", "", "run the server with -log-store (wal or bolt; default the server's)")
@@ -60,8 +61,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	const perSession = 10_000
-	if *sessions < 1 || *locks < 0 || *locks > *sessions*perSession || *conns < 1 || *meta < 0 || *meta > 1024 {
-		return errors.New("want -sessions >= 1, 0 <= -locks <= sessions x 10,000, -conns >= 1, 0 <= -metadata <= 1024")
+	if *sessions < 1 || *locks < 0 || *locks > *sessions*perSession || *conns < 1 || *meta < 0 || *meta > 1024 ||
+		(*transport != "tcp" && *transport != "grpc") {
+		return errors.New("want -sessions >= 1, 0 <= -locks <= sessions x 10,000, -conns >= 1, 0 <= -metadata <= 1024, -transport tcp or grpc")
 	}
 	if *bin == "" {
 		b, cleanup, err := testenv.BuildDLM()
@@ -99,10 +101,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	streams := make([]dlmpb.DLM_SessionClient, *sessions)
+	streams := make([]stream, *sessions)
 	start := time.Now()
 	for i := range streams {
-		st, err := clients[i%len(clients)].Session(sctx)
+		var st stream
+		var err error
+		if *transport == "tcp" {
+			st, err = dialWire(sctx, srv.Addr())
+		} else {
+			st, err = clients[i%len(clients)].Session(sctx)
+		}
 		if err != nil {
 			return err
 		}
@@ -202,7 +210,7 @@ func metrics(ctx context.Context, addr string, names ...string) ([]float64, erro
 
 // lockMany takes n EX locks on distinct resources over one stream, with
 // requests pipelined, and waits until every one is granted.
-func lockMany(ctx context.Context, st dlmpb.DLM_SessionClient, s, n int, metadata []byte) error {
+func lockMany(ctx context.Context, st stream, s, n int, metadata []byte) error {
 	var wg sync.WaitGroup
 	var sendErr error
 	wg.Add(1)

@@ -78,7 +78,7 @@ type Reader struct {
 // NewReader returns a Reader of r that refuses frames whose payload is
 // longer than max bytes.
 func NewReader(r io.Reader, max int) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 16<<10), max: max}
+	return &Reader{r: bufio.NewReaderSize(r, 4<<10), max: max}
 }
 
 // Next reads the next frame. Its payload is valid until the next call. At
