@@ -86,10 +86,10 @@ type outbox struct {
 	// early holds the sequence numbers of releases answered early (see
 	// releaseEarly), whose applied answers are not sent.
 	early map[uint64]struct{}
-	drain bool  // when ended: send what is queued first
+	drain bool // when ended: send what is queued first
 	// onAbort, if set, is called when the outbox ends without drain.
 	onAbort func()
-	err   error // why it ended; nil for a normal end (closed, expired)
+	err     error // why it ended; nil for a normal end (closed, expired)
 }
 
 func newOutbox(sid locktable.SessionID, limit int, maxBytes int64, budget *queueBudget) *outbox {
