@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -282,6 +283,30 @@ func (s *service) get(path string) int {
 	return resp.StatusCode
 }
 
+// waitLeaderKnown waits until s knows the cluster's leader (its status
+// names it), up to 60 s.
+func (s *service) waitLeaderKnown(t *testing.T) {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var st struct {
+			LeaderID string `json:"leader_id"`
+		}
+		if resp, err := c.Get("http://" + s.env["DLM_HTTP_ADDR"] + "/v1/status"); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err == nil && st.LeaderID != "" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s knows no leader after 60s:\n%s", s.name, s.stderr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling its status: nothing to wait on
+	}
+}
+
 // waitReady waits until exactly one of services answers 200 on /readyz
 // (it leads and serves), and returns it.
 func waitReady(t *testing.T, services ...*service) *service {
@@ -444,6 +469,7 @@ func TestDeployCluster(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling its log: nothing to wait on
 	}
 	members(func(out string) bool { return strings.Count(out, "voter") == 4 && strings.Contains(out, "node-4") })
+	fourth.waitLeaderKnown(t) // else SIGTERM stops it while starting: exit 143
 
 	if code := fourth.stop(t); code != 0 {
 		t.Errorf("%s: exit %d after SIGTERM:\n%s", fourth.name, code, fourth.stderr)

@@ -198,7 +198,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 func newServerFlagSet(f *serverFlags) (*flag.FlagSet, error) {
 	var e envDefaults
 	fs := flag.NewFlagSet("dlm server", flag.ContinueOnError)
-	fs.StringVar(&f.addr, "addr", env("DLM_ADDR", defaultAddr), "gRPC address for clients (env DLM_ADDR)")
+	fs.StringVar(&f.addr, "addr", env("DLM_ADDR", defaultAddr), "client address: gRPC and the session transport (env DLM_ADDR)")
 	fs.StringVar(&f.httpAddr, "http", env("DLM_HTTP_ADDR", defaultHTTPAddr), "HTTP address for /healthz, /readyz, /metrics and /v1/...; empty disables (env DLM_HTTP_ADDR)")
 	fs.StringVar(&f.raftAddr, "raft-addr", env("DLM_RAFT_ADDR", defaultRaftAddr), "Raft transport address (env DLM_RAFT_ADDR)")
 	fs.StringVar(&f.dataDir, "data", env("DLM_DATA", defaultDataDir), "data directory: the Raft log and snapshots (env DLM_DATA)")
