@@ -88,9 +88,9 @@ type sessionConn struct {
 	conn net.Conn
 	rd   *sessionwire.Reader // read by one goroutine at a time
 
+	w *sessionwire.Writer
+
 	mu      sync.Mutex
-	wbuf    []byte
-	werr    error
 	trailer metadata.MD
 }
 
@@ -125,13 +125,12 @@ func dialSessionConn(ctx context.Context, addr string, tlsCfg *tls.Config, token
 		}
 		c.conn = tc
 	}
-	c.rd = sessionwire.NewReader(c.conn, MaxSessionFrameBytes)
+	c.rd, c.w = sessionwire.NewReader(c.conn, MaxSessionFrameBytes), sessionwire.NewWriter(c.conn)
 	hello := &dlmpb.SessionHello{}
 	if token != "" {
 		hello.Authorization = "Bearer " + token
 	}
-	c.wbuf, err = sessionwire.Append(c.wbuf, sessionwire.KindHello, hello)
-	if err != nil {
+	if err := c.w.Queue(sessionwire.KindHello, hello); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -149,34 +148,19 @@ func (c *sessionConn) fail(err error) error {
 
 // Send queues m for the next Flush.
 func (c *sessionConn) Send(m *dlmpb.SessionRequest) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.werr != nil {
-		return c.werr
-	}
-	b, err := sessionwire.Append(c.wbuf, sessionwire.KindMessage, m)
-	c.wbuf = b
-	return err
+	return c.ended(c.w.Queue(sessionwire.KindMessage, m))
 }
 
 // Flush writes the queued messages.
-func (c *sessionConn) Flush() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.werr != nil || len(c.wbuf) == 0 {
-		return c.werr
+func (c *sessionConn) Flush() error { return c.ended(c.w.Flush()) }
+
+// ended returns a write error as io.EOF, as gRPC's Send does: the stream
+// has ended, and Recv returns its status.
+func (c *sessionConn) ended(err error) error {
+	if err != nil && c.w.Err() == err {
+		return io.EOF
 	}
-	if _, err := c.conn.Write(c.wbuf); err != nil {
-		// io.EOF, as gRPC's Send: the server ended the stream; Recv
-		// returns its status.
-		c.werr = io.EOF
-	}
-	if cap(c.wbuf) > 64<<10 {
-		c.wbuf = nil
-	} else {
-		c.wbuf = c.wbuf[:0]
-	}
-	return c.werr
+	return err
 }
 
 // Recv returns the server's next message. At the stream's end it returns

@@ -34,7 +34,7 @@ const endTimeout = time.Second
 func (s *Server) serveSessionConn(c net.Conn, preamble string, serving func()) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(preambleTimeout))
-	st := &sessionConn{conn: c}
+	st := &sessionConn{conn: c, w: sessionwire.NewWriter(c)}
 	fail := func(code codes.Code, msg string) { st.end(status.Error(code, msg)) }
 	var state *tls.ConnectionState
 	switch {
@@ -48,7 +48,7 @@ func (s *Server) serveSessionConn(c net.Conn, preamble string, serving func()) {
 		}
 		cs := tc.ConnectionState()
 		state = &cs
-		st.conn = tc
+		st.conn, st.w = tc, sessionwire.NewWriter(tc)
 	case s.cfg.TLS != nil:
 		fail(codes.Unavailable, "dlm server: this server requires TLS")
 		return
@@ -103,9 +103,8 @@ type sessionConn struct {
 	conn net.Conn
 	rd   *sessionwire.Reader // used by one goroutine at a time
 
+	w       *sessionwire.Writer
 	mu      sync.Mutex
-	wbuf    []byte
-	werr    error
 	trailer metadata.MD
 }
 
@@ -145,36 +144,18 @@ func (c *sessionConn) recv(k sessionwire.Kind, m proto.Message) error {
 
 // Send queues m for the next Flush.
 func (c *sessionConn) Send(m *dlmpb.SessionResponse) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.werr != nil {
-		return c.werr
-	}
-	b, err := sessionwire.Append(c.wbuf, sessionwire.KindMessage, m)
-	c.wbuf = b
-	return err
+	return c.unavailable(c.w.Queue(sessionwire.KindMessage, m))
 }
 
 // Flush writes the queued messages.
-func (c *sessionConn) Flush() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.flushLocked()
-}
+func (c *sessionConn) Flush() error { return c.unavailable(c.w.Flush()) }
 
-func (c *sessionConn) flushLocked() error {
-	if c.werr != nil || len(c.wbuf) == 0 {
-		return c.werr
+// unavailable returns a write error as the status Unavailable.
+func (c *sessionConn) unavailable(err error) error {
+	if err != nil && c.w.Err() == err {
+		return status.Error(codes.Unavailable, err.Error())
 	}
-	if _, err := c.conn.Write(c.wbuf); err != nil {
-		c.werr = status.Error(codes.Unavailable, err.Error())
-	}
-	if cap(c.wbuf) > 64<<10 {
-		c.wbuf = nil // not kept after a large message
-	} else {
-		c.wbuf = c.wbuf[:0]
-	}
-	return c.werr
+	return err
 }
 
 // end writes what is queued and the stream's end, err's status, giving
@@ -184,7 +165,6 @@ func (c *sessionConn) end(err error) {
 	st := status.Convert(err)
 	e := &dlmpb.SessionEnd{Code: int32(st.Code()), Message: st.Message()}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for k, v := range c.trailer {
 		if len(v) > 0 {
 			if e.Trailer == nil {
@@ -193,13 +173,10 @@ func (c *sessionConn) end(err error) {
 			e.Trailer[k] = v[len(v)-1]
 		}
 	}
-	if c.werr != nil {
-		return
+	c.mu.Unlock()
+	if c.w.Queue(sessionwire.KindEnd, e) == nil {
+		_ = c.w.Flush()
 	}
-	if b, err := sessionwire.Append(c.wbuf, sessionwire.KindEnd, e); err == nil {
-		c.wbuf = b
-	}
-	_ = c.flushLocked()
 }
 
 // cutWrites makes a write in progress, and any before end, fail at once.

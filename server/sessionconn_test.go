@@ -37,25 +37,32 @@ type wireSession struct {
 	trailer           metadata.MD
 }
 
-// dialWire connects to addr (over TLS with c, if not nil) and sends the
-// hello with authorization ("" for none).
-func dialWire(t testing.TB, addr string, c *tls.Config, authorization string) *wireSession {
+// dialPreamble connects to addr and sends preamble ("" for nothing), no more.
+func dialPreamble(t testing.TB, addr, preamble string) *wireSession {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	w := &wireSession{conn: nc}
+	w := &wireSession{conn: nc, rd: sessionwire.NewReader(nc, 64<<20)}
+	w.write(t, []byte(preamble))
+	return w
+}
+
+// dialWire connects to addr (over TLS with c, if not nil) and sends the
+// hello with authorization ("" for none).
+func dialWire(t testing.TB, addr string, c *tls.Config, authorization string) *wireSession {
+	t.Helper()
 	preamble := sessionwire.PreamblePlain
 	if c != nil {
 		preamble = sessionwire.PreambleTLS
 	}
-	w.write(t, []byte(preamble))
+	w := dialPreamble(t, addr, preamble)
 	if c != nil {
 		c = c.Clone()
 		c.ServerName, _, _ = net.SplitHostPort(addr)
-		tc := tls.Client(nc, c)
+		tc := tls.Client(w.conn, c)
 		if err := tc.Handshake(); err != nil {
 			t.Fatalf("tls handshake: %v", err)
 		}
@@ -179,13 +186,7 @@ func TestSessionTransport(t *testing.T) {
 func TestSessionTransportRefusals(t *testing.T) {
 	s := startServer(t, Config{})
 	t.Run("message before hello", func(t *testing.T) {
-		nc, err := net.Dial("tcp", s.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		w := &wireSession{conn: nc, rd: sessionwire.NewReader(nc, 1<<20)}
-		w.write(t, []byte(sessionwire.PreamblePlain))
+		w := dialPreamble(t, s.Addr(), sessionwire.PreamblePlain)
 		w.frame(t, sessionwire.KindMessage, &dlmpb.SessionRequest{})
 		wantCode(t, endOf(t, w), codes.InvalidArgument, "a message before the hello")
 	})
@@ -211,14 +212,7 @@ func TestSessionTransportRefusals(t *testing.T) {
 	t.Run("plaintext to a TLS server", func(t *testing.T) {
 		pki := servertest.NewPKI(t)
 		ts := startServer(t, Config{TLS: pki.ServerTLS(t, false)})
-		nc, err := net.Dial("tcp", ts.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		w := &wireSession{conn: nc, rd: sessionwire.NewReader(nc, 1<<20)}
-		w.write(t, []byte(sessionwire.PreamblePlain))
-		err = endOf(t, w)
+		err := endOf(t, dialPreamble(t, ts.Addr(), sessionwire.PreamblePlain))
 		wantCode(t, err, codes.Unavailable, "a plaintext session on a TLS server")
 		if !strings.Contains(err.Error(), "TLS") {
 			t.Fatalf("%v does not say that TLS is required", err)
@@ -290,17 +284,9 @@ func TestSessionTransportAuthentication(t *testing.T) {
 	wantCode(t, endOf(t, w), codes.Unauthenticated, "an unknown token")
 
 	// Without a client certificate the handshake itself fails.
-	nc, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if _, err := nc.Write([]byte(sessionwire.PreambleTLS)); err != nil {
-		t.Fatal(err)
-	}
 	c := pki.ClientTLS(t, "")
 	c.ServerName = "127.0.0.1"
-	tc := tls.Client(nc, c)
+	tc := tls.Client(dialPreamble(t, s.Addr(), sessionwire.PreambleTLS).conn, c)
 	err = tc.Handshake()
 	if err == nil {
 		_, err = tc.Read(make([]byte, 1))
@@ -313,28 +299,9 @@ func TestSessionTransportAuthentication(t *testing.T) {
 // Close ends every connection of the client port, those still silent and
 // those serving a session, and leaves no goroutine of them behind.
 func TestSessionTransportShutdown(t *testing.T) {
-	s, err := Start(Config{Node: raftnode.Config{InMemory: true, Raft: servertest.FastRaft}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	silent, err := net.Dial("tcp", s.Addr()) // sends nothing
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	hello, err := net.Dial("tcp", s.Addr()) // a preamble, then nothing
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hello.Close()
-	if _, err := hello.Write([]byte(sessionwire.PreamblePlain)); err != nil {
-		t.Fatal(err)
-	}
+	s := startServer(t, Config{})
+	silent := dialPreamble(t, s.Addr(), "").conn                       // sends nothing
+	hello := dialPreamble(t, s.Addr(), sessionwire.PreamblePlain).conn // a preamble, then nothing
 	r := openWire(t, dialWire(t, s.Addr(), nil, ""))
 	r.granted(r.lock("x", dlmpb.Mode_MODE_EX))
 
@@ -360,7 +327,7 @@ func TestSessionConnCutsAWriteThatWaits(t *testing.T) {
 	defer cli.Close()
 	s := &Server{}
 	ob := newOutbox(1, 100, 1<<20, newQueueBudget(1<<20))
-	c := &sessionConn{ctx: context.Background(), conn: srv}
+	c := &sessionConn{ctx: context.Background(), conn: srv, w: sessionwire.NewWriter(srv)}
 	ended := make(chan error, 1)
 	go func() { ended <- s.writeInline(context.Background(), c, ob) }()
 	ob.push(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_Closed{Closed: &dlmpb.SessionClosed{Session: 1}}})

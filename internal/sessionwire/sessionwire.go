@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -113,3 +114,51 @@ func (r *Reader) Next() (Kind, []byte, error) {
 // Buffered returns how many bytes have been read from the connection but
 // not yet taken as frames.
 func (r *Reader) Buffered() int { return r.r.Buffered() }
+
+// Writer queues frames and writes what is queued at once on Flush. It is
+// safe for concurrent use. After a failed write every call returns that
+// write's error: the stream may have been cut within a frame.
+type Writer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+// NewWriter returns a Writer to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Queue queues a frame of kind k holding m.
+func (w *Writer) Queue(k Kind, m proto.Message) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	b, err := Append(w.buf, k, m)
+	w.buf = b
+	return err
+}
+
+// Flush writes the queued frames.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || len(w.buf) == 0 {
+		return w.err
+	}
+	_, w.err = w.w.Write(w.buf)
+	if cap(w.buf) > 64<<10 {
+		w.buf = nil // a large buffer is not kept after the message that needed it
+	} else {
+		w.buf = w.buf[:0]
+	}
+	return w.err
+}
+
+// Err returns the error of the write that failed, if one has.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}

@@ -72,3 +72,48 @@ func TestPreamblesAreNotGRPC(t *testing.T) {
 		}
 	}
 }
+
+// failingWriter accepts n writes, then fails.
+type failingWriter struct {
+	n    int
+	data bytes.Buffer
+}
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errors.New("broken pipe")
+	}
+	f.n--
+	return f.data.Write(p)
+}
+
+// A Writer sends what it queued in one write per Flush, and after a failed
+// write fails every call with that write's error.
+func TestWriterQueuesAndKeepsItsError(t *testing.T) {
+	out := &failingWriter{n: 1}
+	w := NewWriter(out)
+	for range 3 {
+		if err := w.Queue(KindMessage, &dlmpb.SessionRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out.data.Len() != 0 {
+		t.Fatal("Queue wrote")
+	}
+	if err := w.Flush(); err != nil || out.data.Len() != 3*HeaderLen {
+		t.Fatalf("Flush: %v, %d bytes written, want 3 empty frames in one write", err, out.data.Len())
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatalf("Flush of nothing: %v", err)
+	}
+	if err := w.Queue(KindEnd, &dlmpb.SessionEnd{}); err != nil {
+		t.Fatal(err)
+	}
+	first := w.Flush()
+	if first == nil || w.Err() != first {
+		t.Fatalf("a failed write: %v, Err %v", first, w.Err())
+	}
+	if err := w.Queue(KindMessage, &dlmpb.SessionRequest{}); err != first {
+		t.Fatalf("Queue after the failure: %v, want %v", err, first)
+	}
+}
