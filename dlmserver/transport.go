@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/internal/sessionwire"
+	"github.com/dlmhq/dlm/api/sessionwire"
 )
 
 // Transport is how a Store carries its session stream to the server.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlmhq/dlm/internal/sessionwire"
+	"github.com/dlmhq/dlm/api/sessionwire"
 )
 
 // preambleTimeout bounds how long a new connection of the client port may

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/internal/sessionwire"
+	"github.com/dlmhq/dlm/api/sessionwire"
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/protocol"
 )

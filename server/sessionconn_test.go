@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
-	"github.com/dlmhq/dlm/internal/sessionwire"
+	"github.com/dlmhq/dlm/api/sessionwire"
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/cluster"
 	"github.com/dlmhq/dlm/server/internal/servertest"

@@ -8,7 +8,8 @@
 //	client: Hello, then Message (SessionRequest)...
 //	server: Message (SessionResponse)..., then End
 //
-// It imports nothing of the project.
+// It imports nothing of the project. Its Go API is not covered by dlm's
+// compatibility promises; the bytes on the wire are (docs/compatibility.md).
 package sessionwire
 
 import (
