@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -31,6 +32,9 @@ type server struct {
 	addr   string
 	conn   *grpc.ClientConn
 	client dlmpb.DLMClient
+	// grpcOnly is set once the session transport was found not served at
+	// addr while gRPC was: the session goes over gRPC there.
+	grpcOnly atomic.Bool
 }
 
 // servers are the cluster's addresses and which one the store uses now.

@@ -71,8 +71,27 @@ func resumeRefused(err error) bool {
 var errSessionEnded = errors.New("the session ended while reconnecting")
 
 // connectTo is connect on one server. On failure it also returns the
-// stream's trailer, which may name the leader.
+// stream's trailer, which may name the leader. Over TransportTCP, an
+// address where something answers but not the session transport (a proxy
+// that carries only gRPC) is tried again over gRPC, and kept on gRPC if
+// that works.
 func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metadata.MD, error) {
+	conn, trailer, err := s.connectVia(ctx, srv, srv.grpcOnly.Load())
+	var ns *notServedError
+	if err == nil || !errors.As(err, &ns) || ctx.Err() != nil {
+		return conn, trailer, err
+	}
+	conn, trailer, gerr := s.connectVia(ctx, srv, true)
+	if gerr != nil {
+		return nil, trailer, errors.Join(err, gerr)
+	}
+	srv.grpcOnly.Store(true)
+	s.log.Info("dlm remote: the session transport is not served at this address (a proxy that carries only gRPC?): the session goes over gRPC", "server", srv.addr, "err", err)
+	return conn, nil, nil
+}
+
+// connectVia is connectTo over gRPC or over the session transport.
+func (s *Store) connectVia(ctx context.Context, srv *server, useGRPC bool) (*streamConn, metadata.MD, error) {
 	s.mu.Lock()
 	sid, resume := s.st.sid, s.st.resume
 	s.mu.Unlock()
@@ -90,7 +109,7 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 		}
 		return nil, trailer, fmt.Errorf("%w: dlm server %s: %w", driver.ErrUnavailable, srv.addr, err)
 	}
-	stream, err := s.openStream(sctx, srv)
+	stream, err := s.openStream(sctx, srv, useGRPC)
 	if err != nil {
 		return fail(err)
 	}
@@ -118,7 +137,7 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 				s.loseSessionLocked(fmt.Errorf("the server refused to resume it: %s", status.Convert(err).Message()))
 			}
 			s.mu.Unlock()
-			return s.connectTo(ctx, srv)
+			return s.connectVia(ctx, srv, useGRPC)
 		}
 		return fail(err)
 	}
@@ -129,7 +148,7 @@ func (s *Store) connectTo(ctx context.Context, srv *server) (*streamConn, metada
 			s.loseSessionLocked(errors.New("the server expired the session while the client was disconnected"))
 		}
 		s.mu.Unlock()
-		return s.connectTo(ctx, srv) // opens a new session
+		return s.connectVia(ctx, srv, useGRPC) // opens a new session
 	}
 	opened := m.GetOpened()
 	if opened == nil {

@@ -26,7 +26,9 @@ const (
 	// TCP (or TLS) connection to the server's client port, without
 	// HTTP/2: a round trip costs a fraction of gRPC's (see
 	// docs/server.md). It uses WithTLS and the token as gRPC does, but
-	// not WithDialOptions. The default.
+	// not WithDialOptions. Where something answers at an address but not
+	// the session transport (a proxy that carries only gRPC), the session
+	// goes over gRPC there. The default.
 	TransportTCP Transport = iota
 	// TransportGRPC carries the session as the gRPC Session stream, over
 	// the store's gRPC connection (with WithDialOptions).
@@ -62,9 +64,10 @@ type sessionStream interface {
 	Trailer() metadata.MD
 }
 
-// openStream opens a session stream to srv that lives until ctx ends.
-func (s *Store) openStream(ctx context.Context, srv *server) (sessionStream, error) {
-	if s.opt.transport == TransportGRPC {
+// openStream opens a session stream to srv, over gRPC if useGRPC or the
+// store's transport says so, that lives until ctx ends.
+func (s *Store) openStream(ctx context.Context, srv *server, useGRPC bool) (sessionStream, error) {
+	if useGRPC || s.opt.transport == TransportGRPC {
 		st, err := srv.client.Session(ctx)
 		if err != nil {
 			return nil, err
@@ -87,6 +90,7 @@ type sessionConn struct {
 	ctx  context.Context
 	conn net.Conn
 	rd   *sessionwire.Reader // read by one goroutine at a time
+	read bool                // a frame came: the session transport is served
 
 	w *sessionwire.Writer
 
@@ -110,7 +114,7 @@ func dialSessionConn(ctx context.Context, addr string, tlsCfg *tls.Config, token
 		preamble = sessionwire.PreambleTLS
 	}
 	if _, err := nc.Write([]byte(preamble)); err != nil {
-		return nil, c.fail(err)
+		return nil, c.notServed(err)
 	}
 	if tlsCfg != nil {
 		cfg := tlsCfg.Clone()
@@ -121,7 +125,7 @@ func dialSessionConn(ctx context.Context, addr string, tlsCfg *tls.Config, token
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, c.fail(fmt.Errorf("tls handshake: %w", err))
+			return nil, c.notServed(fmt.Errorf("tls handshake: %w", err))
 		}
 		c.conn = tc
 	}
@@ -146,6 +150,29 @@ func (c *sessionConn) fail(err error) error {
 	return status.Error(codes.Unavailable, err.Error())
 }
 
+// notServed returns err, met on a connection that was made before any
+// frame came back, as a notServedError (unless ctx has ended).
+func (c *sessionConn) notServed(err error) error {
+	if c.ctx.Err() != nil {
+		return c.fail(err)
+	}
+	return &notServedError{err: err}
+}
+
+// notServedError is a connection to a server's address on which nothing
+// answered the session transport: a proxy that carries only gRPC, say.
+// It is the status Unavailable.
+type notServedError struct{ err error }
+
+func (e *notServedError) Error() string {
+	return "the session transport got no answer: " + e.err.Error()
+}
+
+// GRPCStatus makes the error the status Unavailable.
+func (e *notServedError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.Error())
+}
+
 // Send queues m for the next Flush.
 func (c *sessionConn) Send(m *dlmpb.SessionRequest) error {
 	return c.ended(c.w.Queue(sessionwire.KindMessage, m))
@@ -167,9 +194,15 @@ func (c *sessionConn) ended(err error) error {
 // io.EOF if the server ended it OK, else the server's status.
 func (c *sessionConn) Recv() (*dlmpb.SessionResponse, error) {
 	kind, p, err := c.rd.Next()
-	if err != nil {
+	switch {
+	case err != nil && !c.read:
+		return nil, c.notServed(err)
+	case err != nil:
 		return nil, c.fail(err)
+	case !c.read && kind != sessionwire.KindMessage && kind != sessionwire.KindEnd:
+		return nil, c.notServed(fmt.Errorf("a frame of unknown kind %q", kind))
 	}
+	c.read = true
 	switch kind {
 	case sessionwire.KindMessage:
 		m := new(dlmpb.SessionResponse)

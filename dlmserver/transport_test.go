@@ -3,6 +3,11 @@ package dlmserver_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dlmhq/dlm"
@@ -46,5 +51,64 @@ func TestTransportString(t *testing.T) {
 		if got := tr.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(tr), got, want)
 		}
+	}
+}
+
+// grpcOnlyProxy forwards to addr the connections that open as HTTP/2 does
+// (gRPC in plaintext), and closes the others, as a proxy that carries only
+// gRPC would. It returns its address.
+func grpcOnlyProxy(t *testing.T, addr string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				head := make([]byte, 4)
+				if _, err := io.ReadFull(c, head); err != nil || string(head) != "PRI " {
+					return // not HTTP/2: refused
+				}
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				if _, err := up.Write(head); err != nil {
+					return
+				}
+				done := make(chan struct{})
+				go func() { _, _ = io.Copy(c, up); c.Close(); close(done) }()
+				_, _ = io.Copy(up, c)
+				up.Close()
+				<-done
+			})
+		}
+	})
+	return l.Addr().String()
+}
+
+// Behind a proxy that carries only gRPC, the default transport finds the
+// session transport unanswered and carries the session over gRPC there;
+// a store that reaches the server directly keeps the session transport.
+func TestTransportFallsBackToGRPC(t *testing.T) {
+	var viaProxy, direct syncBuffer
+	proxied := dial(t, grpcOnlyProxy(t, shared.Addr()), dlmserver.WithLogger(slog.New(slog.NewTextHandler(&viaProxy, nil))))
+	straight := dial(t, shared.Addr(), dlmserver.WithLogger(slog.New(slog.NewTextHandler(&direct, nil))))
+	storetest.MutualExclusion(t, []*dlm.Client{dlm.New(proxied), dlm.New(straight)}, 8, 10)
+	const note = "the session transport is not served at this address"
+	if !strings.Contains(viaProxy.String(), note) {
+		t.Fatalf("the store behind the proxy did not say it went over gRPC:\n%s", viaProxy.String())
+	}
+	if strings.Contains(direct.String(), note) {
+		t.Fatalf("the store without a proxy went over gRPC:\n%s", direct.String())
 	}
 }
