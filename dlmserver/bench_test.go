@@ -1,7 +1,14 @@
 package dlmserver_test
 
 import (
+	"fmt"
+	"net"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dlmhq/dlm/api/sessionwire"
+	"github.com/dlmhq/dlm/dlmserver"
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/api/dlmpb"
@@ -14,16 +21,21 @@ import (
 // Each benchmark runs against the shared durable server (an fsync per Raft
 // entry) and against a server with an in-memory log.
 
-// modes runs fn against a durable and an in-memory server.
+// modes runs fn against a durable and an in-memory server, with the
+// session over the session transport (the default) and over gRPC.
 func modes(b *testing.B, fn func(b *testing.B, c *dlm.Client)) {
+	grpc := dlmserver.WithTransport(dlmserver.TransportGRPC)
 	b.Run("durable", func(b *testing.B) {
 		c, _ := newClient(b)
 		fn(b, c)
 	})
-	b.Run("in-memory", func(b *testing.B) {
-		srv := testenv.StartDLM(b, bin, "-in-memory")
-		fn(b, dlm.New(dial(b, srv.Addr())))
+	b.Run("durable-grpc", func(b *testing.B) {
+		c, _ := newClient(b, grpc)
+		fn(b, c)
 	})
+	srv := testenv.StartDLM(b, bin, "-in-memory")
+	b.Run("in-memory", func(b *testing.B) { fn(b, dlm.New(dial(b, srv.Addr()))) })
+	b.Run("in-memory-grpc", func(b *testing.B) { fn(b, dlm.New(dial(b, srv.Addr(), grpc))) })
 }
 
 func BenchmarkUncontended(b *testing.B) { modes(b, storetest.Uncontended) }
@@ -53,22 +65,79 @@ func BenchmarkRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{}}}); err != nil {
+		keepalives(b, st)
+	})
+	b.Run("keepalive-tcp", func(b *testing.B) { keepalives(b, dialWire(b, shared.Addr())) })
+}
+
+// sessionStream is a session stream over gRPC or the session transport.
+type sessionStream interface {
+	Send(*dlmpb.SessionRequest) error
+	Recv() (*dlmpb.SessionResponse, error)
+}
+
+// keepalives opens a session on st and measures a keepalive's round trip.
+func keepalives(b *testing.B, st sessionStream) {
+	if err := st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Open{Open: &dlmpb.OpenRequest{}}}); err != nil {
+		b.Fatal(err)
+	}
+	for range 2 { // SessionOpened, SessionSync
+		if _, err := st.Recv(); err != nil {
 			b.Fatal(err)
 		}
-		for range 2 { // SessionOpened, SessionSync
-			if _, err := st.Recv(); err != nil {
-				b.Fatal(err)
-			}
+	}
+	for i := uint64(1); b.Loop(); i++ {
+		if err := st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{Seq: i}}}); err != nil {
+			b.Fatal(err)
 		}
-		for i := uint64(1); b.Loop(); i++ {
-			if err := st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_KeepAlive{KeepAlive: &dlmpb.KeepAlive{Seq: i}}}); err != nil {
-				b.Fatal(err)
-			}
-			if m, err := st.Recv(); err != nil || m.GetKeepAliveAck().GetSeq() != i {
-				b.Fatalf("ack %v, %v", m, err)
-			}
+		if m, err := st.Recv(); err != nil || m.GetKeepAliveAck().GetSeq() != i {
+			b.Fatalf("ack %v, %v", m, err)
 		}
-		st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
-	})
+	}
+	st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
+}
+
+// wire is a session stream over the session transport, written with
+// package sessionwire as a client in another language would.
+type wire struct {
+	conn net.Conn
+	rd   *sessionwire.Reader
+	buf  []byte
+}
+
+// dialWire connects to addr (plaintext) and sends the preamble and hello.
+func dialWire(b *testing.B, addr string) *wire {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	hello, err := sessionwire.Append([]byte(sessionwire.PreamblePlain), sessionwire.KindHello, &dlmpb.SessionHello{})
+	if err == nil {
+		_, err = c.Write(hello)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &wire{conn: c, rd: sessionwire.NewReader(c, 64<<20)}
+}
+
+func (w *wire) Send(m *dlmpb.SessionRequest) error {
+	var err error
+	if w.buf, err = sessionwire.Append(w.buf[:0], sessionwire.KindMessage, m); err == nil {
+		_, err = w.conn.Write(w.buf)
+	}
+	return err
+}
+
+func (w *wire) Recv() (*dlmpb.SessionResponse, error) {
+	k, p, err := w.rd.Next()
+	if err != nil {
+		return nil, err
+	}
+	if k != sessionwire.KindMessage {
+		return nil, fmt.Errorf("frame of kind %q", k)
+	}
+	m := new(dlmpb.SessionResponse)
+	return m, proto.Unmarshal(p, m)
 }
