@@ -2,6 +2,7 @@ package dlmserver
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
@@ -85,6 +86,9 @@ type streamConn struct {
 	ctx    context.Context // the stream's; cancel ends it
 	cancel context.CancelFunc
 	done   chan struct{} // closed when its receive loop has ended
+	// coalesce: the writer yields before taking the queue, for the stream
+	// whose every Flush is a write (the session transport's).
+	coalesce bool
 
 	mu   sync.Mutex
 	q    []*dlmpb.SessionRequest
@@ -92,7 +96,8 @@ type streamConn struct {
 }
 
 func newStreamConn(ctx context.Context, cancel context.CancelFunc, stream sessionStream) *streamConn {
-	return &streamConn{stream: stream, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	_, coalesce := stream.(*sessionConn)
+	return &streamConn{stream: stream, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), coalesce: coalesce}
 }
 
 // send queues m for the writer; it never blocks.
@@ -129,6 +134,12 @@ func (c *streamConn) write() {
 		clear(buf)
 		select {
 		case <-c.wake:
+			if c.coalesce {
+				// Let the callers that are ready queue their requests too:
+				// one write for them all rather than one each (nothing
+				// else runs, nothing waits, on a quiet client).
+				runtime.Gosched()
+			}
 		case <-c.ctx.Done():
 			return
 		}
