@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -67,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	only := fs.String("only", "", "run only these targets (comma-separated ids; see -list)")
 	list := fs.Bool("list", false, "list the targets and exit")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the clients) to this file, for the workloads only")
 	fs.DurationVar(&cfg.budget.Duration, "duration", 3*time.Second, "how long each workload runs on each target")
 	fs.IntVar(&cfg.budget.Ops, "ops", 0, "stop each workload after this many acquisitions (0: no limit)")
 	fs.IntVar(&cfg.lockers, "lockers", workload.Lockers, "lockers of distinct-keys")
@@ -119,6 +121,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
 	rep, err := measure(ctx, cfg, chosen, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
@@ -264,4 +274,17 @@ func writeOut(path string, stdout io.Writer, fn func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// startCPUProfile starts profiling the process into path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
