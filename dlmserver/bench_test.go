@@ -1,13 +1,8 @@
 package dlmserver_test
 
 import (
-	"fmt"
-	"net"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/dlmhq/dlm/api/sessionwire"
 	"github.com/dlmhq/dlm/dlmserver"
 
 	"github.com/dlmhq/dlm"
@@ -67,7 +62,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 		keepalives(b, st)
 	})
-	b.Run("keepalive-tcp", func(b *testing.B) { keepalives(b, dialWire(b, shared.Addr())) })
+	b.Run("keepalive-tcp", func(b *testing.B) {
+		w, err := testenv.DialWire(ctx, shared.Addr(), nil, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		keepalives(b, w)
+	})
 }
 
 // sessionStream is a session stream over gRPC or the session transport.
@@ -95,49 +97,4 @@ func keepalives(b *testing.B, st sessionStream) {
 		}
 	}
 	st.Send(&dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Close{Close: &dlmpb.CloseRequest{}}})
-}
-
-// wire is a session stream over the session transport, written with
-// package sessionwire as a client in another language would.
-type wire struct {
-	conn net.Conn
-	rd   *sessionwire.Reader
-	buf  []byte
-}
-
-// dialWire connects to addr (plaintext) and sends the preamble and hello.
-func dialWire(b *testing.B, addr string) *wire {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	hello, err := sessionwire.Append([]byte(sessionwire.PreamblePlain), sessionwire.KindHello, &dlmpb.SessionHello{})
-	if err == nil {
-		_, err = c.Write(hello)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &wire{conn: c, rd: sessionwire.NewReader(c, 64<<20)}
-}
-
-func (w *wire) Send(m *dlmpb.SessionRequest) error {
-	var err error
-	if w.buf, err = sessionwire.Append(w.buf[:0], sessionwire.KindMessage, m); err == nil {
-		_, err = w.conn.Write(w.buf)
-	}
-	return err
-}
-
-func (w *wire) Recv() (*dlmpb.SessionResponse, error) {
-	k, p, err := w.rd.Next()
-	if err != nil {
-		return nil, err
-	}
-	if k != sessionwire.KindMessage {
-		return nil, fmt.Errorf("frame of kind %q", k)
-	}
-	m := new(dlmpb.SessionResponse)
-	return m, proto.Unmarshal(p, m)
 }

@@ -15,114 +15,64 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/api/sessionwire"
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/cluster"
 	"github.com/dlmhq/dlm/server/internal/servertest"
 	"github.com/dlmhq/dlm/server/raftnode"
 )
 
-// wireSession is a client of the session transport written from its
-// description in api/dlm.proto, as another language would: a
-// dlmpb.DLM_SessionClient, so that rawSession drives it like a gRPC stream.
+// wireSession is testenv's client of the session transport, written from
+// its description, as a dlmpb.DLM_SessionClient, so that rawSession drives
+// it like a gRPC stream.
 type wireSession struct {
-	grpc.ClientStream // not used: the methods below are
-	conn              net.Conn
-	rd                *sessionwire.Reader
-	trailer           metadata.MD
+	grpc.ClientStream // not used: the methods of Wire are
+	*testenv.Wire
 }
 
 // dialPreamble connects to addr and sends preamble ("" for nothing), no more.
 func dialPreamble(t testing.TB, addr, preamble string) *wireSession {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	w, err := testenv.DialWireRaw(t.Context(), addr, preamble)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { nc.Close() })
-	w := &wireSession{conn: nc, rd: sessionwire.NewReader(nc, 64<<20)}
-	w.write(t, []byte(preamble))
-	return w
+	return &wireSession{Wire: w}
 }
 
 // dialWire connects to addr (over TLS with c, if not nil) and sends the
 // hello with authorization ("" for none).
 func dialWire(t testing.TB, addr string, c *tls.Config, authorization string) *wireSession {
 	t.Helper()
-	preamble := sessionwire.PreamblePlain
-	if c != nil {
-		preamble = sessionwire.PreambleTLS
-	}
-	w := dialPreamble(t, addr, preamble)
-	if c != nil {
-		c = c.Clone()
-		c.ServerName, _, _ = net.SplitHostPort(addr)
-		tc := tls.Client(w.conn, c)
-		if err := tc.Handshake(); err != nil {
-			t.Fatalf("tls handshake: %v", err)
-		}
-		w.conn = tc
-	}
-	w.rd = sessionwire.NewReader(w.conn, 64<<20)
-	w.frame(t, sessionwire.KindHello, &dlmpb.SessionHello{Authorization: authorization})
-	return w
-}
-
-func (w *wireSession) write(t testing.TB, b []byte) {
-	t.Helper()
-	if _, err := w.conn.Write(b); err != nil {
+	w, err := testenv.DialWire(t.Context(), addr, c, authorization)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return &wireSession{Wire: w}
 }
 
 // frame sends one frame holding m.
 func (w *wireSession) frame(t testing.TB, k sessionwire.Kind, m proto.Message) {
 	t.Helper()
-	b, err := sessionwire.Append(nil, k, m)
-	if err != nil {
+	if err := w.Frame(k, m); err != nil {
 		t.Fatal(err)
 	}
-	w.write(t, b)
 }
 
-func (w *wireSession) Send(m *dlmpb.SessionRequest) error {
-	b, err := sessionwire.Append(nil, sessionwire.KindMessage, m)
-	if err != nil {
-		return err
+func (w *wireSession) write(t testing.TB, b []byte) {
+	t.Helper()
+	if _, err := w.Conn.Write(b); err != nil {
+		t.Fatal(err)
 	}
-	_, err = w.conn.Write(b)
-	return err
 }
 
-func (w *wireSession) Recv() (*dlmpb.SessionResponse, error) {
-	k, p, err := w.rd.Next()
-	if err != nil {
-		return nil, err
-	}
-	switch k {
-	case sessionwire.KindMessage:
-		m := new(dlmpb.SessionResponse)
-		return m, proto.Unmarshal(p, m)
-	case sessionwire.KindEnd:
-		var e dlmpb.SessionEnd
-		if err := proto.Unmarshal(p, &e); err != nil {
-			return nil, err
-		}
-		w.trailer = metadata.New(e.GetTrailer())
-		if e.GetCode() == 0 {
-			return nil, io.EOF
-		}
-		return nil, status.Error(codes.Code(e.GetCode()), e.GetMessage())
-	}
-	return nil, errors.New("frame of unknown kind")
-}
-
-func (w *wireSession) Trailer() metadata.MD { return w.trailer }
+// Trailer returns the trailer of the stream's end as gRPC metadata.
+func (w *wireSession) Trailer() metadata.MD { return metadata.New(w.Wire.Trailer()) }
 
 // openWire opens a session over w, as open does over gRPC.
 func openWire(t *testing.T, w *wireSession) *rawSession {
@@ -286,7 +236,7 @@ func TestSessionTransportAuthentication(t *testing.T) {
 	// Without a client certificate the handshake itself fails.
 	c := pki.ClientTLS(t, "")
 	c.ServerName = "127.0.0.1"
-	tc := tls.Client(dialPreamble(t, s.Addr(), sessionwire.PreambleTLS).conn, c)
+	tc := tls.Client(dialPreamble(t, s.Addr(), sessionwire.PreambleTLS).Conn, c)
 	err = tc.Handshake()
 	if err == nil {
 		_, err = tc.Read(make([]byte, 1))
@@ -300,13 +250,13 @@ func TestSessionTransportAuthentication(t *testing.T) {
 // those serving a session, and leaves no goroutine of them behind.
 func TestSessionTransportShutdown(t *testing.T) {
 	s := startServer(t, Config{})
-	silent := dialPreamble(t, s.Addr(), "").conn                       // sends nothing
-	hello := dialPreamble(t, s.Addr(), sessionwire.PreamblePlain).conn // a preamble, then nothing
+	silent := dialPreamble(t, s.Addr(), "").Conn                       // sends nothing
+	hello := dialPreamble(t, s.Addr(), sessionwire.PreamblePlain).Conn // a preamble, then nothing
 	r := openWire(t, dialWire(t, s.Addr(), nil, ""))
 	r.granted(r.lock("x", dlmpb.Mode_MODE_EX))
 
 	var wg sync.WaitGroup
-	for _, c := range []net.Conn{silent, hello, r.stream.(*wireSession).conn} {
+	for _, c := range []net.Conn{silent, hello, r.stream.(*wireSession).Conn} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

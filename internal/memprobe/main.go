@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		var st stream
 		var err error
 		if *transport == "tcp" {
-			st, err = dialWire(sctx, srv.Addr())
+			st, err = testenv.DialWire(sctx, srv.Addr(), nil, "")
 		} else {
 			st, err = clients[i%len(clients)].Session(sctx)
 		}
@@ -206,6 +206,12 @@ func metrics(ctx context.Context, addr string, names ...string) ([]float64, erro
 		return nil, fmt.Errorf("/metrics lacks one of %q", names)
 	}
 	return out, sc.Err()
+}
+
+// stream is a session stream, over gRPC or the session transport.
+type stream interface {
+	Send(*dlmpb.SessionRequest) error
+	Recv() (*dlmpb.SessionResponse, error)
 }
 
 // lockMany takes n EX locks on distinct resources over one stream, with
