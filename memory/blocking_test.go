@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
 )
 
 func TestFeatures(t *testing.T) {
@@ -37,7 +38,7 @@ func TestBlockingExclusive(t *testing.T) {
 		l, err := dlm.New(s).Acquire(ctx, "r", dlm.WithWait(time.Minute))
 		got <- acquired{l, err}
 	}()
-	awaitClosed(t, h.Blocking, "the holder's Blocking, an EX waiting behind it")
+	storetest.Closes(t, h.Blocking, within, "the holder's Blocking, an EX waiting behind it")
 	if err := s.Release(ctx, hreq, h); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestBlockingToldAtGrant(t *testing.T) {
 	h := mustAcquire(t, s, hreq)
 	breq, creq := lockReq("r", driver.EX, ""), lockReq("r", driver.EX, "")
 	wb := goWait(t, func(ctx context.Context) (driver.Grant, error) { return s.AcquireWait(ctx, breq) })
-	awaitClosed(t, h.Blocking, "the holder's Blocking")
+	storetest.Closes(t, h.Blocking, within, "the holder's Blocking")
 	wc := goWait(t, func(ctx context.Context) (driver.Grant, error) { return s.AcquireWait(ctx, creq) })
 	// Both queued: the second queued request changes the resource's
 	// waiters, which a watch sees.
@@ -93,8 +94,8 @@ func TestBlockingSharedIsNotTold(t *testing.T) {
 	}
 	ex := lockReq("r", driver.EX, "")
 	goWait(t, func(ctx context.Context) (driver.Grant, error) { return s.AcquireWait(ctx, ex) })
-	awaitClosed(t, a.Blocking, "the first reader's Blocking")
-	awaitClosed(t, b.Blocking, "the second reader's Blocking")
+	storetest.Closes(t, a.Blocking, within, "the first reader's Blocking")
+	storetest.Closes(t, b.Blocking, within, "the second reader's Blocking")
 }
 
 // TestBlockingSemaphore: a semaphore holder is told when a request that
@@ -115,8 +116,8 @@ func TestBlockingSemaphore(t *testing.T) {
 	}
 	creq := sem()
 	goWait(t, func(ctx context.Context) (driver.Grant, error) { return s.AcquireWait(ctx, creq) })
-	awaitClosed(t, a.Blocking, "the first holder's Blocking")
-	awaitClosed(t, b.Blocking, "the second holder's Blocking")
+	storetest.Closes(t, a.Blocking, within, "the first holder's Blocking")
+	storetest.Closes(t, b.Blocking, within, "the second holder's Blocking")
 }
 
 // TestBlockingAfterConvert: a conversion that changes the mode returns a
@@ -143,7 +144,7 @@ func TestBlockingAfterConvert(t *testing.T) {
 	}
 	w := lockReq("r", driver.EX, "")
 	goWait(t, func(ctx context.Context) (driver.Grant, error) { return s.AcquireWait(ctx, w) })
-	awaitClosed(t, up.Blocking, "the EX holder's Blocking")
+	storetest.Closes(t, up.Blocking, within, "the EX holder's Blocking")
 	down, err := s.Convert(ctx, req, up, driver.PR)
 	if err != nil {
 		t.Fatal(err)

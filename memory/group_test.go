@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/memory"
 )
 
@@ -20,7 +21,7 @@ func holdAndWait(t *testing.T, s *memory.Store, g, have, want string, holderBloc
 	h := mustAcquire(t, s, hreq)
 	wreq := lockReq(want, driver.EX, g)
 	w := goWait(t, func(ctx context.Context) (driver.Grant, error) { return s.AcquireWait(ctx, wreq) })
-	awaitClosed(t, holderBlocking, "the holder of "+want+" told of the waiter")
+	storetest.Closes(t, holderBlocking, within, "the holder of "+want+" told of the waiter")
 	return hreq, h, wreq, w
 }
 

@@ -89,23 +89,6 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// awaitClosed fails the test unless ch is closed within the bound; values
-// received before (a watch's signals) are passed over.
-func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	deadline := time.After(within)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%s: not closed", what)
-		}
-	}
-}
-
 // watchUntil waits, watching resource, until cond holds: every change of
 // the resource is signalled, so cond is checked after each.
 func watchUntil(t *testing.T, s *memory.Store, resource string, cond func() bool) {

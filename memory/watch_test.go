@@ -166,7 +166,7 @@ func TestWatchEndsWithItsContext(t *testing.T) {
 	}
 	cancel()
 	for _, ch := range chans {
-		awaitClosed(t, ch, "a watch whose context ended")
+		storetest.Closes(t, ch, within, "a watch whose context ended")
 	}
 	if n := s.Watches(); n != 0 {
 		t.Fatalf("%d watches left after their context ended", n)
@@ -191,7 +191,7 @@ func TestWatchEndsWithTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	awaitClosed(t, ch, "the watch of a closed store")
+	storetest.Closes(t, ch, within, "the watch of a closed store")
 	cancel()
 	if _, err := s.Watch(t.Context(), "r"); !errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("watch after Close = %v", err)
@@ -215,7 +215,7 @@ func TestWatchBounds(t *testing.T) {
 		t.Fatalf("a watch past the bound = %v", err)
 	}
 	cancel()
-	awaitClosed(t, first, "the first watch")
+	storetest.Closes(t, first, within, "the first watch")
 	if _, err := s.Watch(t.Context(), "c"); err != nil {
 		t.Fatalf("a watch once one ended: %v", err)
 	}

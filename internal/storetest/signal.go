@@ -20,7 +20,7 @@ func Signalled(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
 }
 
 // Closes fails the test unless ch is closed within d; values received
-// before the close are skipped (a Watch that ends).
+// before the close are skipped (a Watch's signals, before it ends).
 func Closes(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
 	t.Helper()
 	deadline := time.After(d)
@@ -31,7 +31,7 @@ func Closes(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("%s: the watch channel was not closed within %s", what, d)
+			t.Fatalf("%s: not closed within %s", what, d)
 		}
 	}
 }
