@@ -112,10 +112,6 @@ func (r *Reader) Next() (Kind, []byte, error) {
 	return Kind(h[0]), p, nil
 }
 
-// Buffered returns how many bytes have been read from the connection but
-// not yet taken as frames.
-func (r *Reader) Buffered() int { return r.r.Buffered() }
-
 // Writer queues frames and writes what is queued at once on Flush. It is
 // safe for concurrent use. After a failed write every call returns that
 // write's error: the stream may have been cut within a frame.
