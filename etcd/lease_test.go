@@ -103,3 +103,33 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 	}
 	k.Next("after a restart", name).Release(ctx)
 }
+
+// A release deletes the grant's key even when it was created again since
+// the grant (only an earlier attempt of the same request, delayed, could
+// write it), and says the lock was not held.
+func TestReleaseOfAKeyCreatedAgain(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	l, err := c.Acquire(ctx, name, dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := e.keys(name)
+	if len(keys) != 1 {
+		t.Fatalf("keys = %q, want the holder's only", keys)
+	}
+	if _, err := e.raw.Delete(ctx, keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.raw.Put(ctx, keys[0], "EX\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, dlm.ErrNotHeld) {
+		t.Fatalf("Release = %v, want ErrNotHeld", err)
+	}
+	if keys := e.keys(name); len(keys) != 0 {
+		t.Fatalf("keys = %q after the release, want none", keys)
+	}
+}

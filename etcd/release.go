@@ -54,8 +54,8 @@ func (s *Store) alive(t *ticket) error {
 	return nil
 }
 
-// Release deletes the grant's key if it still has the grant's create
-// revision: one write. A key that is gone (or was created again) is
+// Release deletes the grant's key: one write. A key that was gone, or had
+// been created again since the grant (and is deleted all the same), is
 // driver.ErrNotHeld. When the delete fails, the store retries it at each of
 // the session's keep-alives, so that the lock does not outlive its owner's
 // interest while the session lives; a release of a request whose outcome was

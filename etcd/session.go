@@ -260,24 +260,28 @@ func (s *Store) unref(ss *session) {
 	ss.refs--
 }
 
-// remove deletes the ticket's key, guarded by its create revision, and
-// gives back its reference. A key whose deletion fails is an orphan, whose
-// deletion the session's keep-alive loop retries, so that a live session
-// keeps no key that nobody owns. It reports whether the key was deleted by
-// this call.
+// remove deletes the ticket's key and gives back its reference. A key whose
+// deletion fails is an orphan, whose deletion the session's keep-alive loop
+// retries, so that a live session keeps no key that nobody owns. It reports
+// whether the key it deleted was the ticket's (the same create revision).
+//
+// It is a plain delete that returns the deleted key, not a transaction
+// guarded by the create revision: the key is unique to the request's
+// owner, so only a delayed earlier attempt of the same request could have
+// created it again, and that key is better gone too. etcd serves the plain
+// delete at less cost: under 64 lockers on distinct keys the store's
+// throughput went from 0.63-0.64x to 0.82-0.84x that of etcd's Mutex, which
+// releases with a plain delete as well (docs/stores.md).
 func (s *Store) remove(ctx context.Context, t *ticket) (bool, error) {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	resp, err := s.cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)).
-		Then(clientv3.OpDelete(t.key)).
-		Commit()
+	resp, err := s.cli.Delete(cctx, t.key, clientv3.WithPrevKV())
 	if err != nil {
 		s.orphan(t)
 		return false, s.fail(ctx, "delete key", err)
 	}
 	s.forget(t)
-	return resp.Succeeded, nil
+	return len(resp.PrevKvs) == 1 && resp.PrevKvs[0].CreateRevision == t.rev, nil
 }
 
 // orphan records a ticket whose key could not be deleted.
