@@ -4,8 +4,9 @@
 // A lock is one key set with SET NX PX semantics inside a Lua script, its
 // value a 128-bit random owner; extend and release are owner-checked scripts.
 // Waiting is fair: waiters queue in Redis in arrival order, the release
-// hands the turn to the first one, and each waiter blocks on its own wake-up
-// list, so nobody polls and nobody barges.
+// hands the lock to the first one inside its own script, and each waiter
+// blocks on its own wake-up list, where the grant arrives, so nobody polls,
+// nobody barges, and a handoff costs no call of the waiter's.
 //
 // # Fencing tokens
 //
@@ -43,6 +44,14 @@
 // without a refresh, so it delays those behind it by at most five intervals.
 // When a holder's key expires instead of being released, the first waiter
 // takes the lock within about a millisecond of the expiry.
+//
+// A lock handed over by a release gets the TTL and metadata of the
+// waiter's latest attempt; Redis counts the TTL from the release, and the
+// waiter from that attempt's send time, which came before (see
+// Store.AcquireWait), so the lease never outlives the key. A waiter whose
+// wait ends just as the lock is handed to it frees the lock as it leaves,
+// and the next waiter gets it; one that dies at that moment holds it until
+// its TTL, as a holder that dies does.
 //
 // # Elections and blocking notices
 //
@@ -196,19 +205,20 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
-	g, _, _, err := s.attempt(ctx, req, queueNot, false)
+	g, _, _, err := s.attempt(ctx, req, queueNot, false, "")
 	return g, err
 }
 
 // attempt runs the acquire script once. When not granted it returns ErrTaken, the lock's remaining TTL
 // (negative when free) and whether the caller is first in the queue.
 // queue says whether to join the queue when not granted; listening says
-// the caller blocks on its wake-up list.
-func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool) (driver.Grant, time.Duration, bool, error) {
+// the caller blocks on its wake-up list; name is the attempt's name, which
+// a release that hands the lock to the caller echoes (queueing only).
+func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool, name string) (driver.Grant, time.Duration, bool, error) {
 	res, err := redislua.Acquire.Run(ctx, s.rdb,
 		s.keysOf(req.Resource, fenceSuffix, queueSuffix, liveSuffix),
 		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
-		s.livenessMS, s.retentionMS, flag(listening),
+		s.livenessMS, s.retentionMS, flag(listening), name,
 	).Slice()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
@@ -250,13 +260,14 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) 
 	return notHeld(n, req.Resource)
 }
 
-// Release frees the lock if req.Owner holds it and wakes the next waiter.
+// Release frees the lock if req.Owner holds it and hands it to the first
+// live waiter (see AcquireWait).
 func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant) error {
 	if s.bad != nil {
 		return s.bad
 	}
-	n, err := redislua.Release.Run(ctx, s.rdb, s.keysOf(req.Resource, queueSuffix, liveSuffix),
-		req.Owner, s.livenessMS).Int64()
+	n, err := redislua.Release.Run(ctx, s.rdb, s.keysOf(req.Resource, queueSuffix, liveSuffix, fenceSuffix),
+		req.Owner, s.livenessMS, s.retentionMS).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}

@@ -15,20 +15,26 @@ import (
 //	<prefix>{R}:queue     waiters in arrival order (a list of owner values)
 //	<prefix>{R}:live      waiter -> liveness deadline in ms (a sorted set)
 //	<prefix>{R}:wake:<w>  waiter w's wake-up list, pushed when it is its turn
+//	                      ("1") or when the lock was handed to it ("g <token>
+//	                      <waiting> <attempt>"), redis store only
+//	<prefix>{R}:req       redis store only: waiter -> its latest attempt,
+//	                      "<attempt> <ttl ms> <metadata>", for the release
+//	                      that hands it the lock
 //	<prefix>{R}:label     redlock only: the holder's last relabel, owner (32
 //	                      hex), version (16 decimal digits), metadata
 //	<prefix>{R}:watch     a pub/sub channel, not a key: the redis store's
 //	                      change notices for R
 //
-// The wake-up keys are built inside the scripts from the lock key; they
-// carry the same hash tag, so they live in the same slot.
+// The wake-up and request keys are built inside the scripts from the lock
+// key; they carry the same hash tag, so they live in the same slot.
 
 // handoffLua is shared by the redis store's scripts that may free the lock
 // or change the queue's head. The clock is read once per call, and only
 // when needed: clock() returns TIME, nowms() it in milliseconds. first()
 // drops waiters whose liveness deadline has passed and returns the first
 // live one (the caller, if given, counts as live: it is calling; w, if
-// given, is the queue's first entry, read already). wake() tells a waiter
+// given, is the queue's first entry, read already), and forgets the dropped
+// ones' requests. wake() tells a waiter
 // that it is its turn, on its wake-up list (the lock key followed by
 // ":wake:" and the waiter), unless once is set and the list still holds a
 // wake-up the waiter has not popped.
@@ -50,6 +56,7 @@ local function first(queue, live, caller, w)
     if dl and tonumber(dl) > nowms() then return w end
     redis.call('LPOP', queue)
     redis.call('ZREM', live, w)
+    redis.call('HDEL', KEYS[1] .. ':req', w)
     w = redis.call('LINDEX', queue, 0)
   end
   return nil
@@ -95,7 +102,8 @@ end
 // queue, "2" to refresh the place of a caller that queued before, which
 // skips the fast path), liveness ms, fence retention ms, "1" if the
 // caller listens on its wake-up list (it is then sent "stop" on a grant,
-// ending its blocking pop).
+// ending its blocking pop), the caller's name for this attempt (queueing
+// attempts only: a release that hands the lock over echoes it).
 //
 // It grants when the lock is free and nobody live is queued ahead of the
 // caller (no barging), with the token of tokenLua. When the resource has
@@ -103,6 +111,11 @@ end
 // and one SET NX before the token's TIME and SET (the fast path, written
 // out before the helpers so that it defines none); the queue is read only
 // when there is one.
+//
+// A waiter's every attempt leaves its request (the attempt's name, TTL and
+// metadata) for the release that will hand it the lock (see Release). A caller that holds
+// the lock already (the lock was handed to it, or an earlier attempt's
+// reply was lost) is granted again with its TTL renewed from this call.
 //
 // Returns {1, token, waiting} when granted, waiting the number of live
 // waiters left in the queue behind the grant (counted only when the queue
@@ -138,6 +151,7 @@ local function granted(behind)
 end
 local cur = redis.call('GET', KEYS[1])
 if cur and string.sub(cur, 1, 32) == owner then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, redis.call('GET', KEYS[2]) or '0', waiting(KEYS[4])}
 end
 if cur and not queueing then
@@ -149,6 +163,7 @@ if not cur and (not head or head == owner) then
   if head then
     redis.call('LPOP', KEYS[3])
     redis.call('ZREM', KEYS[4], owner)
+    redis.call('HDEL', KEYS[1] .. ':req', owner)
     behind = waiting(KEYS[4])
   end
   redis.call('SET', KEYS[1], owner .. ARGV[3], 'PX', ARGV[2])
@@ -159,22 +174,32 @@ if not cur and head then
 end
 local isHead = 0
 if queueing then
+  local req = KEYS[1] .. ':req'
   if head ~= owner and (ARGV[4] == '1' or not redis.call('ZSCORE', KEYS[4], owner)) then
     redis.call('RPUSH', KEYS[3], owner)
   end
+  redis.call('HSET', req, owner, ARGV[8] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
   redis.call('ZADD', KEYS[4], nowms() + livems, owner)
   redis.call('PEXPIRE', KEYS[3], 2 * livems)
   redis.call('PEXPIRE', KEYS[4], 2 * livems)
+  redis.call('PEXPIRE', req, 2 * livems)
   if not head or head == owner then isHead = 1 end
 end
 if isHead == 0 then return {0, 0, 0} end
 return {0, redis.call('PTTL', KEYS[1]), 1}
 `)
 
-// Release frees the lock if the owner holds it and hands the turn to the
-// first live waiter; without a queue it reads no clock. KEYS: lock, queue,
-// live. ARGV: owner, liveness ms. Returns 1 released, 0 held by another
-// owner, -1 not held by anyone.
+// Release frees the lock if the owner holds it and hands it to the first
+// live waiter: it sets the lock to that waiter with the TTL and metadata
+// of the waiter's latest attempt, issues its token, takes it out of the
+// queue and pushes "g <token> <waiting> <attempt>" to its wake-up list, so
+// that the waiter has the lock the moment it pops, without another call.
+// The attempt named is one that ran before this release, so the waiter
+// counts its TTL from that attempt's send time. A waiter whose request is
+// not recorded is woken instead ("1") to try for itself.
+// Without a queue it reads no clock. KEYS: lock, queue, live, fence. ARGV:
+// owner, liveness ms, fence retention ms. Returns 1 released, 0 held by
+// another owner, -1 not held by anyone.
 var Release = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 local res = -1
@@ -185,20 +210,40 @@ if cur then
 end
 local w = redis.call('LINDEX', KEYS[2], 0)
 if not w then return res end
-` + handoffLua + `
+` + handoffLua + waitingLua + tokenLua + `
 local head = first(KEYS[2], KEYS[3], nil, w)
-if head then wake(head, tonumber(ARGV[2])) end
+if not head then return res end
+local livems = tonumber(ARGV[2])
+local req = KEYS[1] .. ':req'
+local r = redis.call('HGET', req, head)
+local a = r and string.find(r, ' ', 1, true)
+local b = a and string.find(r, ' ', a + 1, true)
+if not b then
+  wake(head, livems)
+  return res
+end
+redis.call('SET', KEYS[1], head .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
+redis.call('LPOP', KEYS[2])
+redis.call('ZREM', KEYS[3], head)
+redis.call('HDEL', req, head)
+local k = KEYS[1] .. ':wake:' .. head
+redis.call('RPUSH', k, 'g ' .. token(KEYS[4], ARGV[3]) .. ' ' .. waiting(KEYS[3]) .. ' ' .. string.sub(r, 1, a - 1))
+redis.call('PEXPIRE', k, livems)
 return res
 `)
 
-// Leave takes a waiter out of the queue, and if the lock is free hands the
-// turn on (the waiter may have been woken for it). It sends "stop" to the
-// waiter's own wake-up list to end its blocking pop. KEYS: lock, queue,
-// live. ARGV: owner, liveness ms.
+// Leave takes a waiter out of the queue, frees the lock if a release handed
+// it to the waiter, and if the lock is free hands the turn on (the waiter
+// may have been woken for it). It sends "stop" to the waiter's own wake-up
+// list to end its blocking pop. KEYS: lock, queue, live. ARGV: owner,
+// liveness ms.
 var Leave = goredis.NewScript(handoffLua + `
 local k = KEYS[1] .. ':wake:' .. ARGV[1]
 redis.call('LREM', KEYS[2], 1, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[1] .. ':req', ARGV[1])
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, 32) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 redis.call('DEL', k)
 redis.call('RPUSH', k, 'stop')
 redis.call('PEXPIRE', k, tonumber(ARGV[2]))
