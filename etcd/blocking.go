@@ -90,9 +90,10 @@ func (s *Store) watchFrom(ctx context.Context, dir string, t *ticket, mode drive
 		return false, false
 	}
 	if start := first.Header.Revision; start > rev {
-		cctx, cancel := s.call(ctx)
-		resp, err := s.cli.Get(cctx, dir, queueOps(clientv3.WithMinCreateRev(t.rev), clientv3.WithRev(start))...)
-		cancel()
+		if ctx.Err() != nil {
+			return false, false // released while the watch opened
+		}
+		resp, err := s.behindAt(dir, t, start)
 		switch {
 		case err != nil:
 			return false, false
@@ -119,4 +120,23 @@ func (s *Store) watchFrom(ctx context.Context, dir string, t *ticket, mode drive
 		}
 	}
 	return false, false
+}
+
+// behindAt reads the keys under dir created after t's, as they were at
+// revision rev. A read at a fixed revision is exact on any member that has
+// applied it, so it is served serializably first, by the member alone,
+// without the round through Raft that a linearizable read costs etcd; a
+// member that has not applied rev yet refuses, and the read is made again,
+// linearizably. It runs on the store's context, not the watch's, so that a
+// Release during the read does not cancel it (etcd's client logs every
+// cancelled call as a warning); the caller looks at its own context after.
+func (s *Store) behindAt(dir string, t *ticket, rev int64) (*clientv3.GetResponse, error) {
+	cctx, cancel := s.call(s.ctx)
+	defer cancel()
+	opts := queueOps(clientv3.WithMinCreateRev(t.rev), clientv3.WithRev(rev))
+	resp, err := s.cli.Get(cctx, dir, append(opts, clientv3.WithSerializable())...)
+	if err != nil && cctx.Err() == nil {
+		resp, err = s.cli.Get(cctx, dir, opts...)
+	}
+	return resp, err
 }
