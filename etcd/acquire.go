@@ -62,7 +62,7 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 		return nil, nil, 0, err
 	}
 	asked := time.Now()
-	key := s.key(req.Resource, req.Owner)
+	key := s.keyOf(ss, req.Resource, req.Owner)
 	list := clientv3.OpGet(s.dir(req.Resource), queueOps()...)
 	cctx, cancel := s.call(ctx)
 	defer cancel()
@@ -78,11 +78,12 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 	if err != nil {
 		// The transaction may have been applied: package dlm releases
 		// the request with an empty grant (see Release).
+		s.unsure(ss, req.Resource, req.Owner)
 		s.unref(ss)
 		return nil, nil, 0, s.fail(ctx, "create key", err)
 	}
 	kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
-	t := &ticket{key: key, rev: resp.Header.Revision, lease: ss.id, ss: ss, renewed: asked}
+	t := &ticket{key: key, resource: req.Resource, owner: req.Owner, rev: resp.Header.Revision, lease: ss.id, ss: ss, renewed: asked}
 	if !resp.Succeeded {
 		own := false
 		for _, kv := range kvs {
@@ -91,6 +92,7 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 			}
 		}
 		if ifEmpty && !own {
+			s.leaveSlot(ss, req.Resource, req.Owner, true) // nothing was created
 			s.unref(ss)
 			return nil, kvs, resp.Header.Revision, nil
 		}

@@ -3,11 +3,17 @@
 //
 // # Keys, leases and tokens
 //
-// Each request is one key, prefix + resource + "/" + owner, written under
-// its session's lease in one transaction guarded by CreateRevision(key) ==
-// 0. In the resource part, '%' and '/' are escaped as "%25" and "%2F", so
-// that the keys of "a" and of "a/b" never share a directory. The value is
-// the mode's name, a newline, and the request's metadata. Requests are
+// Each request is one key, prefix + resource + "/" + lease + "-" + slot,
+// written under its session's lease (lease in hex) in one transaction
+// guarded by CreateRevision(key) == 0. A session's requests on one resource
+// reuse their slots (0, 1, ...) from one acquisition to the next, as
+// concurrency.Mutex reuses its session's key: etcd keeps every key ever
+// created in its index until its history is compacted, and each read of a
+// resource's queue walks them all, so a key per acquisition made every
+// cycle on a busy resource slower than the last. In the resource part, '%'
+// and '/' are escaped as "%25" and "%2F", so that the keys of "a" and of
+// "a/b" never share a directory. The value is the mode's name, a space, the
+// request's owner, a newline, and the request's metadata. Requests are
 // ordered by the keys' create revisions: a request is granted when no key
 // created before its own holds or waits for a mode that conflicts with it
 // (driver.Mode.Compatible). All six modes work. For EX and PR this is plain
@@ -185,8 +191,8 @@ func (s *Store) check(req driver.Request) error {
 		return s.bad
 	case req.Resource == "":
 		return fmt.Errorf("%w: resource name is empty", driver.ErrInvalid)
-	case req.Owner == "" || strings.Contains(req.Owner, "/"):
-		return fmt.Errorf("%w: owner %q is empty or contains '/'", driver.ErrInvalid, req.Owner)
+	case req.Owner == "" || strings.ContainsAny(req.Owner, "/\n"):
+		return fmt.Errorf("%w: owner %q is empty or contains '/' or a newline", driver.ErrInvalid, req.Owner)
 	case req.TTL <= 0:
 		return fmt.Errorf("%w: TTL %s is not positive", driver.ErrInvalid, req.TTL)
 	case !req.Mode.Valid():

@@ -1,9 +1,12 @@
 package etcd
 
 import (
+	"bytes"
+	"strconv"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlmhq/dlm/driver"
 )
@@ -16,21 +19,40 @@ func (s *Store) dir(resource string) string {
 	return s.prefix + escaper.Replace(resource) + "/"
 }
 
-// key returns the key of owner's request on resource.
-func (s *Store) key(resource, owner string) string {
-	return s.dir(resource) + owner
+// slotKey returns the key of slot n of the session with lease id on
+// resource: the resource's directory, then the lease in hex, a dash and n.
+// A session's requests on one resource reuse their slots' keys from one
+// acquisition to the next, as concurrency.Mutex reuses its session's key:
+// etcd keeps every key ever created in its index until the history is
+// compacted, and a read of a resource's queue walks the keys under its
+// directory, dead ones included, so a key per acquisition would make each
+// read of a busy resource slower than the last.
+func (s *Store) slotKey(resource string, lease clientv3.LeaseID, n int) string {
+	return s.dir(resource) + strconv.FormatInt(int64(lease), 16) + "-" + strconv.Itoa(n)
 }
 
-// value is what the key of req holds: the mode's name, a newline, and the
-// metadata.
+// value is what the key of req holds: the mode's name, a space, the owner,
+// a newline, and the metadata.
 func value(req driver.Request) string {
-	return req.Mode.String() + "\n" + req.Metadata
+	return req.Mode.String() + " " + req.Owner + "\n" + req.Metadata
+}
+
+// parseValue splits a key's value into its mode's name, owner and
+// metadata. The owner of a value without one (written by an older version
+// of the store, whose keys ended in the owner) is the key's last segment.
+func parseValue(kv *mvccpb.KeyValue) (mode, owner, metadata string) {
+	head, metadata, _ := strings.Cut(string(kv.Value), "\n")
+	mode, owner, ok := strings.Cut(head, " ")
+	if !ok {
+		owner = string(kv.Key[bytes.LastIndexByte(kv.Key, '/')+1:])
+	}
+	return mode, owner, metadata
 }
 
 // modeOf returns the mode recorded in a key's value. A value this store did
 // not write counts as EX, which conflicts with every mode but NL.
 func modeOf(kv *mvccpb.KeyValue) driver.Mode {
-	name, _, _ := strings.Cut(string(kv.Value), "\n")
+	name, _, _ := parseValue(kv)
 	m, err := driver.ParseMode(name)
 	if err != nil {
 		return driver.EX

@@ -133,3 +133,57 @@ func TestReleaseOfAKeyCreatedAgain(t *testing.T) {
 		t.Fatalf("keys = %q after the release, want none", keys)
 	}
 }
+
+// One client's acquisitions of one resource reuse their keys: a released
+// key's slot is taken by the next request, and requests that are queued at
+// once take slots of their own. (A key per acquisition would leave etcd one
+// dead key per cycle in its index until compaction, and every read of the
+// queue would walk them all.)
+func TestKeysAreReused(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	var first string
+	for i := range 5 {
+		l, err := c.Acquire(ctx, name, dlm.WithWait(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := e.keys(name)
+		if len(keys) != 1 {
+			t.Fatalf("cycle %d: keys %q, want one", i, keys)
+		}
+		if first == "" {
+			first = keys[0]
+		} else if keys[0] != first {
+			t.Fatalf("cycle %d used key %q, the first used %q", i, keys[0], first)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := c.Acquire(ctx, name, dlm.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := storetest.Acquiring(ctx, t, c, name, dlm.WithWait(time.Minute))
+	storetest.Await(t, 5*time.Second, "the waiter queued", func() bool { return e.waiting(name) == 1 })
+	keys := e.keys(name)
+	if keys[0] != first || keys[1] == first {
+		t.Fatalf("holder and waiter have keys %q; want the holder on %q and the waiter on another", keys, first)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if keys := e.keys(name); len(keys) != 0 {
+		t.Fatalf("keys %q left after every release", keys)
+	}
+}

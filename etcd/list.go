@@ -96,8 +96,7 @@ func (s *Store) resourceInfo(name string, kvs []*mvccpb.KeyValue) (driver.Resour
 	var leases []clientv3.LeaseID
 	for _, kv := range kvs {
 		m := modeOf(kv)
-		_, owner, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), s.prefix), "/")
-		_, meta, _ := strings.Cut(string(kv.Value), "\n")
+		_, owner, meta := parseValue(kv)
 		if blocker(kvs, kv.CreateRevision, m) != nil {
 			info.Waiters = append(info.Waiters, driver.WaiterInfo{Owner: owner, Mode: m, Metadata: meta})
 			continue

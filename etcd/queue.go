@@ -13,9 +13,11 @@ import (
 // ticket is a request's place in the queue of its resource: its key, as
 // created. It is the Handle of a grant.
 type ticket struct {
-	key   string
-	rev   int64 // the key's create revision, the grant's token
-	lease clientv3.LeaseID
+	key      string
+	resource string
+	owner    string // the request's, whose slot the key is (see slotSet)
+	rev      int64  // the key's create revision, the grant's token
+	lease    clientv3.LeaseID
 	// ss is the session whose lease the key is under, of which the
 	// ticket holds a reference; nil for a ticket looked up by its key.
 	ss *session

@@ -101,8 +101,8 @@ func (s *Store) swept(t *ticket) bool {
 
 // lookup returns the ticket of a grant. A grant without one (package dlm
 // releases the outcome of an attempt whose reply was lost with an empty
-// grant) is looked up by its key, which is unique to req.Owner, and checked
-// against its token when it has one.
+// grant) is looked up by its owner, among the keys of its resource's queue
+// (one read), and checked against its token when it has one.
 func (s *Store) lookup(ctx context.Context, req driver.Request, g driver.Grant) (*ticket, error) {
 	if err := s.check(req); err != nil {
 		return nil, err
@@ -110,19 +110,22 @@ func (s *Store) lookup(ctx context.Context, req driver.Request, g driver.Grant) 
 	if t, ok := g.Handle.(*ticket); ok && t != nil {
 		return t, nil
 	}
-	key := s.key(req.Resource, req.Owner)
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	resp, err := s.cli.Get(cctx, key)
+	resp, err := s.cli.Get(cctx, s.dir(req.Resource), queueOps()...)
 	if err != nil {
-		return nil, s.fail(ctx, "read key", err)
+		return nil, s.fail(ctx, "read queue", err)
 	}
-	if len(resp.Kvs) == 0 {
-		return nil, fmt.Errorf("%w: %q is not locked by this owner", driver.ErrNotHeld, req.Resource)
+	for _, kv := range resp.Kvs {
+		if _, owner, _ := parseValue(kv); owner != req.Owner {
+			continue
+		}
+		if g.Token != 0 && uint64(kv.CreateRevision) != g.Token {
+			return nil, fmt.Errorf("%w: %q: the key of the grant was created again", driver.ErrNotHeld, req.Resource)
+		}
+		return &ticket{key: string(kv.Key), resource: req.Resource, owner: req.Owner,
+			rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}, nil
 	}
-	kv := resp.Kvs[0]
-	if g.Token != 0 && uint64(kv.CreateRevision) != g.Token {
-		return nil, fmt.Errorf("%w: %q: the key of the grant was created again", driver.ErrNotHeld, req.Resource)
-	}
-	return &ticket{key: key, rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}, nil
+	s.retireSlots(req.Resource, req.Owner)
+	return nil, fmt.Errorf("%w: %q is not locked by this owner", driver.ErrNotHeld, req.Resource)
 }

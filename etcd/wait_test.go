@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -182,8 +183,13 @@ func TestKeyLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		kv := resp.Kvs[0]
-		if string(kv.Value) != "EX\nhost-1" || uint64(kv.CreateRevision) != held[i].Token() {
-			t.Fatalf("%q: value %q, create revision %d; want \"EX\\nhost-1\", %d", name, kv.Value, kv.CreateRevision, held[i].Token())
+		mode, rest, _ := strings.Cut(string(kv.Value), " ")
+		owner, meta, _ := strings.Cut(rest, "\n")
+		if mode != "EX" || len(owner) != 32 || meta != "host-1" || uint64(kv.CreateRevision) != held[i].Token() {
+			t.Fatalf("%q: value %q, create revision %d; want \"EX <owner>\\nhost-1\", %d", name, kv.Value, kv.CreateRevision, held[i].Token())
+		}
+		if want := fmt.Sprintf("%x-0", kv.Lease); !strings.HasSuffix(keys[0], "/"+want) {
+			t.Fatalf("%q: key %q, want it to end in the lease and the first slot, %q", name, keys[0], want)
 		}
 		held[i].Release(ctx)
 	}
