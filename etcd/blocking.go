@@ -53,10 +53,10 @@ func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue
 //
 // The watch starts at the current revision, where etcd serves it from its
 // stream of new events; one read of the current keys, once the watch is
-// open, covers what was created since rev (see behindAt). (A watch that starts in the past is served
-// instead by etcd's catch-up loop, which rescans its history every 100 ms
-// for each such watcher: with many holders that costs the server more than
-// the read.)
+// open, covers what was created since rev (see behindAt). (A watch that
+// starts in the past is served instead by etcd's catch-up loop, which
+// rescans its history every 100 ms for each such watcher: with many holders
+// that costs the server more than the read.)
 func (s *Store) watchBehind(ctx context.Context, dir string, t *ticket, mode driver.Mode, rev int64) bool {
 	for ctx.Err() == nil {
 		blocked, again := s.watchFrom(ctx, dir, t, mode, rev)

@@ -20,13 +20,8 @@ func (s *Store) dir(resource string) string {
 }
 
 // slotKey returns the key of slot n of the session with lease id on
-// resource: the resource's directory, then the lease in hex, a dash and n.
-// A session's requests on one resource reuse their slots' keys from one
-// acquisition to the next, as concurrency.Mutex reuses its session's key:
-// etcd keeps every key ever created in its index until the history is
-// compacted, and a read of a resource's queue walks the keys under its
-// directory, dead ones included, so a key per acquisition would make each
-// read of a busy resource slower than the last.
+// resource: the resource's directory, then the lease in hex, a dash and n
+// (why keys are reused: the package documentation; how: slotSet).
 func (s *Store) slotKey(resource string, lease clientv3.LeaseID, n int) string {
 	return s.dir(resource) + strconv.FormatInt(int64(lease), 16) + "-" + strconv.Itoa(n)
 }

@@ -12,7 +12,7 @@ package etcd
 // their names).
 type slotSet struct {
 	owners map[string]*slotUse // request owner -> its slot
-	taken  map[int]bool        // slots in use (false) or retired (true)
+	taken  map[int]struct{}    // slots in use or retired
 }
 
 // slotUse is one request's slot.
@@ -29,7 +29,7 @@ func (s *Store) keyOf(ss *session, resource, owner string) string {
 	defer s.mu.Unlock()
 	set := ss.slots[resource]
 	if set == nil {
-		set = &slotSet{owners: make(map[string]*slotUse), taken: make(map[int]bool)}
+		set = &slotSet{owners: make(map[string]*slotUse), taken: make(map[int]struct{})}
 		if ss.slots == nil {
 			ss.slots = make(map[string]*slotSet)
 		}
@@ -38,11 +38,11 @@ func (s *Store) keyOf(ss *session, resource, owner string) string {
 	u := set.owners[owner]
 	if u == nil {
 		u = &slotUse{}
-		for hasSlot(set.taken, u.n) {
+		for _, ok := set.taken[u.n]; ok; _, ok = set.taken[u.n] {
 			u.n++
 		}
 		set.owners[owner] = u
-		set.taken[u.n] = false
+		set.taken[u.n] = struct{}{}
 	}
 	return s.slotKey(resource, ss.id, u.n)
 }
@@ -55,12 +55,6 @@ func (s *Store) unsure(ss *session, resource, owner string) {
 	if set := ss.slots[resource]; set != nil && set.owners[owner] != nil {
 		set.owners[owner].unsure = true
 	}
-}
-
-// hasSlot reports whether slot n is taken, in use or retired.
-func hasSlot(taken map[int]bool, n int) bool {
-	_, ok := taken[n]
-	return ok
 }
 
 // leaveSlot ends the hold of owner's request on its slot under ss: the slot
@@ -86,8 +80,7 @@ func leaveSlotLocked(ss *session, resource, owner string, free bool) {
 	}
 	delete(set.owners, owner)
 	if !free || u.unsure {
-		set.taken[u.n] = true
-		return
+		return // retired: the slot stays taken
 	}
 	delete(set.taken, u.n)
 	if len(set.taken) == 0 {

@@ -34,10 +34,9 @@ import (
 // drops waiters whose liveness deadline has passed and returns the first
 // live one (the caller, if given, counts as live: it is calling; w, if
 // given, is the queue's first entry, read already), and forgets the dropped
-// ones' requests. wake() tells a waiter
-// that it is its turn, on its wake-up list (the lock key followed by
-// ":wake:" and the waiter), unless once is set and the list still holds a
-// wake-up the waiter has not popped.
+// ones' requests. wake() tells a waiter that it is its turn, on its wake-up
+// list (the lock key followed by ":wake:" and the waiter), unless once is
+// set and the list still holds a wake-up the waiter has not popped.
 const handoffLua = `
 local clockv
 local function clock()
@@ -113,9 +112,10 @@ end
 // when there is one.
 //
 // A waiter's every attempt leaves its request (the attempt's name, TTL and
-// metadata) for the release that will hand it the lock (see Release). A caller that holds
-// the lock already (the lock was handed to it, or an earlier attempt's
-// reply was lost) is granted again with its TTL renewed from this call.
+// metadata) for the release that will hand it the lock (see Release). A
+// caller that holds the lock already (the lock was handed to it, or an
+// earlier attempt's reply was lost) is granted again with its TTL renewed
+// from this call.
 //
 // Returns {1, token, waiting} when granted, waiting the number of live
 // waiters left in the queue behind the grant (counted only when the queue
@@ -196,10 +196,10 @@ return {0, redis.call('PTTL', KEYS[1]), 1}
 // that the waiter has the lock the moment it pops, without another call.
 // The attempt named is one that ran before this release, so the waiter
 // counts its TTL from that attempt's send time. A waiter whose request is
-// not recorded is woken instead ("1") to try for itself.
-// Without a queue it reads no clock. KEYS: lock, queue, live, fence. ARGV:
-// owner, liveness ms, fence retention ms. Returns 1 released, 0 held by
-// another owner, -1 not held by anyone.
+// not recorded is woken instead ("1") to try for itself. Without a queue
+// it reads no clock. KEYS: lock, queue, live, fence. ARGV: owner, liveness
+// ms, fence retention ms. Returns 1 released, 0 held by another owner, -1
+// not held by anyone.
 var Release = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 local res = -1
