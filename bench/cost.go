@@ -5,17 +5,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dlmhq/dlm/internal/testenv"
 )
-
-// clockTick is the unit of utime and stime in /proc/PID/stat (USER_HZ,
-// 100 on Linux).
-const clockTick = 10 * time.Millisecond
 
 // cost is what a workload cost the dlm server processes behind a target,
 // per acquisition (an acquire and its release): CPU time (user and system,
@@ -36,7 +31,7 @@ type usage struct {
 // read (not Linux, a process gone).
 func readUsage(ctx context.Context, procs []*testenv.DLM) (u usage, ok bool) {
 	for _, d := range procs {
-		cpu, err := procCPU(d.PID())
+		cpu, err := testenv.ProcessCPU(d.PID())
 		if err != nil {
 			return u, false
 		}
@@ -59,30 +54,6 @@ func per(before, after usage, ops int) cost {
 		CPUPerCycle:    (after.cpu - before.cpu) / time.Duration(ops),
 		AllocsPerCycle: (after.allocs - before.allocs) / float64(ops),
 	}
-}
-
-// procCPU returns a process's user and system CPU time.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from its ")".
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 { // fields 3.. of stat; utime and stime are 14 and 15
-		return 0, fmt.Errorf("bench: /proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: bad utime or stime", pid)
-	}
-	return time.Duration(utime+stime) * clockTick, nil
 }
 
 // mallocs reads go_memstats_mallocs_total from a dlm server's metrics.

@@ -3,14 +3,12 @@ package redis_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/internal/workload"
 )
 
@@ -39,13 +37,13 @@ func BenchmarkServerCost(b *testing.B) {
 		_ = s.Release(ctx, warm, g)
 	}
 	phase := func(name string, f func(i int) error) {
-		e.rdb.ConfigResetStat(ctx)
+		testenv.ResetRedisStats(b, e.rdb)
 		for i := range reqs {
 			if err := f(i); err != nil {
 				b.Fatal(err)
 			}
 		}
-		us, calls, _ := scriptCost(b, e.rdb)
+		us, calls := testenv.RedisScriptStats(b, e.rdb).PerScript()
 		b.ReportMetric(us, name+"-µs")
 		b.ReportMetric(calls, name+"-calls")
 	}
@@ -57,58 +55,18 @@ func BenchmarkServerCost(b *testing.B) {
 	phase("extend", func(i int) error { return s.Extend(ctx, reqs[i], grants[i]) })
 	phase("release", func(i int) error { return s.Release(ctx, reqs[i], grants[i]) })
 
-	e.rdb.ConfigResetStat(ctx)
+	testenv.ResetRedisStats(b, e.rdb)
 	_, err := workload.Contended(ctx, workload.Client(c), storetest.Resource(b), workload.Waiters, workload.Hold, workload.Budget{Ops: b.N})
 	if err != nil {
 		b.Fatal(err)
 	}
-	us, calls, scripts := scriptCost(b, e.rdb)
+	st := testenv.RedisScriptStats(b, e.rdb)
+	us, calls := st.PerScript()
+	scripts := st.Scripts
 	b.ReportMetric(us, "contended-µs")
 	b.ReportMetric(calls, "contended-calls")
 	// Per grant: a handoff done inside the release makes the release
 	// script longer and spares the waiter's acquire script.
 	b.ReportMetric(scripts/float64(b.N), "contended-scripts/grant")
 	b.ReportMetric(us*scripts/float64(b.N), "contended-µs/grant")
-}
-
-// scriptCost reads INFO commandstats: the server µs per EVALSHA, the
-// commands run inside the scripts per EVALSHA (every command but the
-// scripts themselves, BLPOP and the benchmark's own INFO and CONFIG), and
-// the number of EVALSHAs.
-func scriptCost(b *testing.B, rdb *goredis.Client) (usPerCall, callsPerScript, scripts float64) {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var inner float64
-	for _, line := range strings.Split(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		calls, us := stat(stats, "calls"), stat(stats, "usec_per_call")
-		switch name {
-		case "cmdstat_evalsha":
-			scripts, usPerCall = calls, us
-		case "cmdstat_eval", "cmdstat_info", "cmdstat_config", "cmdstat_blpop", "cmdstat_hello", "cmdstat_ping", "cmdstat_client|setinfo":
-		default:
-			inner += calls
-		}
-	}
-	if scripts == 0 {
-		b.Fatal("no EVALSHA in INFO commandstats")
-	}
-	return usPerCall, inner / scripts, scripts
-}
-
-// stat returns the field of INFO commandstats's "k=v,k=v" text as a
-// number, 0 when missing.
-func stat(stats, field string) float64 {
-	for _, kv := range strings.Split(stats, ",") {
-		if v, ok := strings.CutPrefix(kv, field+"="); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
 }

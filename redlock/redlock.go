@@ -124,16 +124,22 @@
 // # Fencing tokens
 //
 // Each node keeps a token counter per resource, raised by one at each
-// grant and floored at the node's clock in microseconds (the shared acquire
-// script of package redis). A grant's token is the largest counter among
-// the quorum that granted it, and a release raises every node's counter to
-// the holder's token. Two successive holders' quorums share a node, so the
-// next holder's token is larger than the previous one's provided that, on
-// that shared node:
+// grant and floored at the node's clock in microseconds. A grant's token
+// is the largest counter among the quorum that granted it, and a release
+// raises every node's counter to the holder's token. An attempt also sends
+// a floor, the client's clock 10 ms ahead, which a node takes instead of
+// its clock when the floor is ahead of it by less than a tenth of the TTL:
+// so the nodes of a quorum usually issue the same token, and each of them
+// then holds the grant's token in its counter from the grant on, whether
+// the lock is released or expires. Two successive holders' quorums share
+// a node, so the next holder's token is larger than the previous one's
+// provided that, on that shared node:
 //
-//   - the previous lock was released there (the release raised the
+//   - the node issued the previous token's value itself (the usual case),
+//     or the previous lock was released there (the release raised the
 //     counter), or it expired there and no node's clock ran ahead of that
-//     node's by the TTL or more;
+//     node's by nine tenths of the TTL or more (a floor is at most a tenth
+//     ahead of the clock of the node that took it);
 //   - the counter survived in between, or the node's clock has passed the
 //     previous token: a node restarted without persistence or flushed
 //     counts again only after the restart guard, by which time its clock

@@ -42,6 +42,29 @@ local function wake(wakebase, w, livems)
 end
 `
 
+// redlockGrantLua returns a grant's reply, {1, token}, from the node's
+// clock t (TIME's reply): the clock in microseconds, or the client's floor
+// (ARGV[9]) when that is ahead of the clock by less than a tenth of the TTL
+// (ARGV[2] ms), raised above the resource's counter (KEYS[2], kept for
+// ARGV[4] ms) when the counter is not below it. The floor, the client's
+// clock a little ahead, makes every node of a quorum issue the same token
+// in the usual case, so that the release has no counter to raise; a
+// client whose clock is off cannot move the tokens by more than that
+// tenth. It is written out in both places that grant, so that the short
+// way of RedlockAcquire defines no function.
+const redlockGrantLua = `
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local floor = tonumber(ARGV[9] or '')
+  if floor and floor > us and floor - us < tonumber(ARGV[2]) * 100 then us = floor end
+  local token = string.format('%.0f', us)
+  local last = tonumber(redis.call('SET', KEYS[2], token, 'PX', ARGV[4], 'GET') or '0')
+  if last >= us then
+    token = string.format('%.0f', last + 1)
+    redis.call('SET', KEYS[2], token, 'PX', ARGV[4])
+  end
+  return {1, token}
+`
+
 // RedlockAcquire makes one attempt on one node. It grants when the lock is
 // free, no waiter of the redis store is queued on the node, and the node's
 // wait list is empty or has the caller at its head: a new request never
@@ -58,25 +81,21 @@ end
 //
 // KEYS: lock, fence, queue (the redis store's), tickets, live, the caller's
 // wake key. ARGV: owner, ttl ms, metadata, fence retention ms, "1" when
-// waiting, ticket, liveness ms, wake base. Returns {1, token} when granted
+// waiting, ticket, liveness ms, wake base, the token's floor in µs (see
+// redlockGrantLua; may be missing). Returns {1, token} when granted
 // (or already held by owner), {0, pttl} when not (pttl 0 when the lock is
 // free but others wait first).
-var RedlockAcquire = goredis.NewScript(redlockQueueLua + `
+var RedlockAcquire = goredis.NewScript(`
+if ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 and
+    redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+  local t = redis.call('TIME')
+` + redlockGrantLua + `
+end
+` + redlockQueueLua + `
 local function grant(t)
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local token = string.format('%.0f', us)
-  local last = tonumber(redis.call('SET', KEYS[2], token, 'PX', ARGV[4], 'GET') or '0')
-  if last >= us then
-    token = string.format('%.0f', last + 1)
-    redis.call('SET', KEYS[2], token, 'PX', ARGV[4])
-  end
-  return {1, token}
+` + redlockGrantLua + `
 end
 local owner, waiting = ARGV[1], ARGV[5] == '1'
-if not waiting and redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 and
-    redis.call('SET', KEYS[1], owner .. ARGV[3], 'NX', 'PX', ARGV[2]) then
-  return grant(redis.call('TIME'))
-end
 local livems = tonumber(ARGV[7])
 local cur = redis.call('GET', KEYS[1])
 if cur then
@@ -142,13 +161,12 @@ return 1
 // KEYS: lock, fence, tickets, live. ARGV: owner, token ("0" for none),
 // fence retention ms, wake base, liveness ms, "1" to stay queued, ticket.
 // Returns 1 released, 0 held by another owner, -1 not held by anyone.
-var RedlockRelease = goredis.NewScript(redlockQueueLua + `
+var RedlockRelease = goredis.NewScript(`
 local got = redis.call('MGET', KEYS[1], KEYS[2])
 local cur, tok = got[1], tonumber(ARGV[2])
 if tok > 0 and tok > tonumber(got[2] or '0') then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end
-local livems = tonumber(ARGV[5])
 local requeue = ARGV[6] == '1'
 local res = -1
 if cur then
@@ -159,16 +177,19 @@ if cur then
     res = 1
   end
 end
-if res ~= 0 or requeue then
-  if requeue then
-    local _, ms = nowms()
-    enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[7], ms, livems)
-  end
-  if res ~= 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-    local _, ms = nowms()
-    local h = head(KEYS[3], KEYS[4], ms)
-    if h and h ~= ARGV[1] then wake(ARGV[4], h, livems) end
-  end
+if not requeue and (res == 0 or redis.call('EXISTS', KEYS[3]) == 0) then
+  return res
+end
+` + redlockQueueLua + `
+local livems = tonumber(ARGV[5])
+if requeue then
+  local _, ms = nowms()
+  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[7], ms, livems)
+end
+if res ~= 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  local _, ms = nowms()
+  local h = head(KEYS[3], KEYS[4], ms)
+  if h and h ~= ARGV[1] then wake(ARGV[4], h, livems) end
 end
 return res
 `)

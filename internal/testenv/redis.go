@@ -69,6 +69,16 @@ func (r *Redis) Stop() {
 	os.RemoveAll(r.dir)
 }
 
+// PID returns the server's process id, 0 while it is killed.
+func (r *Redis) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		return 0
+	}
+	return r.proc.cmd.Process.Pid
+}
+
 // Addr returns the server's host:port.
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
