@@ -14,14 +14,14 @@ import (
 )
 
 // serverSetting is one setting of `dlm server`: its flag, environment
-// variable and default, as `dlm server -h` prints them or as the README's
-// Configuration table lists them.
+// variable and default, as `dlm server -h` prints them or as the table of
+// docs/server.md lists them.
 type serverSetting struct {
 	flag, env, def string
 	isBool         bool // -h only: a boolean flag
 }
 
-// noDefault is how the README's table writes a default that is empty (a
+// noDefault is how the table of docs/server.md writes a default that is empty (a
 // string flag) or off (a boolean flag).
 const (
 	noDefault  = "—"
@@ -95,17 +95,17 @@ func serverHelp(t *testing.T) map[string]serverSetting {
 	return flags
 }
 
-// readmeSettings returns the rows of the table in README.md's
-// Configuration section, in order.
-func readmeSettings(t *testing.T) []serverSetting {
+// docSettings returns the rows of the table in docs/server.md's "Every
+// setting" section, in order.
+func docSettings(t *testing.T) []serverSetting {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "server.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Configuration\n")
+	_, section, ok := strings.Cut(string(b), "\n## Every setting\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Configuration" section`)
+		t.Fatal(`docs/server.md has no "## Every setting" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var rows []serverSetting
@@ -126,35 +126,35 @@ func readmeSettings(t *testing.T) []serverSetting {
 			continue
 		}
 		if len(cells) != 4 {
-			t.Fatalf("README.md Configuration: want 4 cells (flag, environment, default, meaning):\n%s", line)
+			t.Fatalf("docs/server.md settings: want 4 cells (flag, environment, default, meaning):\n%s", line)
 		}
 		unquote := func(s string) string { return strings.TrimSuffix(strings.TrimPrefix(s, "`"), "`") }
 		rows = append(rows, serverSetting{flag: unquote(cells[0]), env: unquote(cells[1]), def: unquote(cells[2])})
 	}
 	if len(rows) == 0 {
-		t.Fatal("README.md's Configuration section has no table")
+		t.Fatal("docs/server.md's settings section has no table")
 	}
 	return rows
 }
 
-// TestServerFlagsMatchREADME: every flag of `dlm server -h` is a row of
-// the README's Configuration table, and every row a flag, with the same
+// TestServerFlagsMatchDocs: every flag of `dlm server -h` is a row of
+// the settings table of docs/server.md, and every row a flag, with the same
 // environment variable and default.
-func TestServerFlagsMatchREADME(t *testing.T) {
+func TestServerFlagsMatchDocs(t *testing.T) {
 	help := serverHelp(t)
 	seen := map[string]bool{}
-	for _, row := range readmeSettings(t) {
+	for _, row := range docSettings(t) {
 		if seen[row.flag] {
-			t.Errorf("README.md: %s has two rows", row.flag)
+			t.Errorf("docs/server.md: %s has two rows", row.flag)
 		}
 		seen[row.flag] = true
 		h, ok := help[row.flag]
 		if !ok {
-			t.Errorf("README.md lists %s, which dlm server does not have", row.flag)
+			t.Errorf("docs/server.md lists %s, which dlm server does not have", row.flag)
 			continue
 		}
 		if row.env != h.env {
-			t.Errorf("%s: README.md says %s, dlm server -h says %s", row.flag, row.env, h.env)
+			t.Errorf("%s: docs/server.md says %s, dlm server -h says %s", row.flag, row.env, h.env)
 		}
 		want := h.def
 		switch {
@@ -164,17 +164,17 @@ func TestServerFlagsMatchREADME(t *testing.T) {
 			want = noDefault
 		}
 		if row.def != want {
-			t.Errorf("%s: README.md's default is %q, dlm server -h says %q", row.flag, row.def, want)
+			t.Errorf("%s: docs/server.md's default is %q, dlm server -h says %q", row.flag, row.def, want)
 		}
 	}
 	for name := range help {
 		if !seen[name] {
-			t.Errorf("dlm server %s (env %s) is missing from README.md's Configuration table", name, help[name].env)
+			t.Errorf("dlm server %s (env %s) is missing from the settings table of docs/server.md", name, help[name].env)
 		}
 	}
 }
 
-// TestServerEnvSetsEveryFlag: each environment variable of the README's
+// TestServerEnvSetsEveryFlag: each environment variable of the settings
 // table sets its flag, through the flag set the server parses; a flag on
 // the command line wins, and a value that cannot be read is an error
 // naming the variable.
@@ -191,11 +191,11 @@ func TestServerEnvSetsEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{}
-	rows := readmeSettings(t)
+	rows := docSettings(t)
 	for _, row := range rows {
 		fl := fs.Lookup(strings.TrimPrefix(row.flag, "-"))
 		if fl == nil {
-			t.Fatalf("README.md lists %s, which dlm server does not have", row.flag)
+			t.Fatalf("docs/server.md lists %s, which dlm server does not have", row.flag)
 		}
 		var v string
 		switch def := fl.Value.(flag.Getter).Get().(type) {
