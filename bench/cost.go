@@ -12,48 +12,70 @@ import (
 	"github.com/dlmhq/dlm/internal/testenv"
 )
 
-// cost is what a workload cost the dlm server processes behind a target,
-// per acquisition (an acquire and its release): CPU time (user and system,
-// from /proc/PID/stat) and Go heap allocations (go_memstats_mallocs_total
-// of their /metrics). Zero when not measured.
+// cost is what a workload cost the servers behind a target, per
+// acquisition (an acquire and its release): the dlm server processes' CPU
+// time (user and system, from /proc/PID/stat) and Go heap allocations
+// (go_memstats_mallocs_total of their /metrics), and the CPU time of the
+// store's servers (Redis, PostgreSQL with its backends, etcd). Zero when
+// not measured.
 type cost struct {
-	CPUPerCycle    time.Duration `json:"cpu_per_cycle"`
-	AllocsPerCycle float64       `json:"allocs_per_cycle"`
+	CPUPerCycle      time.Duration `json:"cpu_per_cycle"`
+	AllocsPerCycle   float64       `json:"allocs_per_cycle"`
+	StoreCPUPerCycle time.Duration `json:"store_cpu_per_cycle"`
 }
 
-// usage is a reading of the processes' counters.
+// usage is a reading of the processes' counters; ok tells which were read.
 type usage struct {
-	cpu    time.Duration
-	allocs float64
+	cpu, storeCPU  time.Duration
+	allocs         float64
+	dlmOK, storeOK bool
 }
 
-// readUsage sums the counters of procs. ok is false if any could not be
-// read (not Linux, a process gone).
-func readUsage(ctx context.Context, procs []*testenv.DLM) (u usage, ok bool) {
+// readUsage sums the counters of the dlm server processes procs and of the
+// store's server processes pids. A set is not ok if it is empty or any of
+// it could not be read (not Linux, a process gone).
+func readUsage(ctx context.Context, procs []*testenv.DLM, pids []int) (u usage) {
+	u.dlmOK = len(procs) > 0
 	for _, d := range procs {
 		cpu, err := testenv.ProcessCPU(d.PID())
 		if err != nil {
-			return u, false
+			u.dlmOK = false
+			break
 		}
 		allocs, err := mallocs(ctx, d.HTTPAddr())
 		if err != nil {
-			return u, false
+			u.dlmOK = false
+			break
 		}
 		u.cpu += cpu
 		u.allocs += allocs
 	}
-	return u, len(procs) > 0
+	u.storeOK = len(pids) > 0
+	for _, pid := range pids {
+		cpu, err := testenv.ProcessTreeCPU(pid)
+		if err != nil {
+			u.storeOK = false
+			break
+		}
+		u.storeCPU += cpu
+	}
+	return u
 }
 
 // per returns the cost of ops acquisitions between two readings.
 func per(before, after usage, ops int) cost {
+	var c cost
 	if ops <= 0 {
-		return cost{}
+		return c
 	}
-	return cost{
-		CPUPerCycle:    (after.cpu - before.cpu) / time.Duration(ops),
-		AllocsPerCycle: (after.allocs - before.allocs) / float64(ops),
+	if before.dlmOK && after.dlmOK {
+		c.CPUPerCycle = (after.cpu - before.cpu) / time.Duration(ops)
+		c.AllocsPerCycle = (after.allocs - before.allocs) / float64(ops)
 	}
+	if before.storeOK && after.storeOK {
+		c.StoreCPUPerCycle = (after.storeCPU - before.storeCPU) / time.Duration(ops)
+	}
+	return c
 }
 
 // mallocs reads go_memstats_mallocs_total from a dlm server's metrics.

@@ -208,8 +208,11 @@ func logRow(log *slog.Logger, round int, row row) {
 	for i, r := range row.Results {
 		args := []any{"round", round, "target", row.ID, "workload", r.Workload, "ops", r.Ops, "per_second", int(r.PerSecond),
 			"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations}
-		if c := row.Costs[i]; c != (cost{}) {
+		if c := row.Costs[i]; c.CPUPerCycle != 0 || c.AllocsPerCycle != 0 {
 			args = append(args, "server_cpu_per_cycle", c.CPUPerCycle, "server_allocs_per_cycle", int(c.AllocsPerCycle))
+		}
+		if c := row.Costs[i]; c.StoreCPUPerCycle != 0 {
+			args = append(args, "store_cpu_per_cycle", c.StoreCPUPerCycle)
 		}
 		log.Info("measured", args...)
 	}
@@ -235,7 +238,11 @@ func runTarget(ctx context.Context, cfg config, t target, srv *servers) row {
 		if t.procs != nil {
 			procs = t.procs(srv)
 		}
-		before, measured := readUsage(ctx, procs)
+		var pids []int
+		if t.store != nil {
+			pids = t.store(srv)
+		}
+		before := readUsage(ctx, procs, pids)
 		switch w {
 		case "uncontended":
 			res, err = workload.Uncontended(ctx, lk, name, cfg.budget)
@@ -245,11 +252,7 @@ func runTarget(ctx context.Context, cfg config, t target, srv *servers) row {
 			res, err = workload.Contended(ctx, lk, name, cfg.waiters, workload.Hold, cfg.budget)
 		}
 		r.Results = append(r.Results, res)
-		var c cost
-		if after, ok := readUsage(ctx, procs); measured && ok {
-			c = per(before, after, res.Ops)
-		}
-		r.Costs = append(r.Costs, c)
+		r.Costs = append(r.Costs, per(before, readUsage(ctx, procs, pids), res.Ops))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", w, err))
 		}

@@ -91,7 +91,7 @@ func (rep *report) costs(p func(string, ...any)) {
 		for _, w := range workloads {
 			cells = append(cells, "-")
 			for i, res := range r.Results {
-				if res.Workload == w && i < len(r.Costs) && r.Costs[i] != (cost{}) {
+				if res.Workload == w && i < len(r.Costs) && (r.Costs[i].CPUPerCycle != 0 || r.Costs[i].AllocsPerCycle != 0) {
 					c := r.Costs[i]
 					cells[len(cells)-1] = fmt.Sprintf("%s, %.0f", dur(c.CPUPerCycle), c.AllocsPerCycle)
 				}
@@ -104,6 +104,33 @@ func (rep *report) costs(p func(string, ...any)) {
 			p("\n## Cost on the dlm server: CPU time and allocations per acquisition\n\n")
 			p("An acquisition with its release, on the server processes only (all nodes of a cluster): CPU time from /proc/PID/stat (10 ms ticks), heap allocations from go_memstats_mallocs_total.\n\n")
 			p("| dlm server | %s |\n|---|%s\n", strings.Join(workloads, " | "), strings.Repeat("--:|", len(workloads)))
+			head = true
+		}
+		p("| %s | %s |\n", label(r), strings.Join(cells, " | "))
+	}
+}
+
+// storeCosts writes the store servers' CPU time per acquisition, by
+// workload, for dlm's stores and the libraries beside them.
+func (rep *report) storeCosts(p func(string, ...any)) {
+	head := false
+	for _, r := range rep.Rows {
+		var cells []string
+		for _, w := range workloads {
+			cells = append(cells, "-")
+			for i, res := range r.Results {
+				if res.Workload == w && i < len(r.Costs) && r.Costs[i].StoreCPUPerCycle != 0 {
+					cells[len(cells)-1] = dur(r.Costs[i].StoreCPUPerCycle)
+				}
+			}
+		}
+		if strings.Join(cells, "") == strings.Repeat("-", len(cells)) {
+			continue
+		}
+		if !head {
+			p("\n## Cost on the store's servers: CPU time per acquisition\n\n")
+			p("An acquisition with its release, on the store's server processes only (every Redis node a target uses; PostgreSQL with its backends; etcd): user and system CPU time from /proc/PID/stat (10 ms ticks), network handling included. It shows what a cycle costs the store whatever the machine's speed at that moment.\n\n")
+			p("| store / library | %s |\n|---|%s\n", strings.Join(workloads, " | "), strings.Repeat("--:|", len(workloads)))
 			head = true
 		}
 		p("| %s | %s |\n", label(r), strings.Join(cells, " | "))
@@ -174,6 +201,7 @@ func (rep *report) markdown(w io.Writer) error {
 		}
 	}
 	rep.costs(p)
+	rep.storeCosts(p)
 	rep.pythonSection(p)
 	rep.failoverSection(p)
 	var failed []string

@@ -29,7 +29,27 @@ type target struct {
 	// procs are the dlm server processes whose CPU time and allocations
 	// a workload is charged with (nil: not measured).
 	procs func(s *servers) []*testenv.DLM
+	// store returns the process ids of the store's servers (Redis,
+	// PostgreSQL, etcd) whose CPU time, their children's included, a
+	// workload is charged with (nil: not measured).
+	store func(s *servers) []int
 }
+
+// redisPIDs returns the store function of a target on the first n Redis
+// servers.
+func redisPIDs(n int) func(s *servers) []int {
+	return func(s *servers) []int {
+		pids := make([]int, 0, n)
+		for _, r := range s.redis[:min(n, len(s.redis))] {
+			pids = append(pids, r.PID())
+		}
+		return pids
+	}
+}
+
+func postgresPID(s *servers) []int { return []int{s.postgres.PID()} }
+
+func etcdPID(s *servers) []int { return []int{s.etcd.PID()} }
 
 // targets lists every implementation, dlm's stores first.
 func targets() []target {
@@ -59,7 +79,7 @@ func targets() []target {
 				return openURL(ctx, "dlm://"+s.dlmBolt.Addr())
 			},
 			procs: func(s *servers) []*testenv.DLM { return []*testenv.DLM{s.dlmBolt} }},
-		{id: "dlm-redis", name: "dlm redis store", dlm: true, needs: "redis",
+		{id: "dlm-redis", name: "dlm redis store", dlm: true, needs: "redis", store: redisPIDs(1),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				addrs, err := s.redisAddrs(1)
 				if err != nil {
@@ -67,7 +87,7 @@ func targets() []target {
 				}
 				return openURL(ctx, "redis://"+addrs[0])
 			}},
-		{id: "dlm-redlock-5", name: "dlm redlock store, 5 nodes", dlm: true, needs: "redis",
+		{id: "dlm-redlock-5", name: "dlm redlock store, 5 nodes", dlm: true, needs: "redis", store: redisPIDs(5),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				addrs, err := s.redisAddrs(redisNodes)
 				if err != nil {
@@ -75,7 +95,7 @@ func targets() []target {
 				}
 				return openURL(ctx, "redlock://"+strings.Join(addrs, ","))
 			}},
-		{id: "dlm-postgres", name: "dlm postgres store", dlm: true, needs: "postgres",
+		{id: "dlm-postgres", name: "dlm postgres store", dlm: true, needs: "postgres", store: postgresPID,
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				u, err := url.Parse(s.postgres.DSN())
 				if err != nil {
@@ -86,33 +106,33 @@ func targets() []target {
 				u.RawQuery = q.Encode()
 				return openURL(ctx, u.String())
 			}},
-		{id: "dlm-etcd", name: "dlm etcd store", dlm: true, needs: "etcd",
+		{id: "dlm-etcd", name: "dlm etcd store", dlm: true, needs: "etcd", store: etcdPID,
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openURL(ctx, "etcd://"+strings.TrimPrefix(s.etcd.Endpoint(), "http://"))
 			}},
-		{id: "redsync-1", name: "go-redsync/redsync, 1 node (default retry 50-250 ms)", needs: "redis",
+		{id: "redsync-1", name: "go-redsync/redsync, 1 node (default retry 50-250 ms)", needs: "redis", store: redisPIDs(1),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) { return openRedsync(s, 1, 0) }},
-		{id: "redsync-1-fast", name: "go-redsync/redsync, 1 node (retry 1 ms)", needs: "redis",
+		{id: "redsync-1-fast", name: "go-redsync/redsync, 1 node (retry 1 ms)", needs: "redis", store: redisPIDs(1),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openRedsync(s, 1, time.Millisecond)
 			}},
-		{id: "redsync-5", name: "go-redsync/redsync, 5 nodes (default retry 50-250 ms)", needs: "redis",
+		{id: "redsync-5", name: "go-redsync/redsync, 5 nodes (default retry 50-250 ms)", needs: "redis", store: redisPIDs(5),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openRedsync(s, redisNodes, 0)
 			}},
-		{id: "redsync-5-fast", name: "go-redsync/redsync, 5 nodes (retry 1 ms)", needs: "redis",
+		{id: "redsync-5-fast", name: "go-redsync/redsync, 5 nodes (retry 1 ms)", needs: "redis", store: redisPIDs(5),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openRedsync(s, redisNodes, time.Millisecond)
 			}},
-		{id: "redislock", name: "bsm/redislock (linear retry 100 ms, as its README)", needs: "redis",
+		{id: "redislock", name: "bsm/redislock (linear retry 100 ms, as its README)", needs: "redis", store: redisPIDs(1),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openRedislock(s, 100*time.Millisecond)
 			}},
-		{id: "redislock-fast", name: "bsm/redislock (linear retry 1 ms)", needs: "redis",
+		{id: "redislock-fast", name: "bsm/redislock (linear retry 1 ms)", needs: "redis", store: redisPIDs(1),
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				return openRedislock(s, time.Millisecond)
 			}},
-		{id: "etcd-mutex", name: "etcd concurrency.Mutex", needs: "etcd",
+		{id: "etcd-mutex", name: "etcd concurrency.Mutex", needs: "etcd", store: etcdPID,
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.etcd.Endpoint()}, DialTimeout: 5 * time.Second})
 				if err != nil {
@@ -121,7 +141,7 @@ func targets() []target {
 				l := &etcdLocker{cli: cli}
 				return l, func() { l.Close(); cli.Close() }, nil
 			}},
-		{id: "pg-advisory", name: "PostgreSQL advisory locks (pgx)", needs: "postgres",
+		{id: "pg-advisory", name: "PostgreSQL advisory locks (pgx)", needs: "postgres", store: postgresPID,
 			open: func(ctx context.Context, s *servers) (workload.Locker, func(), error) {
 				l := &pgLocker{dsn: s.postgres.DSN()}
 				return l, l.Close, nil

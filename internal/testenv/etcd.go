@@ -115,3 +115,13 @@ func (e *Etcd) Stop() {
 // etcdArch is the value etcd wants in ETCD_UNSUPPORTED_ARCH on platforms it
 // does not support officially; it is ignored on amd64.
 func etcdArch() string { return runtimeArch }
+
+// PID returns the server's process id, 0 while it is killed.
+func (e *Etcd) PID() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.proc == nil {
+		return 0
+	}
+	return e.proc.cmd.Process.Pid
+}

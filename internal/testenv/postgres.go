@@ -172,3 +172,13 @@ func (p *Postgres) Stop() {
 	p.Kill()
 	os.RemoveAll(p.base)
 }
+
+// PID returns the server's process id, 0 while it is killed.
+func (p *Postgres) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.proc == nil {
+		return 0
+	}
+	return p.proc.cmd.Process.Pid
+}
