@@ -51,7 +51,7 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys
 		},
 	)
 	h := &lease{}
-	h.track(r.allIn)
+	h.track(r)
 	t := tally{nodes: len(s.nodes)}
 	var late time.Duration // when a quorum granted with no validity left
 	for t.votes < t.nodes {
@@ -102,19 +102,10 @@ func (s *Store) acquireArgs(k redislua.Keys, req driver.Request, w *waiter) ([]s
 	if w != nil {
 		waiting, ticket = "1", w.ticket
 	}
-	floor := time.Now().Add(tokenLead).UnixMicro()
 	return []string{k.Lock, k.Fence, k.Queue, tickets, live, k.Wake},
 		[]any{req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
-			waiting, ticket, s.liveness().Milliseconds(), k.WakeBase, floor}
+			waiting, ticket, s.liveness().Milliseconds(), k.WakeBase}
 }
-
-// tokenLead is how far ahead of the client's clock an attempt asks the
-// nodes to floor its token: ahead of the nodes' clocks when they run it,
-// so that every node of the quorum issues the floor (its counter allowing)
-// and the tokens agree. A release then finds no node whose counter it must
-// raise to the grant's token. A node ignores a floor ahead of its own
-// clock by a tenth of the TTL or more.
-const tokenLead = 10 * time.Millisecond
 
 // acquireOn runs the acquire script on one node with the keys and
 // arguments of acquireArgs.

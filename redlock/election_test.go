@@ -268,7 +268,7 @@ func TestRelabelReleased(t *testing.T) {
 	if err := s.Relabel(ctx, req, g, "late"); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Relabel after Release: %v, want ErrNotHeld", err)
 	}
-	if n := e.count(name, ""); n != nodes {
-		t.Fatalf("Relabel of a released lock set it on %d nodes", nodes-n)
-	}
+	// The release returned once a quorum released; the others follow,
+	// and a relabel sets no lock on any node.
+	storetest.Await(t, 10*time.Second, "every node released", func() bool { return e.count(name, "") == nodes })
 }

@@ -27,7 +27,7 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) 
 	}, nil)
 	h := leaseOf(g.Handle)
 	if h != nil {
-		h.track(r.allIn)
+		h.track(r)
 	}
 	t := tally{nodes: len(s.nodes)}
 	for t.votes < t.nodes {

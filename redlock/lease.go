@@ -8,39 +8,39 @@ import (
 
 // lease is the store's state for one grant (driver.Grant.Handle): the calls
 // of its acquire and extends that may still be on their way to slow nodes
-// after the call returned with a quorum. A release waits for them, at most
-// the per-node timeout, so that it reaches each node after them and no late
-// acquire or extend sets the lock again behind it.
+// after the call returned with a quorum. A release waits for them, node by
+// node and at most the per-node timeout, so that it reaches each node after
+// them and no late acquire or extend sets the lock again behind it.
 type lease struct {
 	mu      sync.Mutex
-	pending []<-chan struct{} // each closed when a round's last node has answered
-	label   uint64            // the version of the last relabel
+	pending []*round // rounds whose nodes may still answer
+	label   uint64   // the version of the last relabel
 }
 
 // track adds a round whose nodes may still answer.
-func (l *lease) track(allIn <-chan struct{}) {
+func (l *lease) track(r *round) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	live := l.pending[:0]
-	for _, c := range l.pending {
+	for _, p := range l.pending {
 		select {
-		case <-c:
+		case <-p.allIn:
 		default:
-			live = append(live, c)
+			live = append(live, p)
 		}
 	}
-	l.pending = append(live, allIn)
+	l.pending = append(live, r)
 }
 
-// settle waits until every tracked round has all its answers, or ctx ends.
-func (l *lease) settle(ctx context.Context) {
+// settle waits until every tracked round has the answer of node n, or ctx
+// ends.
+func (l *lease) settle(ctx context.Context, n *node) {
 	l.mu.Lock()
 	pending := l.pending
-	l.pending = nil
 	l.mu.Unlock()
-	for _, c := range pending {
+	for _, r := range pending {
 		select {
-		case <-c:
+		case <-r.done[n.index]:
 		case <-ctx.Done():
 			return
 		}

@@ -98,10 +98,12 @@
 // again on a node that has lost it (restarted without persistence, flushed,
 // or expired there after a missed extend); such a node does not count
 // towards the quorum of that call, only of later ones. Release goes to every
-// node and waits for all of them; it is sent to each node only after the
-// grant's earlier calls to it have answered or timed out, so that a late
-// acquire or extend cannot set the lock again behind it. It takes at most
-// twice the per-node timeout.
+// node, to each only after the grant's earlier calls to it have answered or
+// timed out, so that a late acquire or extend cannot set the lock again
+// behind it; it returns as soon as a quorum released (or the answers
+// decide), at most twice the per-node timeout, and the other nodes'
+// releases go on without the caller, as an acquisition's calls to the
+// nodes beyond its quorum do.
 //
 // # Errors
 //
@@ -126,20 +128,13 @@
 // Each node keeps a token counter per resource, raised by one at each
 // grant and floored at the node's clock in microseconds. A grant's token
 // is the largest counter among the quorum that granted it, and a release
-// raises every node's counter to the holder's token. An attempt also sends
-// a floor, the client's clock 10 ms ahead, which a node takes instead of
-// its clock when the floor is ahead of it by less than a tenth of the TTL:
-// so the nodes of a quorum usually issue the same token, and each of them
-// then holds the grant's token in its counter from the grant on, whether
-// the lock is released or expires. Two successive holders' quorums share
-// a node, so the next holder's token is larger than the previous one's
-// provided that, on that shared node:
+// raises every node's counter to the holder's token. Two successive holders' quorums share a node, so the
+// next holder's token is larger than the previous one's provided that, on
+// that shared node:
 //
-//   - the node issued the previous token's value itself (the usual case),
-//     or the previous lock was released there (the release raised the
+//   - the previous lock was released there (the release raised the
 //     counter), or it expired there and no node's clock ran ahead of that
-//     node's by nine tenths of the TTL or more (a floor is at most a tenth
-//     ahead of the clock of the node that took it);
+//     node's by the TTL or more;
 //   - the counter survived in between, or the node's clock has passed the
 //     previous token: a node restarted without persistence or flushed
 //     counts again only after the restart guard, by which time its clock

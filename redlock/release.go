@@ -11,12 +11,15 @@ import (
 )
 
 // Release frees the lock on every node where req.Owner holds it, and raises
-// each node's token counter to the grant's token. It first waits for the
-// grant's calls still on their way to slow nodes, then for every node's
-// answer: at most twice the per-node timeout. It returns nil when a quorum released the
-// lock; ErrNotHeld when more than N - quorum nodes answered that the owner
-// did not hold it there (it expired, or another owner holds it); otherwise,
-// when too few nodes answered to tell, ErrUnavailable.
+// each node's token counter to the grant's token. Each node's release is
+// sent once the grant's calls still on their way to that node have
+// answered, and Release returns as soon as the answers decide, at most
+// twice the per-node timeout: nil when a quorum released the lock;
+// ErrNotHeld when more than N - quorum nodes answered that the owner did
+// not hold it there (it expired, or another owner holds it); otherwise,
+// when too few nodes answered to tell, ErrUnavailable. The releases on the
+// other nodes go on without the caller, each within twice the per-node
+// timeout.
 func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant) error {
 	if s.bad != nil {
 		return s.bad
@@ -35,18 +38,25 @@ func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant)
 	}
 }
 
-// releaseAll releases owner's lock on every node, after the grant's calls
-// still on their way, and waits for the nodes' answers.
+// releaseAll releases owner's lock on every node, each once the grant's
+// calls still on their way to it have answered, and returns as soon as the
+// answers decide: a quorum released, or too many nodes said the owner did
+// not hold the lock there, or every node has answered. The other nodes'
+// releases go on without the caller, each within twice the timeout.
 func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g driver.Grant, timeout time.Duration) *tally {
+	var wait func(context.Context, *node)
 	if h := leaseOf(g.Handle); h != nil {
-		h.settle(ctx)
+		wait = h.settle
 	}
 	keys, args := s.releaseArgs(k, owner, g.Token, nil)
-	r := s.fanout(ctx, timeout, func(ctx context.Context, n *node) (answer, uint64, error) {
+	r := s.fanoutAfter(ctx, timeout, wait, func(ctx context.Context, n *node) (answer, uint64, error) {
 		return s.releaseOn(ctx, n, keys, args)
 	}, nil)
 	t := &tally{nodes: len(s.nodes)}
-	t.collect(r)
+	for t.votes < t.nodes && t.yes < s.quorum && t.no+t.absent <= t.nodes-s.quorum {
+		t.add(<-r.votes)
+	}
+	r.keep() // the other nodes' releases
 	return t
 }
 

@@ -43,9 +43,10 @@ type undo func(ctx context.Context, n *node, failed bool, a answer)
 // caller may stop reading at any time.
 type round struct {
 	votes   chan vote
-	allIn   chan struct{} // closed when every node has answered or timed out
-	decided chan struct{} // closed by decide
-	failed  bool          // set before decided is closed
+	done    []chan struct{} // by node index: closed when that node has answered or timed out
+	allIn   chan struct{}   // closed when every node has answered or timed out
+	decided chan struct{}   // closed by decide
+	failed  bool            // set before decided is closed
 	workers sync.WaitGroup
 	detach  func() bool // stops the caller's context from ending the calls
 }
@@ -63,10 +64,22 @@ type round struct {
 // A sequential store asks the nodes one after another in one worker, each
 // with its own timeout.
 func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo) *round {
+	return s.fanoutAfter(ctx, timeout, nil, a, u)
+}
+
+// fanoutAfter is fanout, with each node's call made once wait (if not nil)
+// has returned for that node: its per-node deadline starts then. wait is
+// given a context that ends with the caller's until keep is called; it
+// must return by itself within the per-node timeout.
+func (s *Store) fanoutAfter(ctx context.Context, timeout time.Duration, wait func(context.Context, *node), a ask, u undo) *round {
 	r := &round{
 		votes:   make(chan vote, len(s.nodes)),
+		done:    make([]chan struct{}, len(s.nodes)),
 		allIn:   make(chan struct{}),
 		decided: make(chan struct{}),
+	}
+	for i := range r.done {
+		r.done[i] = make(chan struct{})
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.detach = context.AfterFunc(ctx, cancel)
@@ -81,8 +94,12 @@ func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo
 			defer r.workers.Done()
 			answers := make([]answer, 0, len(s.nodes))
 			for _, n := range s.nodes {
+				if wait != nil {
+					wait(base, n)
+				}
 				nctx, ncancel := context.WithTimeout(base, timeout)
 				v := call(ctx, nctx, timeout, n, a)
+				close(r.done[n.index])
 				answers = append(answers, v.answer)
 				r.votes <- v
 				ncancel()
@@ -94,10 +111,12 @@ func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo
 		}()
 		return r
 	}
+	// One deadline for every node, unless each waits first.
 	nctx, ncancel := context.WithTimeout(base, timeout)
 	var left atomic.Int32
 	left.Store(int32(len(s.nodes)))
-	answered := func() {
+	answered := func(n *node) {
+		close(r.done[n.index])
 		if left.Add(-1) == 0 {
 			ncancel()
 			finish()
@@ -107,8 +126,16 @@ func (s *Store) fanout(ctx context.Context, timeout time.Duration, a ask, u undo
 	for _, n := range s.nodes {
 		n.run(func() {
 			defer r.workers.Done()
-			v := call(ctx, nctx, timeout, n, a)
-			answered()
+			var v vote
+			if wait != nil {
+				wait(base, n)
+				nctx, ncancel := context.WithTimeout(base, timeout)
+				v = call(ctx, nctx, timeout, n, a)
+				ncancel()
+			} else {
+				v = call(ctx, nctx, timeout, n, a)
+			}
+			answered(n)
 			r.votes <- v
 			r.cleanUp(ctx, n, v.answer, u)
 		})

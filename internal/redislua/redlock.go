@@ -43,19 +43,12 @@ end
 `
 
 // redlockGrantLua returns a grant's reply, {1, token}, from the node's
-// clock t (TIME's reply): the clock in microseconds, or the client's floor
-// (ARGV[9]) when that is ahead of the clock by less than a tenth of the TTL
-// (ARGV[2] ms), raised above the resource's counter (KEYS[2], kept for
-// ARGV[4] ms) when the counter is not below it. The floor, the client's
-// clock a little ahead, makes every node of a quorum issue the same token
-// in the usual case, so that the release has no counter to raise; a
-// client whose clock is off cannot move the tokens by more than that
-// tenth. It is written out in both places that grant, so that the short
-// way of RedlockAcquire defines no function.
+// clock t (TIME's reply): the clock in microseconds, raised above the
+// resource's counter (KEYS[2], kept for ARGV[4] ms) when the counter is
+// not below it. It is written out in both places that grant, so that the
+// short way of RedlockAcquire defines no function.
 const redlockGrantLua = `
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local floor = tonumber(ARGV[9] or '')
-  if floor and floor > us and floor - us < tonumber(ARGV[2]) * 100 then us = floor end
   local token = string.format('%.0f', us)
   local last = tonumber(redis.call('SET', KEYS[2], token, 'PX', ARGV[4], 'GET') or '0')
   if last >= us then
@@ -81,8 +74,7 @@ const redlockGrantLua = `
 //
 // KEYS: lock, fence, queue (the redis store's), tickets, live, the caller's
 // wake key. ARGV: owner, ttl ms, metadata, fence retention ms, "1" when
-// waiting, ticket, liveness ms, wake base, the token's floor in µs (see
-// redlockGrantLua; may be missing). Returns {1, token} when granted
+// waiting, ticket, liveness ms, wake base. Returns {1, token} when granted
 // (or already held by owner), {0, pttl} when not (pttl 0 when the lock is
 // free but others wait first).
 var RedlockAcquire = goredis.NewScript(`
