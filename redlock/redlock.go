@@ -103,7 +103,9 @@
 // behind it; it returns as soon as a quorum released (or the answers
 // decide), at most twice the per-node timeout, and the other nodes'
 // releases go on without the caller, as an acquisition's calls to the
-// nodes beyond its quorum do.
+// nodes beyond its quorum do. When a node woke a waiter, it waits for
+// every node's answer, so that the waiter, asking them all at once, finds
+// the lock free wherever the release got through.
 //
 // # Errors
 //

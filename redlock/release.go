@@ -19,7 +19,8 @@ import (
 // not hold it there (it expired, or another owner holds it); otherwise,
 // when too few nodes answered to tell, ErrUnavailable. The releases on the
 // other nodes go on without the caller, each within twice the per-node
-// timeout.
+// timeout; but when a node woke a waiter, Release waits for every node, as
+// the waiter is about to ask them all.
 func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant) error {
 	if s.bad != nil {
 		return s.bad
@@ -42,7 +43,11 @@ func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant)
 // calls still on their way to it have answered, and returns as soon as the
 // answers decide: a quorum released, or too many nodes said the owner did
 // not hold the lock there, or every node has answered. The other nodes'
-// releases go on without the caller, each within twice the timeout.
+// releases go on without the caller, each within twice the timeout. When a
+// node woke a waiter, it waits for every node instead: the woken waiter's
+// attempt then finds the lock free on every node that answers, and the
+// releaser, which often asks again at once, does not race it for the
+// cores.
 func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g driver.Grant, timeout time.Duration) *tally {
 	var wait func(context.Context, *node)
 	if h := leaseOf(g.Handle); h != nil {
@@ -53,7 +58,7 @@ func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g
 		return s.releaseOn(ctx, n, keys, args)
 	}, nil)
 	t := &tally{nodes: len(s.nodes)}
-	for t.votes < t.nodes && t.yes < s.quorum && t.no+t.absent <= t.nodes-s.quorum {
+	for t.votes < t.nodes && (t.woke || t.yes < s.quorum) && t.no+t.absent <= t.nodes-s.quorum {
 		t.add(<-r.votes)
 	}
 	r.keep() // the other nodes' releases
@@ -77,7 +82,11 @@ func (s *Store) releaseArgs(k redislua.Keys, owner string, token uint64, w *wait
 // releaseOn runs the release script on one node with the keys and
 // arguments of releaseArgs.
 func (s *Store) releaseOn(ctx context.Context, n *node, keys []string, args []any) (answer, uint64, error) {
-	return ownerChecked(s.eval(ctx, n, false, redislua.RedlockRelease, keys, args...))
+	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, keys, args...)
+	if err == nil && res == int64(2) {
+		return yesWoke, 0, nil
+	}
+	return ownerChecked(res, err)
 }
 
 // ownerChecked reads the reply of an owner-checked script (release,

@@ -20,6 +20,7 @@ const (
 	yes                  // granted, extended or released
 	no                   // held by another owner
 	absent               // not held by anyone (extend: set again)
+	yesWoke              // released, and the node woke a waiter
 )
 
 // vote is one node's answer to one call.
@@ -184,6 +185,7 @@ func call(ctx, nctx context.Context, timeout time.Duration, n *node, a ask) vote
 type tally struct {
 	nodes, votes    int
 	yes, no, absent int
+	woke            bool    // a node woke a waiter (a yesWoke vote, counted as yes)
 	token           uint64  // the largest counter among the yes votes
 	errs            []error // of the silent nodes
 }
@@ -194,6 +196,9 @@ func (t *tally) add(v vote) {
 	case yes:
 		t.yes++
 		t.token = max(t.token, v.token)
+	case yesWoke:
+		t.yes++
+		t.woke = true
 	case no:
 		t.no++
 	case absent:

@@ -152,7 +152,8 @@ return 1
 //
 // KEYS: lock, fence, tickets, live. ARGV: owner, token ("0" for none),
 // fence retention ms, wake base, liveness ms, "1" to stay queued, ticket.
-// Returns 1 released, 0 held by another owner, -1 not held by anyone.
+// Returns 1 released, 2 released and a waiter woken, 0 held by another
+// owner, -1 not held by anyone.
 var RedlockRelease = goredis.NewScript(`
 local got = redis.call('MGET', KEYS[1], KEYS[2])
 local cur, tok = got[1], tonumber(ARGV[2])
@@ -181,7 +182,10 @@ end
 if res ~= 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   local _, ms = nowms()
   local h = head(KEYS[3], KEYS[4], ms)
-  if h and h ~= ARGV[1] then wake(ARGV[4], h, livems) end
+  if h and h ~= ARGV[1] then
+    wake(ARGV[4], h, livems)
+    if res == 1 then res = 2 end
+  end
 end
 return res
 `)
