@@ -334,3 +334,47 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Fatalf("the waiter is still queued: %v", e.queued(name, ""))
 	}
 }
+
+// TestReleaseBeforeAWaiterWaitsForEveryNode: a release that wakes a waiter
+// waits for every node's answer (the waiter is about to ask them all),
+// where one that nobody waits behind returns at a quorum (TestSlowNode).
+// With a node paused, the release returns only once the pause has ended
+// and the node has answered.
+func TestReleaseBeforeAWaiterWaitsForEveryNode(t *testing.T) {
+	e := newEnv(t)
+	// The pause is short of the node timeout, so that the paused node
+	// answers rather than times out.
+	const timeout, pause = 5 * time.Second, 500 * time.Millisecond
+	s := e.store(redlock.WithNodeTimeout(timeout))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	a := request(name, time.Minute)
+	g, err := s.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitEveryNode(name)
+	b := request(name, time.Minute)
+	got := make(chan error, 1)
+	go func() {
+		gb, err := s.AcquireWait(ctx, b)
+		if err == nil {
+			err = s.Release(ctx, b, gb)
+		}
+		got <- err
+	}()
+	storetest.Await(t, 10*time.Second, "the waiter queued on every node", func() bool {
+		return !slices.Contains(e.queued(name, ""), 0)
+	})
+	paused := time.Now()
+	e.pause(4, pause)
+	if err := s.Release(ctx, a, g); err != nil {
+		t.Fatal(err)
+	}
+	if now := time.Now(); now.Before(paused.Add(pause)) {
+		t.Fatalf("release returned %s after node 4 was paused for %s: it did not wait for the node", now.Sub(paused), pause)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+}
