@@ -85,52 +85,55 @@ func machine() string {
 
 // costs writes the dlm servers' cost per acquisition, by workload.
 func (rep *report) costs(p func(string, ...any)) {
-	head := false
-	for _, r := range rep.Rows {
-		var cells []string
-		for _, w := range workloads {
-			cells = append(cells, "-")
-			for i, res := range r.Results {
-				if res.Workload == w && i < len(r.Costs) && (r.Costs[i].CPUPerCycle != 0 || r.Costs[i].AllocsPerCycle != 0) {
-					c := r.Costs[i]
-					cells[len(cells)-1] = fmt.Sprintf("%s, %.0f", dur(c.CPUPerCycle), c.AllocsPerCycle)
-				}
+	rep.costTable(p, "dlm server",
+		"Cost on the dlm server: CPU time and allocations per acquisition",
+		"An acquisition with its release, on the server processes only (all nodes of a cluster): CPU time from /proc/PID/stat (10 ms ticks), heap allocations from go_memstats_mallocs_total.",
+		func(c cost) string {
+			if c.CPUPerCycle == 0 && c.AllocsPerCycle == 0 {
+				return ""
 			}
-		}
-		if strings.Join(cells, "") == strings.Repeat("-", len(cells)) {
-			continue
-		}
-		if !head {
-			p("\n## Cost on the dlm server: CPU time and allocations per acquisition\n\n")
-			p("An acquisition with its release, on the server processes only (all nodes of a cluster): CPU time from /proc/PID/stat (10 ms ticks), heap allocations from go_memstats_mallocs_total.\n\n")
-			p("| dlm server | %s |\n|---|%s\n", strings.Join(workloads, " | "), strings.Repeat("--:|", len(workloads)))
-			head = true
-		}
-		p("| %s | %s |\n", label(r), strings.Join(cells, " | "))
-	}
+			return fmt.Sprintf("%s, %.0f", dur(c.CPUPerCycle), c.AllocsPerCycle)
+		})
 }
 
 // storeCosts writes the store servers' CPU time per acquisition, by
 // workload, for dlm's stores and the libraries beside them.
 func (rep *report) storeCosts(p func(string, ...any)) {
+	rep.costTable(p, "store / library",
+		"Cost on the store's servers: CPU time per acquisition",
+		"An acquisition with its release, on the store's server processes only (every Redis node a target uses; PostgreSQL with its backends; etcd): user and system CPU time from /proc/PID/stat (10 ms ticks), network handling included. It shows what a cycle costs the store whatever the machine's speed at that moment.",
+		func(c cost) string {
+			if c.StoreCPUPerCycle == 0 {
+				return ""
+			}
+			return dur(c.StoreCPUPerCycle)
+		})
+}
+
+// costTable writes a table of the costs that cell shows ("" when not
+// measured), a row for each target with at least one, under a heading
+// and its introduction; nothing when no target has any.
+func (rep *report) costTable(p func(string, ...any), first, heading, intro string, cell func(cost) string) {
 	head := false
 	for _, r := range rep.Rows {
-		var cells []string
-		for _, w := range workloads {
-			cells = append(cells, "-")
+		cells := make([]string, len(workloads))
+		measured := false
+		for j, w := range workloads {
+			cells[j] = "-"
 			for i, res := range r.Results {
-				if res.Workload == w && i < len(r.Costs) && r.Costs[i].StoreCPUPerCycle != 0 {
-					cells[len(cells)-1] = dur(r.Costs[i].StoreCPUPerCycle)
+				if res.Workload == w && i < len(r.Costs) {
+					if c := cell(r.Costs[i]); c != "" {
+						cells[j], measured = c, true
+					}
 				}
 			}
 		}
-		if strings.Join(cells, "") == strings.Repeat("-", len(cells)) {
+		if !measured {
 			continue
 		}
 		if !head {
-			p("\n## Cost on the store's servers: CPU time per acquisition\n\n")
-			p("An acquisition with its release, on the store's server processes only (every Redis node a target uses; PostgreSQL with its backends; etcd): user and system CPU time from /proc/PID/stat (10 ms ticks), network handling included. It shows what a cycle costs the store whatever the machine's speed at that moment.\n\n")
-			p("| store / library | %s |\n|---|%s\n", strings.Join(workloads, " | "), strings.Repeat("--:|", len(workloads)))
+			p("\n## %s\n\n%s\n\n", heading, intro)
+			p("| %s | %s |\n|---|%s\n", first, strings.Join(workloads, " | "), strings.Repeat("--:|", len(workloads)))
 			head = true
 		}
 		p("| %s | %s |\n", label(r), strings.Join(cells, " | "))

@@ -129,10 +129,7 @@ func (d *DLM) HTTPAddr() string { return d.http }
 func (d *DLM) PID() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.proc == nil {
-		return 0
-	}
-	return d.proc.cmd.Process.Pid
+	return d.proc.pid()
 }
 
 // Running reports whether the server process runs (not killed or stopped).

@@ -120,8 +120,5 @@ func etcdArch() string { return runtimeArch }
 func (e *Etcd) PID() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.proc == nil {
-		return 0
-	}
-	return e.proc.cmd.Process.Pid
+	return e.proc.pid()
 }

@@ -177,8 +177,5 @@ func (p *Postgres) Stop() {
 func (p *Postgres) PID() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.proc == nil {
-		return 0
-	}
-	return p.proc.cmd.Process.Pid
+	return p.proc.pid()
 }

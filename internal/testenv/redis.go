@@ -73,10 +73,7 @@ func (r *Redis) Stop() {
 func (r *Redis) PID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.proc == nil {
-		return 0
-	}
-	return r.proc.cmd.Process.Pid
+	return r.proc.pid()
 }
 
 // Addr returns the server's host:port.

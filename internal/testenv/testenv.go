@@ -74,6 +74,14 @@ type process struct {
 	tail []string // the last lines of output, for failure messages
 }
 
+// pid returns the process id, 0 for a nil process (one killed).
+func (p *process) pid() int {
+	if p == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // startProcess runs cmd and waits until a line of its output contains ready,
 // or the process exits, or timeout passes.
 func startProcess(cmd *exec.Cmd, ready string, timeout time.Duration) (*process, error) {
