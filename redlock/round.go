@@ -16,11 +16,11 @@ import (
 type answer int8
 
 const (
-	silent answer = iota // no answer; the vote's err says why
-	yes                  // granted, extended or released
-	no                   // held by another owner
-	absent               // not held by anyone (extend: set again)
-	yesWoke              // released, and the node woke a waiter
+	silent  answer = iota // no answer; the vote's err says why
+	yes                   // granted, extended or released
+	no                    // held by another owner
+	absent                // not held by anyone (extend: set again)
+	yesWoke               // released, and the node woke a waiter
 )
 
 // vote is one node's answer to one call.
