@@ -43,7 +43,11 @@ func BenchmarkServerCost(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		us, calls := testenv.RedisScriptStats(b, e.rdb).PerScript()
+		st := testenv.RedisScriptStats(b, e.rdb)
+		if st.Scripts == 0 {
+			b.Fatal("no EVALSHA in INFO commandstats")
+		}
+		us, calls := st.PerScript()
 		b.ReportMetric(us, name+"-µs")
 		b.ReportMetric(calls, name+"-calls")
 	}
@@ -61,6 +65,9 @@ func BenchmarkServerCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	st := testenv.RedisScriptStats(b, e.rdb)
+	if st.Scripts == 0 {
+		b.Fatal("no EVALSHA in INFO commandstats")
+	}
 	us, calls := st.PerScript()
 	scripts := st.Scripts
 	b.ReportMetric(us, "contended-µs")

@@ -112,14 +112,19 @@ func (s *Store) fanoutAfter(ctx context.Context, timeout time.Duration, wait fun
 		}()
 		return r
 	}
-	// One deadline for every node, unless each waits first.
-	nctx, ncancel := context.WithTimeout(base, timeout)
+	// One deadline for every node; a node that waits first gets its own,
+	// from the end of its wait.
+	var shared context.Context
+	sharedCancel := context.CancelFunc(func() {})
+	if wait == nil {
+		shared, sharedCancel = context.WithTimeout(base, timeout)
+	}
 	var left atomic.Int32
 	left.Store(int32(len(s.nodes)))
 	answered := func(n *node) {
 		close(r.done[n.index])
 		if left.Add(-1) == 0 {
-			ncancel()
+			sharedCancel()
 			finish()
 		}
 	}
@@ -127,15 +132,13 @@ func (s *Store) fanoutAfter(ctx context.Context, timeout time.Duration, wait fun
 	for _, n := range s.nodes {
 		n.run(func() {
 			defer r.workers.Done()
-			var v vote
+			nctx, ncancel := shared, context.CancelFunc(func() {})
 			if wait != nil {
 				wait(base, n)
-				nctx, ncancel := context.WithTimeout(base, timeout)
-				v = call(ctx, nctx, timeout, n, a)
-				ncancel()
-			} else {
-				v = call(ctx, nctx, timeout, n, a)
+				nctx, ncancel = context.WithTimeout(base, timeout)
 			}
+			v := call(ctx, nctx, timeout, n, a)
+			ncancel()
 			answered(n)
 			r.votes <- v
 			r.cleanUp(ctx, n, v.answer, u)
