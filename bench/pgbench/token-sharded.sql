@@ -1,0 +1,4 @@
+-- plain advisory locks with a token from one of 16 sequences chosen by key (still growing per key)
+\set k random(1, 1000000000)
+SELECT CASE WHEN pg_try_advisory_lock(:k) THEN CASE :k % 16 WHEN 0 THEN nextval('dlm_bench_token_0') WHEN 1 THEN nextval('dlm_bench_token_1') WHEN 2 THEN nextval('dlm_bench_token_2') WHEN 3 THEN nextval('dlm_bench_token_3') WHEN 4 THEN nextval('dlm_bench_token_4') WHEN 5 THEN nextval('dlm_bench_token_5') WHEN 6 THEN nextval('dlm_bench_token_6') WHEN 7 THEN nextval('dlm_bench_token_7') WHEN 8 THEN nextval('dlm_bench_token_8') WHEN 9 THEN nextval('dlm_bench_token_9') WHEN 10 THEN nextval('dlm_bench_token_10') WHEN 11 THEN nextval('dlm_bench_token_11') WHEN 12 THEN nextval('dlm_bench_token_12') WHEN 13 THEN nextval('dlm_bench_token_13') WHEN 14 THEN nextval('dlm_bench_token_14') WHEN 15 THEN nextval('dlm_bench_token_15') END END;
+SELECT pg_advisory_unlock(:k);
