@@ -11,11 +11,26 @@ import (
 )
 
 // Acquire makes one attempt with pg_try_advisory_lock, without waiting or
-// queueing. A granted lock keeps its connection until Release.
+// queueing. A granted lock is held by one of the store's shared sessions,
+// or, when a lock of this store holds the resource already or the shared
+// sessions are off, by a connection of its own until Release.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	key, q, err := s.prepare(req)
 	if err != nil {
 		return driver.Grant{}, err
+	}
+	if s.shared != nil {
+		if s.setup {
+			if err := s.Setup(ctx); err != nil {
+				return driver.Grant{}, err
+			}
+		}
+		if r := s.shared.reserve(key); r != nil {
+			return s.acquireShared(ctx, req, key, q, r)
+		}
+		if s.isClosed() {
+			return driver.Grant{}, errClosed
+		}
 	}
 	c, err := s.conn(ctx)
 	if err != nil {
@@ -27,14 +42,93 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		s.settle(c, key, q)
 		return driver.Grant{}, fail(ctx, "acquire", err)
 	case r.pooler:
-		err := errPooler(r.pid, c)
+		err := errPooler(r.pid, c.Conn().PgConn().PID())
 		c.Release() // nothing was taken
 		return driver.Grant{}, err
 	case !r.granted:
 		c.Release() // nothing was taken: the connection is clean
 		return driver.Grant{}, fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
 	}
-	return s.newGrant(req, key, c, r), nil
+	return s.newGrant(req, key, ownHold{c}, r), nil
+}
+
+// acquireShared makes the attempt of Acquire on the shared session of key,
+// whose place r holds. Whatever the caller's context does, the session
+// settles the statement's outcome: it unlocks a grant that nobody waits
+// for, resets the key after an error, and gives the place up unless a lock
+// holds it.
+func (s *Store) acquireShared(ctx context.Context, req driver.Request, key int64, q *modeSQL, r *reservation) (driver.Grant, error) {
+	ss, err := s.shared.session(ctx, key)
+	if err != nil {
+		s.shared.free(r)
+		if err == errClosed {
+			return driver.Grant{}, err
+		}
+		return driver.Grant{}, fail(ctx, "connect", err)
+	}
+	stmt, args, record := s.grantStatement(q, false, key, req.Metadata, ss.pid)
+	c, err := ss.send(stmt, args, func(c *call, abandoned bool) {
+		s.settleShared(ss, c, abandoned, key, q, r, record)
+	})
+	if err != nil {
+		s.shared.free(r)
+		return driver.Grant{}, err
+	}
+	if err := c.wait(ctx); err != nil {
+		return driver.Grant{}, err
+	}
+	if c.err != nil {
+		return driver.Grant{}, fail(ctx, "acquire", c.err)
+	}
+	res, err := s.judgeRow(c.vals, ss.pid, record)
+	switch {
+	case err != nil:
+		return driver.Grant{}, fail(ctx, "acquire", err)
+	case res.pooler:
+		return driver.Grant{}, errPooler(res.pid, uint32(ss.pid))
+	case !res.granted:
+		return driver.Grant{}, fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
+	}
+	return s.newGrant(req, key, sharedHold{sh: s.shared, s: ss, r: r}, res), nil
+}
+
+// settleShared runs in the shared session's goroutine once the grant
+// statement c of key is answered.
+func (s *Store) settleShared(ss *session, c *call, abandoned bool, key int64, q *modeSQL, r *reservation, record bool) {
+	if c.err != nil {
+		if !isServerError(c.err) {
+			s.shared.free(r) // the session ended, and anything it took
+			return
+		}
+		// The statement may have failed after the lock was granted.
+		classid, objid := lockID(key)
+		_, _ = ss.send(q.reset, []any{key, classid, objid, q.lockMode}, func(c *call, _ bool) {
+			if c.err != nil && isServerError(c.err) {
+				ss.abort() // the lock may be held: end the session
+			}
+			s.shared.free(r)
+		})
+		return
+	}
+	res, err := s.judgeRow(c.vals, ss.pid, false)
+	switch {
+	case err != nil || res.pooler:
+		ss.abort()
+		s.shared.free(r)
+	case !res.granted:
+		s.shared.free(r)
+	case abandoned:
+		unlock := q.unlock
+		if record {
+			unlock = q.unlockRecord
+		}
+		_, _ = ss.send(unlock, []any{key, ss.pid}, func(c *call, _ bool) {
+			if c.err != nil && isServerError(c.err) {
+				ss.abort()
+			}
+			s.shared.free(r)
+		})
+	}
 }
 
 // result is the answer of a grant statement.
@@ -47,18 +141,17 @@ type result struct {
 	recorded bool      // the grant wrote the holder's row
 }
 
-// grant runs the grant statement of q on c, the waiting one if wait. With
-// metadata and a holder table, the statement also writes the holder's row.
-func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait bool, key int64, metadata string) (result, error) {
-	var r result
-	var token *int64
-	pid := int32(c.Conn().PgConn().PID())
-	args := []any{key, pid, s.poolerCheck}
-	stmt := q.try
+// grantStatement returns the grant statement of q, the waiting one if wait,
+// and its arguments for key and the backend pid the connection reported at
+// start-up. With metadata and a holder table, the statement also writes the
+// holder's row (record).
+func (s *Store) grantStatement(q *modeSQL, wait bool, key int64, metadata string, pid int32) (stmt string, args []any, record bool) {
+	args = []any{key, pid, s.poolerCheck}
+	stmt = q.try
 	if wait {
 		stmt = q.wait
 	}
-	record := metadata != "" && s.holders != nil
+	record = metadata != "" && s.holders != nil
 	if record {
 		stmt = q.tryRecord
 		if wait {
@@ -67,11 +160,37 @@ func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait boo
 		classid, objid := lockID(key)
 		args = append(args, metadata, classid, objid)
 	}
+	return stmt, args, record
+}
+
+// grant runs the grant statement of q on c, the waiting one if wait.
+func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait bool, key int64, metadata string) (result, error) {
+	var r result
+	var token *int64
+	pid := int32(c.Conn().PgConn().PID())
+	stmt, args, record := s.grantStatement(q, wait, key, metadata, pid)
 	// The last column, which makes the token durable, has done its work
 	// on the server.
 	if err := c.QueryRow(ctx, stmt, args...).Scan(&r.pid, &token, &r.since, nil); err != nil {
 		return r, err
 	}
+	return s.judge(r, token, pid, record)
+}
+
+// judgeRow decodes the row of a grant statement run on a shared session
+// (binary values) and judges it.
+func (s *Store) judgeRow(vals [][]byte, pid int32, record bool) (result, error) {
+	var r result
+	var token *int64
+	if err := scanRow(vals, &r.pid, &token, &r.since, nil); err != nil {
+		return r, err
+	}
+	return s.judge(r, token, pid, record)
+}
+
+// judge completes r, read from a grant statement run on a connection that
+// reported pid at start-up, with its token.
+func (s *Store) judge(r result, token *int64, pid int32, record bool) (result, error) {
 	switch {
 	case token == nil:
 		r.pooler = s.poolerCheck && r.pid != pid
@@ -83,12 +202,12 @@ func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait boo
 	return r, nil
 }
 
-// newGrant returns the grant of a lock held by the session of c.
-func (s *Store) newGrant(req driver.Request, key int64, c *pgxpool.Conn, r result) driver.Grant {
+// newGrant returns the grant of a lock held by the session of h.
+func (s *Store) newGrant(req driver.Request, key int64, h keeper, r result) driver.Grant {
 	l := &lock{
 		store: s, owner: req.Owner, resource: req.Resource, key: key,
 		sql: s.sql[req.Mode], pid: r.pid, token: r.token, since: r.since,
-		conn: c, recorded: r.recorded,
+		h: h, recorded: r.recorded,
 	}
 	start := time.Now() // the store's own TTL timer starts after this
 	l.hold(req.TTL)
@@ -124,9 +243,9 @@ func discard(c *pgxpool.Conn) {
 	c.Release() // the pool destroys a closed connection
 }
 
-func errPooler(pid int32, c *pgxpool.Conn) error {
+func errPooler(pid int32, startPID uint32) error {
 	return fmt.Errorf("%w: the session's backend pid %d is not the pid %d the connection started with: "+
 		"a connection pooler is in between, and session advisory locks need a direct connection "+
 		"(behind a pooler in session mode, use WithPoolerCheck(false); in transaction mode, LockTx)",
-		driver.ErrUnsupported, pid, c.Conn().PgConn().PID())
+		driver.ErrUnsupported, pid, startPID)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/workload"
-	"github.com/dlmhq/dlm/postgres"
 )
 
 // go test -run '^$' -bench . -benchtime 2s ./postgres/
@@ -19,7 +18,7 @@ func benchClient(b *testing.B, n int32) *dlm.Client {
 	e := newEnv(b)
 	p := e.pool(n)
 	warm(b, p, n)
-	return dlm.New(postgres.New(p))
+	return dlm.New(newStore(b, p))
 }
 
 // warm opens n connections, so that dialling is not measured.

@@ -74,7 +74,7 @@ func closePool(t testing.TB, p *pgxpool.Pool) {
 func (e *env) client(opts ...postgres.Option) (*dlm.Client, *pgxpool.Pool) {
 	e.t.Helper()
 	p := e.pool(24)
-	return dlm.New(postgres.New(p, opts...)), p
+	return dlm.New(newStore(e.t, p, opts...)), p
 }
 
 // locks counts the advisory locks on resource in pg_locks, granted or
@@ -116,4 +116,11 @@ func (e *env) terminate(resource string) int {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// newStore returns postgres.New(p, opts...), closed when the test ends.
+func newStore(t testing.TB, p *pgxpool.Pool, opts ...postgres.Option) *postgres.Store {
+	s := postgres.New(p, opts...)
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
 }

@@ -26,7 +26,7 @@ func request(name, owner string) driver.Request {
 func (e *env) store(opts ...postgres.Option) (*postgres.Store, *pgxpool.Pool) {
 	e.t.Helper()
 	p := e.pool(8)
-	return postgres.New(p, opts...), p
+	return newStore(e.t, p, opts...), p
 }
 
 // rows counts the rows of resource in the default holder table.
@@ -377,7 +377,7 @@ func TestInspectFromAnotherRole(t *testing.T) {
 	if err != nil || !hidden {
 		t.Fatalf("the holder's backend start is visible to another role (%v): the test does not test the fallback", err)
 	}
-	r, err := postgres.New(p, postgres.WithSetup(false)).Inspect(ctx, name)
+	r, err := newStore(t, p, postgres.WithSetup(false)).Inspect(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

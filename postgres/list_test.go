@@ -33,7 +33,7 @@ func (e *env) appClient(app string) (*dlm.Client, *postgres.Store) {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { closePool(e.t, p) })
-	s := postgres.New(p)
+	s := newStore(e.t, p)
 	return dlm.New(s), s
 }
 
@@ -208,9 +208,9 @@ func TestListErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(p.Close)
-		return postgres.New(p)
+		return newStore(t, p)
 	})
-	if _, err := postgres.New(nil).List(context.Background(), "", 10); !errors.Is(err, driver.ErrInvalid) {
+	if _, err := newStore(t, nil).List(context.Background(), "", 10); !errors.Is(err, driver.ErrInvalid) {
 		t.Fatalf("nil pool: %v, want ErrInvalid", err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/dlmhq/dlm/driver"
 )
 
@@ -21,8 +19,9 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) 
 	return l.verify(ctx, req.TTL)
 }
 
-// Release unlocks on the holding connection and gives the connection back
-// to the pool. Releasing a released lock again is not an error.
+// Release unlocks on the holding session, and gives a connection of the
+// lock's own back to the pool. Releasing a released lock again is not an
+// error.
 func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant) error {
 	l, err := s.handle(req, g)
 	if err != nil {
@@ -31,9 +30,9 @@ func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant)
 	return l.release(ctx)
 }
 
-// lock is the handle of one granted lock: the pooled connection whose
-// session holds it. Its methods take turns, since a connection runs one
-// statement at a time.
+// lock is the handle of one granted lock: the session that holds it, a
+// shared one or a pooled connection of the lock's own. Its methods take
+// turns.
 //
 // PostgreSQL keeps the lock while the session lives, so the store enforces
 // the TTL itself: a lock not extended within its TTL is unlocked. Package
@@ -51,11 +50,27 @@ type lock struct {
 	since    time.Time // the server's clock at the grant
 
 	mu       sync.Mutex
-	conn     *pgxpool.Conn // nil once released or lost
-	lost     error         // why the lock is gone, when it was lost
-	expires  time.Time     // when the store unlocks it unless extended
+	h        keeper    // nil once released or lost
+	lost     error     // why the lock is gone, when it was lost
+	expires  time.Time // when the store unlocks it unless extended
 	expiry   *time.Timer
 	recorded bool // the session wrote the holder's row: unlock deletes it
+}
+
+// keeper is the session that holds a granted lock (shared.go).
+type keeper interface {
+	// query runs sql with args and scans its one row into dest.
+	query(ctx context.Context, sql string, args []any, dest ...any) error
+	// unlock runs the unlock statement sql, as query does.
+	unlock(ctx context.Context, sql string, args []any, dest ...any) error
+	// ended reports whether the session ended, and the lock with it.
+	ended() bool
+	// released follows a successful unlock.
+	released()
+	// dropped follows an unlock that the caller's context interrupted.
+	dropped()
+	// end makes sure that nothing of the lock remains.
+	end()
 }
 
 // hold starts the lock's expiry, ttl from now.
@@ -71,7 +86,7 @@ func (l *lock) hold(ttl time.Duration) {
 func (l *lock) expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn == nil {
+	if l.h == nil {
 		return
 	}
 	if d := time.Until(l.expires); d > 0 { // extended meanwhile
@@ -81,7 +96,7 @@ func (l *lock) expire() {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	why := fmt.Errorf("%w: %q expired: not extended within its TTL", driver.ErrNotHeld, l.resource)
-	if l.unlock(ctx) != nil && l.conn != nil {
+	if l.unlock(ctx) != nil && l.h != nil {
 		l.lose(why) // the unlock failed: close the session instead
 		return
 	}
@@ -91,7 +106,7 @@ func (l *lock) expire() {
 // goneLocked returns why the lock is no longer held, if it is not: its
 // loss, or its release.
 func (l *lock) goneLocked() error {
-	if l.conn != nil {
+	if l.h != nil {
 		return nil
 	}
 	if l.lost != nil {
@@ -113,7 +128,7 @@ func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
 	classid, objid := lockID(l.key)
 	var pid int32
 	var held bool
-	err := l.conn.QueryRow(ctx, heldSQL, classid, objid, l.sql.lockMode).Scan(&pid, &held)
+	err := l.h.query(ctx, heldSQL, []any{classid, objid, l.sql.lockMode}, &pid, &held)
 	if err := l.stillHeld(ctx, "extend", err, pid, held); err != nil {
 		return err
 	}
@@ -127,12 +142,12 @@ func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
 // another backend or a lock no longer held lose it.
 func (l *lock) stillHeld(ctx context.Context, op string, err error, pid int32, held bool) error {
 	switch {
-	case err != nil && !l.conn.Conn().IsClosed():
+	case err != nil && !l.h.ended():
 		// The server answered with an error; the session, and its
 		// lock, live on.
 		return fail(ctx, op, err)
 	case err != nil && ctx.Err() != nil:
-		return l.lose(fmt.Errorf("%w: %q: the holding connection was closed when the context ended, and the lock with its session: %w",
+		return l.lose(fmt.Errorf("%w: %q: the holding session ended when the context ended, and the lock with it: %w",
 			driver.ErrNotHeld, l.resource, ctx.Err()))
 	case err != nil:
 		return l.lose(fmt.Errorf("%w: %q: the session holding the lock ended: %w", driver.ErrNotHeld, l.resource, err))
@@ -144,18 +159,18 @@ func (l *lock) stillHeld(ctx context.Context, op string, err error, pid int32, h
 	return nil
 }
 
-// release unlocks on the holding connection and gives it back to the pool.
+// release unlocks on the holding session.
 func (l *lock) release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn == nil {
+	if l.h == nil {
 		return l.lost // nil after a release
 	}
 	return l.unlock(ctx)
 }
 
 // unlock runs the unlock statement, which also deletes the holder's row if
-// the session wrote one, and settles the connection.
+// the session wrote one, and lets the holder go.
 func (l *lock) unlock(ctx context.Context) error {
 	stmt := l.sql.unlock
 	if l.recorded {
@@ -163,7 +178,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	}
 	var pid int32
 	var unlocked *bool
-	err := l.conn.QueryRow(ctx, stmt, l.key, l.pid).Scan(&pid, &unlocked)
+	err := l.h.unlock(ctx, stmt, []any{l.key, l.pid}, &pid, &unlocked)
 	switch {
 	case err == nil && unlocked == nil:
 		return l.lose(l.moved(pid))
@@ -171,17 +186,18 @@ func (l *lock) unlock(ctx context.Context) error {
 		return l.lose(fmt.Errorf("%w: %q: the session did not hold the lock", driver.ErrNotHeld, l.resource))
 	case err == nil:
 		l.expiry.Stop()
-		l.conn.Release()
-		l.conn = nil
+		l.h.released()
+		l.h = nil
 		return nil
 	case ctx.Err() != nil:
-		// Closing the session frees the lock as soon as the server
-		// sees it; there is nothing left to release.
+		// A connection of the lock's own is closed, which frees the
+		// lock as soon as the server sees it; on a shared session the
+		// unlock runs all the same. There is nothing left to release.
 		l.expiry.Stop()
-		discard(l.conn)
-		l.conn = nil
-		return fmt.Errorf("postgres release: %w (the holding connection was closed, which frees the lock)", ctx.Err())
-	case l.conn.Conn().IsClosed():
+		l.h.dropped()
+		l.h = nil
+		return fmt.Errorf("postgres release: %w (the lock is freed all the same)", ctx.Err())
+	case l.h.ended():
 		return l.lose(fmt.Errorf("%w: %q: the session holding the lock had ended: %w", driver.ErrNotHeld, l.resource, err))
 	default:
 		// The session lives and still holds the lock: Release may be
@@ -190,12 +206,12 @@ func (l *lock) unlock(ctx context.Context) error {
 	}
 }
 
-// lose closes the holding connection, so that nothing of the lock can
-// remain, and records why the lock is gone.
+// lose ends the holding session, so that nothing of the lock can remain,
+// and records why the lock is gone.
 func (l *lock) lose(why error) error {
 	l.expiry.Stop()
-	discard(l.conn)
-	l.conn = nil
+	l.h.end()
+	l.h = nil
 	l.lost = why
 	return why
 }

@@ -23,21 +23,21 @@ func TestPoolerDetected(t *testing.T) {
 	name := storetest.Resource(t)
 	p := fakePooler(t, e.srv.Addr())
 
-	_, err := dlm.New(postgres.New(p)).Acquire(ctx, name, dlm.WithWait(0))
+	_, err := dlm.New(newStore(t, p)).Acquire(ctx, name, dlm.WithWait(0))
 	if !errors.Is(err, dlm.ErrUnsupported) {
 		t.Fatalf("lock through a pooler = %v, want ErrUnsupported", err)
 	}
 	if n := e.locks(name, true); n != 0 {
 		t.Fatalf("the rejected grant left %d locks", n)
 	}
-	_, err = dlm.New(postgres.New(p)).Acquire(ctx, name, dlm.WithWait(time.Second))
+	_, err = dlm.New(newStore(t, p)).Acquire(ctx, name, dlm.WithWait(time.Second))
 	if !errors.Is(err, dlm.ErrUnsupported) {
 		t.Fatalf("waiting lock through a pooler = %v, want ErrUnsupported", err)
 	}
 
 	// Session pooling keeps one backend per client connection: allowed on
 	// request, with the backend still checked by Extend and Release.
-	c := dlm.New(postgres.New(p, postgres.WithPoolerCheck(false)))
+	c := dlm.New(newStore(t, p, postgres.WithPoolerCheck(false)))
 	l, err := c.Acquire(ctx, name, dlm.WithWait(0))
 	if err != nil {
 		t.Fatal(err)

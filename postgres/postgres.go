@@ -23,6 +23,11 @@ const (
 	// DefaultWatchInterval is how often a Watch signals when
 	// WithWatchInterval is not given.
 	DefaultWatchInterval = time.Second
+	// DefaultSessions is the number of shared sessions when WithSessions
+	// is not given.
+	DefaultSessions = 2
+	// MaxSessions is the most shared sessions WithSessions accepts.
+	MaxSessions = 64
 )
 
 // cleanupTimeout bounds the statements and closes the store runs on its own
@@ -40,6 +45,8 @@ type Store struct {
 	setup       bool
 	poolerCheck bool
 	interval    time.Duration // of Watch
+	sessions    int           // as given
+	shared      *shared       // nil without shared sessions
 	sql         map[driver.Mode]*modeSQL
 	holders     *holderSQL // nil without a holder table
 	createSQL   string
@@ -88,7 +95,15 @@ func WithWatchInterval(d time.Duration) Option { return func(s *Store) { s.inter
 // is true. Turn it off only behind a pooler in session mode.
 func WithPoolerCheck(on bool) Option { return func(s *Store) { s.poolerCheck = on } }
 
-// New returns a store that takes its connections from pool.
+// WithSessions sets the number of shared sessions, connections whose
+// server sessions hold the locks of many leases at once (see the package
+// documentation); the default is DefaultSessions, at most MaxSessions. Zero
+// turns them off: every lock then holds a connection of the pool until it
+// is released.
+func WithSessions(n int) Option { return func(s *Store) { s.sessions = n } }
+
+// New returns a store that takes its connections from pool. Call Close
+// when done with it, before closing the pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{
 		pool:        pool,
@@ -97,6 +112,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		setup:       true,
 		poolerCheck: true,
 		interval:    DefaultWatchInterval,
+		sessions:    DefaultSessions,
 		setupSem:    make(chan struct{}, 1),
 	}
 	for _, o := range opts {
@@ -114,7 +130,12 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		s.bad = err
 	case s.interval <= 0:
 		s.bad = fmt.Errorf("%w: postgres: watch interval %s is not positive", driver.ErrInvalid, s.interval)
+	case s.sessions < 0 || s.sessions > MaxSessions:
+		s.bad = fmt.Errorf("%w: postgres: %d shared sessions: must be 0 to %d", driver.ErrInvalid, s.sessions, MaxSessions)
 	default:
+		if s.sessions > 0 {
+			s.shared = newShared(pool, s.sessions)
+		}
 		s.sql = statements(seq, table)
 		s.createSQL = "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint"
 		if table != "" {
@@ -122,6 +143,29 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		}
 	}
 	return s
+}
+
+// Close ends the store's shared sessions, which frees the locks they hold:
+// their leases are lost, as their next Extend tells. Locks held on
+// connections of their own are left to their Release. Acquisitions after
+// Close fail with driver.ErrUnavailable. Close does not close the pool. It
+// never fails; the context is not used, and the error is for io.Closer-like
+// callers.
+func (s *Store) Close(ctx context.Context) error {
+	if s.shared != nil {
+		s.shared.close()
+	}
+	return nil
+}
+
+// isClosed reports whether Close was called.
+func (s *Store) isClosed() bool {
+	if s.shared == nil {
+		return false
+	}
+	s.shared.mu.Lock()
+	defer s.shared.mu.Unlock()
+	return s.shared.closed
 }
 
 // Name returns "postgres".

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"path"
 	"strings"
@@ -265,11 +266,11 @@ func TestBadInput(t *testing.T) {
 		name string
 		s    *postgres.Store
 	}{
-		{"nil pool", postgres.New(nil)},
-		{"empty sequence", postgres.New(pool, postgres.WithSequence(""))},
-		{"three-part sequence", postgres.New(pool, postgres.WithSequence("a.b.c"))},
-		{"empty schema", postgres.New(pool, postgres.WithSequence(".fence"))},
-		{"long sequence", postgres.New(pool, postgres.WithSequence(strings.Repeat("s", 64)))},
+		{"nil pool", newStore(t, nil)},
+		{"empty sequence", newStore(t, pool, postgres.WithSequence(""))},
+		{"three-part sequence", newStore(t, pool, postgres.WithSequence("a.b.c"))},
+		{"empty schema", newStore(t, pool, postgres.WithSequence(".fence"))},
+		{"long sequence", newStore(t, pool, postgres.WithSequence(strings.Repeat("s", 64)))},
 	} {
 		if _, err := dlm.New(tc.s).Acquire(ctx, "r", dlm.WithWait(0)); !errors.Is(err, dlm.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", tc.name, err)
@@ -295,7 +296,7 @@ func TestSetupAndSequence(t *testing.T) {
 	// and leaves no lock behind on the pooled connection.
 	p := e.pool(2)
 	seq := "missing_fence_" + path.Base(storetest.Resource(t)) // unique in this run
-	bare := postgres.New(p, postgres.WithSetup(false), postgres.WithSequence(seq))
+	bare := newStore(t, p, postgres.WithSetup(false), postgres.WithSequence(seq))
 	_, err := dlm.New(bare).Acquire(ctx, name, dlm.WithWait(0))
 	if !errors.Is(err, dlm.ErrUnavailable) || !strings.Contains(err.Error(), seq) {
 		t.Fatalf("err = %v, want ErrUnavailable naming the sequence", err)
@@ -324,14 +325,14 @@ func TestSetupAndSequence(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := postgres.New(p, postgres.WithSequence(`lock space.Fence "q"`))
+			s := newStore(t, p, postgres.WithSequence(`lock space.Fence "q"`))
 			if err := s.Setup(ctx); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	c := dlm.New(postgres.New(p, postgres.WithSequence(`lock space.Fence "q"`)))
+	c := dlm.New(newStore(t, p, postgres.WithSequence(`lock space.Fence "q"`)))
 	l, err = c.Acquire(ctx, name, dlm.WithWait(0))
 	if err != nil {
 		t.Fatal(err)
@@ -341,8 +342,10 @@ func TestSetupAndSequence(t *testing.T) {
 
 func TestNoGoroutineLeak(t *testing.T) {
 	e := newEnv(t)
-	c, _ := e.client()
-	storetest.NoGoroutineLeak(t, c, 6, nil, "github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/postgres.")
+	s := postgres.New(e.pool(24))
+	// The shared sessions' goroutines end with the store.
+	closeStore := func() { _ = s.Close(context.Background()) }
+	storetest.NoGoroutineLeak(t, dlm.New(s), 6, closeStore, "github.com/dlmhq/dlm.", "github.com/dlmhq/dlm/postgres.")
 }
 
 func TestStoreEnforcesTTL(t *testing.T) {

@@ -38,8 +38,8 @@ func (l *lock) relabel(ctx context.Context, metadata string) error {
 	classid, objid := lockID(l.key)
 	var pid int32
 	var held bool
-	err := l.conn.QueryRow(ctx, l.store.holders.relabel,
-		l.key, int64(l.token), l.since, metadata, classid, objid, l.pid, l.sql.lockMode).Scan(&pid, &held)
+	err := l.h.query(ctx, l.store.holders.relabel,
+		[]any{l.key, int64(l.token), l.since, metadata, classid, objid, l.pid, l.sql.lockMode}, &pid, &held)
 	if err := l.stillHeld(ctx, "relabel", err, pid, held); err != nil {
 		return err
 	}

@@ -10,13 +10,12 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/internal/storetest"
-	"github.com/dlmhq/dlm/postgres"
 )
 
 func TestLockTx(t *testing.T) {
 	e := newEnv(t)
 	pool := e.pool(8)
-	s := postgres.New(pool)
+	s := newStore(t, pool)
 	c := dlm.New(s)
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
@@ -108,7 +107,7 @@ func TestLockTx(t *testing.T) {
 func TestLockTxBadInput(t *testing.T) {
 	e := newEnv(t)
 	pool := e.pool(2)
-	s := postgres.New(pool)
+	s := newStore(t, pool)
 	ctx := storetest.Context(t)
 	tx, err := pool.Begin(ctx)
 	if err != nil {

@@ -30,7 +30,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	}
 	r, interrupted, err := s.wait(ctx, c, q, key, req.Metadata)
 	if err == nil && r.pooler {
-		err := errPooler(r.pid, c)
+		err := errPooler(r.pid, c.Conn().PgConn().PID())
 		c.Release() // nothing was taken
 		return driver.Grant{}, err
 	}
@@ -50,7 +50,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 		s.settle(c, key, q)
 		return driver.Grant{}, fail(ctx, "acquire", err)
 	}
-	return s.newGrant(req, key, c, r), nil
+	return s.newGrant(req, key, ownHold{c}, r), nil
 }
 
 // wait runs the blocking grant statement of q on c (recording metadata, as

@@ -47,7 +47,7 @@ func TestWatchNotify(t *testing.T) {
 	p := e.pool(4)
 	// An interval that does not come during the test: only notifications
 	// signal.
-	s := postgres.New(p, postgres.WithWatchInterval(time.Hour))
+	s := newStore(t, p, postgres.WithWatchInterval(time.Hour))
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
 	wctx, cancel := context.WithCancel(ctx)
@@ -85,7 +85,7 @@ func TestWatchNotify(t *testing.T) {
 
 func TestWatchSignalsEveryInterval(t *testing.T) {
 	e := newEnv(t)
-	s := postgres.New(e.pool(2), postgres.WithWatchInterval(20*time.Millisecond))
+	s := newStore(t, e.pool(2), postgres.WithWatchInterval(20*time.Millisecond))
 	ctx := storetest.Context(t)
 	ch, err := s.Watch(ctx, storetest.Resource(t))
 	if err != nil {
@@ -138,7 +138,7 @@ func TestWatchClosedWhenItsConnectionFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closePool(t, p)
-	s := postgres.New(p, postgres.WithWatchInterval(time.Hour))
+	s := newStore(t, p, postgres.WithWatchInterval(time.Hour))
 	ctx := storetest.Context(t)
 	ch, err := s.Watch(ctx, storetest.Resource(t))
 	if err != nil {
@@ -172,7 +172,7 @@ func TestWatchErrors(t *testing.T) {
 func TestWatchNoGoroutineLeak(t *testing.T) {
 	e := newEnv(t)
 	p := e.pool(4)
-	s := postgres.New(p, postgres.WithWatchInterval(time.Millisecond))
+	s := newStore(t, p, postgres.WithWatchInterval(time.Millisecond))
 	ctx := storetest.Context(t)
 	for range 5 {
 		wctx, cancel := context.WithCancel(ctx)

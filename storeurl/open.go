@@ -300,7 +300,11 @@ func (s *Store) openPostgres(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, postgres.WithPoolerCheck(check), postgres.WithSetup(setup))
+	sessions, err := s.spec.sessions()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, postgres.WithPoolerCheck(check), postgres.WithSetup(setup), postgres.WithSessions(sessions))
 	cfg, err := pgxpool.ParseConfig(s.spec.URL.String())
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadURL, err)
@@ -310,7 +314,11 @@ func (s *Store) openPostgres(ctx context.Context) error {
 		return fmt.Errorf("%w: postgres: %v", driver.ErrUnavailable, err)
 	}
 	s.closers = append(s.closers, func(context.Context) error { pool.Close(); return nil })
-	s.d = postgres.New(pool, opts...)
+	st := postgres.New(pool, opts...)
+	// Closers run last first: the store ends its shared sessions before
+	// the pool closes.
+	s.closers = append(s.closers, st.Close)
+	s.d = st
 	return nil
 }
 

@@ -7,7 +7,7 @@
 //	redis://[user:password@]host:port[/db][?prefix=dlm:&queue_refresh=500ms&...]
 //	rediss://...                          (the same, over TLS)
 //	redlock://[user:password@]host:port,host:port,...[/db][?prefix=&drift=0.01&node_timeout=250ms]
-//	postgres://user:password@host:port/db[?sequence=dlm_fence&pooler_check=true&...]
+//	postgres://user:password@host:port/db[?sequence=dlm_fence&pooler_check=true&sessions=2&...]
 //	postgresql://...                      (the same)
 //	etcd://host:port[,host:port...][?prefix=dlm/&request_timeout=5s]
 //
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/postgres"
 )
 
 // DefaultURL is the store used when none is named: the dlm server that
@@ -91,7 +92,7 @@ var params = map[Kind][]string{
 	KindDLM:      {"session_ttl", "keepalive", "label", "transport", "tls", "ca", "cert", "key", "server_name", "token_file"},
 	KindRedis:    {"prefix", "queue_refresh", "fence_retention"},
 	KindRedlock:  {"prefix", "drift", "node_timeout", "fence_retention"},
-	KindPostgres: {"sequence", "pooler_check", "setup"},
+	KindPostgres: {"sequence", "pooler_check", "setup", "sessions"},
 	KindEtcd:     {"prefix", "request_timeout"},
 }
 
@@ -307,7 +308,23 @@ func (s *Spec) checkParams() error {
 			return err
 		}
 	}
+	if _, err := s.sessions(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// sessions reads the postgres parameter sessions, or its default.
+func (s *Spec) sessions() (int, error) {
+	v, ok := s.Params["sessions"]
+	if !ok {
+		return postgres.DefaultSessions, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > postgres.MaxSessions {
+		return 0, fmt.Errorf("%w: parameter sessions=%q: want a number of shared sessions from 0 to %d", ErrBadURL, v, postgres.MaxSessions)
+	}
+	return n, nil
 }
 
 // drift parses a drift factor.

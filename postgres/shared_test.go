@@ -1,0 +1,196 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/postgres"
+)
+
+// holders returns the backends that hold resource.
+func (e *env) holders(resource string) []string {
+	e.t.Helper()
+	return e.pids(postgres.KeyOf(resource), true)
+}
+
+func TestSharedSessionHoldsManyLocks(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(4)
+	s := newStore(t, p, postgres.WithSessions(1))
+	ctx := storetest.Context(t)
+	base := storetest.Resource(t)
+	var pid string
+	for i := range 20 {
+		name := base + "/" + strconv.Itoa(i)
+		g, err := s.Acquire(ctx, request(name, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Release(context.Background(), request(name, "a"), g) })
+		h := e.holders(name)
+		if len(h) != 1 || (pid != "" && h[0] != pid) {
+			t.Fatalf("lock %d held by backends %v, want the one shared session %s", i, h, pid)
+		}
+		pid = h[0]
+	}
+	if n := p.Stat().AcquiredConns(); n != 0 {
+		t.Fatalf("20 locks keep %d connections out of the pool, want none", n)
+	}
+}
+
+func TestSameKeyTwiceInOneStore(t *testing.T) {
+	e := newEnv(t)
+	s := newStore(t, e.pool(4), postgres.WithSessions(1))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	// PostgreSQL grants a session a lock it holds already: the second
+	// request must not reach the session that holds the first.
+	a := request(name, "a")
+	ga, err := s.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, request(name, "b")); !errors.Is(err, driver.ErrTaken) {
+		t.Fatalf("second owner in the same store: %v, want ErrTaken", err)
+	}
+	// Shared readers: the second reader holds on a session of its own.
+	rd := request(name+"/read", "c")
+	rd.Mode = driver.PR
+	rd2 := request(name+"/read", "d")
+	rd2.Mode = driver.PR
+	g1, err := s.Acquire(ctx, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := s.Acquire(ctx, rd2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := e.holders(name + "/read"); len(h) != 2 || h[0] == h[1] {
+		t.Fatalf("two readers held by backends %v, want two", h)
+	}
+	if err := s.Release(ctx, rd, g1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Extend(ctx, rd2, g2); err != nil {
+		t.Fatalf("the other reader after the first released: %v", err)
+	}
+	w := request(name+"/read", "e")
+	if _, err := s.Acquire(ctx, w); !errors.Is(err, driver.ErrTaken) {
+		t.Fatalf("writer beside a reader: %v, want ErrTaken", err)
+	}
+	if err := s.Release(ctx, rd2, g2); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := s.Acquire(ctx, w)
+	if err != nil {
+		t.Fatalf("writer after both readers released: %v", err)
+	}
+	if err := s.Release(ctx, w, gw); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, a, ga); err != nil {
+		t.Fatal(err)
+	}
+	// The key's place was given up: the next lock is on the shared
+	// session again.
+	gb, err := s.Acquire(ctx, request(name, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, request(name, "b"), gb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSharedSessionEndLosesItsLocks(t *testing.T) {
+	e := newEnv(t)
+	s := newStore(t, e.pool(4), postgres.WithSessions(1))
+	ctx := storetest.Context(t)
+	base := storetest.Resource(t)
+	var reqs []driver.Request
+	var grants []driver.Grant
+	for i := range 3 {
+		req := request(base+"/"+strconv.Itoa(i), "a")
+		g, err := s.Acquire(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs, grants = append(reqs, req), append(grants, g)
+	}
+	if n := e.terminate(reqs[0].Resource); n != 1 {
+		t.Fatalf("terminated %d backends, want 1", n)
+	}
+	for i, req := range reqs {
+		if err := s.Extend(ctx, req, grants[i]); !errors.Is(err, driver.ErrNotHeld) {
+			t.Fatalf("lock %d after its session ended: Extend = %v, want ErrNotHeld", i, err)
+		}
+		if err := s.Release(ctx, req, grants[i]); !errors.Is(err, driver.ErrNotHeld) {
+			t.Fatalf("lock %d after its session ended: Release = %v, want ErrNotHeld", i, err)
+		}
+	}
+	// A new session takes the locks.
+	for _, req := range reqs {
+		req.Owner = request("", "b").Owner
+		g, err := s.Acquire(ctx, req)
+		if err != nil {
+			t.Fatalf("after the session ended: %v", err)
+		}
+		if err := s.Release(ctx, req, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCloseEndsSharedSessions(t *testing.T) {
+	e := newEnv(t)
+	s := postgres.New(e.pool(4))
+	ctx := storetest.Context(t)
+	req := request(storetest.Resource(t), "a")
+	g, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Extend(ctx, req, g); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Extend after Close = %v, want ErrNotHeld", err)
+	}
+	storetest.Await(t, 10*time.Second, "the server to free the lock", func() bool { return e.locks(req.Resource, true) == 0 })
+	if _, err := s.Acquire(ctx, request(req.Resource, "b")); !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("Acquire after Close = %v, want ErrUnavailable", err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestSessionsOption(t *testing.T) {
+	e := newEnv(t)
+	p := e.pool(4)
+	for _, n := range []int{-1, postgres.MaxSessions + 1} {
+		if _, err := newStore(t, p, postgres.WithSessions(n)).Acquire(context.Background(), request("x", "a")); !errors.Is(err, driver.ErrInvalid) {
+			t.Fatalf("WithSessions(%d): %v, want ErrInvalid", n, err)
+		}
+	}
+	// Without shared sessions every lock keeps a connection of its own.
+	s := newStore(t, p, postgres.WithSessions(0))
+	ctx := storetest.Context(t)
+	req := request(storetest.Resource(t), "a")
+	g, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Stat().AcquiredConns(); n != 1 {
+		t.Fatalf("%d connections out of the pool, want the lock's", n)
+	}
+	if err := s.Release(ctx, req, g); err != nil {
+		t.Fatal(err)
+	}
+}

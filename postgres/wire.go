@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The shared sessions (session.go) speak to the server below pgx's type
+// system: parameters go as text, which the server parses by the types it
+// inferred when it prepared the statement, and results come back in the
+// binary format. The store's statements use a handful of types only; these
+// are they.
+
+// encodeParams returns args in the text format.
+func encodeParams(args []any) ([][]byte, error) {
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case int64:
+			out[i] = strconv.AppendInt(nil, v, 10)
+		case int32:
+			out[i] = strconv.AppendInt(nil, int64(v), 10)
+		case uint32:
+			out[i] = strconv.AppendUint(nil, uint64(v), 10)
+		case bool:
+			out[i] = []byte{'f'}
+			if v {
+				out[i][0] = 't'
+			}
+		case string:
+			out[i] = []byte(v)
+		case time.Time:
+			out[i] = v.UTC().AppendFormat(nil, "2006-01-02 15:04:05.999999Z07:00")
+		default:
+			return nil, fmt.Errorf("postgres: no text encoding for a parameter of type %T", a)
+		}
+	}
+	return out, nil
+}
+
+// postgresEpoch is where timestamptz counts its microseconds from.
+var postgresEpoch = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC).Unix()
+
+// scanRow decodes one row of binary values into dest, which holds *int32,
+// **int64, *bool, **bool, *time.Time, or nil to skip a column. A pointer to
+// a pointer is set to nil for NULL; NULL elsewhere is an error.
+func scanRow(vals [][]byte, dest ...any) error {
+	if len(vals) != len(dest) {
+		return fmt.Errorf("postgres: %d columns for %d destinations", len(vals), len(dest))
+	}
+	for i, d := range dest {
+		v := vals[i]
+		if d == nil {
+			continue
+		}
+		if v == nil {
+			switch d := d.(type) {
+			case **int64:
+				*d = nil
+				continue
+			case **bool:
+				*d = nil
+				continue
+			}
+			return fmt.Errorf("postgres: column %d is NULL", i)
+		}
+		var want int
+		switch d.(type) {
+		case *int32:
+			want = 4
+		case **int64, *time.Time:
+			want = 8
+		case *bool, **bool:
+			want = 1
+		default:
+			return fmt.Errorf("postgres: no binary decoding into %T", d)
+		}
+		if len(v) != want {
+			return fmt.Errorf("postgres: column %d has %d bytes, not %d", i, len(v), want)
+		}
+		switch d := d.(type) {
+		case *int32:
+			*d = int32(binary.BigEndian.Uint32(v))
+		case **int64:
+			n := int64(binary.BigEndian.Uint64(v))
+			*d = &n
+		case *time.Time:
+			us := int64(binary.BigEndian.Uint64(v))
+			*d = time.Unix(postgresEpoch+us/1e6, us%1e6*1e3)
+		case *bool:
+			*d = v[0] != 0
+		case **bool:
+			b := v[0] != 0
+			*d = &b
+		}
+	}
+	return nil
+}
