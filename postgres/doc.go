@@ -3,29 +3,62 @@
 // with fencing tokens from a database sequence.
 //
 //	pool, _ := pgxpool.New(ctx, "postgres://locks@db/app")
-//	locks := dlm.New(postgres.New(pool))
+//	store := postgres.New(pool)
+//	defer store.Close(ctx)
+//	locks := dlm.New(store)
 //
-// # Connections
+// # Connections and shared sessions
 //
 // An advisory lock belongs to the database session that took it, so the lock
-// and its unlock must run on the same connection. The store pins one
-// connection of the pool for each granted lock, from the grant to the
-// release, and for each waiting acquisition while it waits (the waiting
-// connection becomes the holder). Extend and Release run on the holding
-// connection; after a clean unlock the connection goes back to the pool, and
-// after any doubt (an error, a cancelled statement) it is closed instead, so
-// that no connection ever returns to the pool with a lock on it.
+// and its unlock must run in the same session; one session may hold any
+// number of locks. The store keeps a few shared sessions (WithSessions, 2 by
+// default): connections taken out of the pool for the store's life, each
+// with a goroutine that sends the statements of many leases in rounds,
+// pipelined (one write for a round, each statement its own implicit
+// transaction, answers read in order). An acquisition that does not wait
+// takes its lock on the shared session of its key, and the lock's Extend,
+// Relabel and Release run there too. Concurrent leases thus share round
+// trips and server processes: holding a thousand locks takes two
+// connections, not a thousand, and under load a lock cycle costs the server
+// less than plain pg_advisory_lock on a connection per locker (see
+// BENCHMARKS.md).
 //
-// The alternative, one shared connection multiplexing every lock of the
-// process, would serialise every statement behind one socket, lose every lock
-// at once when that connection drops, still need a connection per blocking
-// wait, and, since advisory locks are re-entrant per session, let two owners
-// in one process both "take" the same lock. One connection per lock costs
-// connections instead: size the pool's MaxConns for the locks held and
-// waited for at once, plus the application's own use, or better, give the
-// store a pool of its own. While the pool is exhausted an acquisition waits
-// for a connection, bounded by its context. Release every lease before
-// closing the pool: pgxpool.Pool.Close waits for pinned connections.
+// What a shared session changes, and how the store keeps the guarantees:
+//
+//   - PostgreSQL grants a session a lock it already holds. The store never
+//     asks a shared session for a key that a lock of this store holds on
+//     one: that second request (another owner in the same process, or a
+//     second shared reader) runs on a connection of its own, where the
+//     server decides as between any two sessions.
+//   - A waiting acquisition (below) blocks its session, so it runs on a
+//     connection of its own, pinned from the wait to the release.
+//   - When a shared session ends (its connection broke, the backend was
+//     terminated, the server restarted), every lock on it ends with it, as
+//     one connection's locks always did; each lease learns it at its next
+//     Extend (driver.ErrNotHeld), so at the latest at its renewal. The store
+//     ends a shared session itself only when it cannot make sure that a
+//     lock on it is gone otherwise (an unlock the server refused, a
+//     session that no longer reaches the backend that granted), and when a
+//     round of statements, none of which waits for a lock, gets no answer
+//     for 30 s. The next acquisition opens a new one.
+//   - A caller whose context ends stops waiting for its statement, but a
+//     statement once sent runs, and its outcome is settled in the session:
+//     a grant nobody waits for any more is unlocked, a failed grant is
+//     reset, an unlock completes.
+//
+// A lock on a connection of its own keeps it from the grant to the release;
+// after a clean unlock the connection goes back to the pool, and after any
+// doubt (an error, a cancelled statement) it is closed instead, so that no
+// connection ever returns to the pool with a lock on it. Size the pool for
+// the waits in progress plus the application's own use, or give the store
+// a pool of its own; the shared sessions do not count against the pool's
+// MaxConns once taken. WithSessions(0) turns the shared sessions off: every
+// lock then takes a connection of the pool, as a plain pgx program would.
+//
+// Close ends the shared sessions, and with them their locks; call it before
+// closing the pool (pgxpool.Pool.Close waits for the connections that locks
+// of their own still hold, not for the shared sessions, which would
+// otherwise stay open until the process exits).
 //
 // # Waiting
 //

@@ -12,8 +12,9 @@ import (
 	"github.com/dlmhq/dlm/postgres"
 )
 
-// PostgreSQL advisory locks: a held lock keeps one pooled connection, and
-// the server frees it when that session ends.
+// PostgreSQL advisory locks: a held lock lives in one of the store's shared
+// sessions (or, while it waits, on a pooled connection of its own), and the
+// server frees it when that session ends.
 func Example() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, "postgres://app@127.0.0.1:5432/app")
@@ -21,7 +22,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	locks := dlm.New(postgres.New(pool))
+	store := postgres.New(pool)
+	defer store.Close(ctx) // before the pool's Close: defers run last first
+	locks := dlm.New(store)
 
 	err = locks.Do(ctx, "reports/nightly", func(ctx context.Context, l *dlm.Lease) error {
 		// ctx ends if the lock is lost; hand the fencing token to what

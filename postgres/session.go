@@ -267,6 +267,14 @@ func (s *session) round(batch []*call) (err error) {
 	answered := 0
 	defer func() {
 		if err != nil {
+			// The session is over before any caller hears of it, so
+			// that each can tell a failed session from a refused
+			// statement.
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
 			for _, c := range batch[answered:] {
 				s.finish(c, nil, err)
 			}

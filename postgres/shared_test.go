@@ -166,6 +166,9 @@ func TestCloseEndsSharedSessions(t *testing.T) {
 	if _, err := s.Acquire(ctx, request(req.Resource, "b")); !errors.Is(err, driver.ErrUnavailable) {
 		t.Fatalf("Acquire after Close = %v, want ErrUnavailable", err)
 	}
+	if _, err := s.AcquireWait(ctx, request(req.Resource, "b")); !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("AcquireWait after Close = %v, want ErrUnavailable", err)
+	}
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -191,6 +194,66 @@ func TestSessionsOption(t *testing.T) {
 		t.Fatalf("%d connections out of the pool, want the lock's", n)
 	}
 	if err := s.Release(ctx, req, g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAbandonedSharedGrantIsUnlocked(t *testing.T) {
+	e := newEnv(t)
+	s := newStore(t, e.pool(4), postgres.WithSessions(1))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	req := request(name, "a")
+	req.Metadata = "first"
+	g, err := s.Acquire(ctx, req) // sets the store up, holder table included
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, req, g); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the holder table, so that the next grant with metadata waits in
+	// the server, and give up on it meanwhile.
+	tx, err := e.admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+postgres.DefaultTable+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		b := request(name, "b")
+		b.Metadata = "second"
+		_, err := s.Acquire(actx, b)
+		done <- err
+	}()
+	storetest.Await(t, 10*time.Second, "the grant to wait for the table", func() bool {
+		var n int
+		err := e.admin.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'relation' AND relation = $1::regclass AND NOT granted`, postgres.DefaultTable).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned acquisition = %v, want context.Canceled", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The statement ran, and the session unlocked what nobody holds.
+	storetest.Await(t, 10*time.Second, "the abandoned grant to be unlocked", func() bool { return e.locks(name, true) == 0 })
+	c := request(name, "c")
+	if g, err = s.Acquire(ctx, c); err != nil {
+		t.Fatalf("after the abandoned grant: %v", err)
+	}
+	if err := s.Release(ctx, c, g); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -24,6 +24,9 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, err
 	}
+	if s.isClosed() {
+		return driver.Grant{}, errClosed
+	}
 	c, err := s.conn(ctx)
 	if err != nil {
 		return driver.Grant{}, err
