@@ -93,9 +93,13 @@ func TestCancelRacingGrant(t *testing.T) {
 		default:
 			t.Fatalf("wait %d: %v", i, err)
 		}
-		if n := e.locks(name, true) + e.locks(name, false); n != 0 {
-			t.Fatalf("wait %d: %d locks left held or queued", i, n)
+		if n := e.locks(name, false); n != 0 {
+			t.Fatalf("wait %d: %d requests left queued", i, n)
 		}
+		// A try that the deadline cut short on a shared session is
+		// unlocked by the session right after its answer, not before
+		// Acquire returns.
+		storetest.Await(t, 10*time.Second, "no lock left held", func() bool { return e.locks(name, true) == 0 })
 	}
 	t.Logf("%d grants, %d cancelled waits", granted, cancelled)
 	if n := pool.Stat().AcquiredConns(); n != 0 {
