@@ -110,6 +110,7 @@ const (
 // driver.FeatureBlocking. It is safe for concurrent use.
 type Store struct {
 	rdb       goredis.UniversalClient
+	batch     *redislua.Batcher // the scripts of concurrent calls, pipelined
 	prefix    string
 	refresh   time.Duration
 	retention time.Duration
@@ -153,7 +154,7 @@ func WithWatchInterval(d time.Duration) Option { return func(s *Store) { s.watch
 // *goredis.ClusterClient or a Sentinel failover client.
 func New(rdb goredis.UniversalClient, opts ...Option) *Store {
 	s := &Store{
-		rdb: rdb, prefix: DefaultPrefix, refresh: DefaultQueueRefresh, retention: DefaultFenceRetention,
+		rdb: rdb, batch: redislua.NewBatcher(rdb), prefix: DefaultPrefix, refresh: DefaultQueueRefresh, retention: DefaultFenceRetention,
 		watchTick: DefaultWatchInterval,
 	}
 	s.life, s.end = context.WithCancel(context.Background())
@@ -215,7 +216,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 // the caller blocks on its wake-up list; name is the attempt's name, which
 // a release that hands the lock to the caller echoes (queueing only).
 func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool, name string) (driver.Grant, time.Duration, bool, error) {
-	res, err := redislua.Acquire.Run(ctx, s.rdb,
+	res, err := s.batch.Run(ctx, redislua.Acquire,
 		s.keysOf(req.Resource, fenceSuffix, queueSuffix, liveSuffix),
 		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
 		s.livenessMS, s.retentionMS, flag(listening), name,
@@ -248,7 +249,7 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, g driver.Grant) 
 	if s.bad != nil {
 		return s.bad
 	}
-	n, err := redislua.Extend.Run(ctx, s.rdb, s.keysOf(req.Resource, liveSuffix),
+	n, err := s.batch.Run(ctx, redislua.Extend, s.keysOf(req.Resource, liveSuffix),
 		req.Owner, ms(req.TTL.Milliseconds()), flag(!isBlocked(g))).Int64()
 	if err != nil {
 		return s.fail(ctx, "extend", err)
@@ -266,7 +267,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 	if s.bad != nil {
 		return s.bad
 	}
-	n, err := redislua.Release.Run(ctx, s.rdb, s.keysOf(req.Resource, queueSuffix, liveSuffix, fenceSuffix),
+	n, err := s.batch.Run(ctx, redislua.Release, s.keysOf(req.Resource, queueSuffix, liveSuffix, fenceSuffix),
 		req.Owner, s.livenessMS, s.retentionMS).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)

@@ -16,7 +16,7 @@ func (s *Store) Relabel(ctx context.Context, req driver.Request, _ driver.Grant,
 	if s.bad != nil {
 		return s.bad
 	}
-	n, err := redislua.Relabel.Run(ctx, s.rdb, []string{s.lockKey(req.Resource)}, req.Owner, metadata).Int64()
+	n, err := s.batch.Run(ctx, redislua.Relabel, []string{s.lockKey(req.Resource)}, req.Owner, metadata).Int64()
 	if err != nil {
 		return s.fail(ctx, "relabel", err)
 	}

@@ -91,7 +91,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 func (s *Store) leave(ctx context.Context, lock, owner string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = redislua.Leave.Run(ctx, s.rdb, []string{lock, lock + queueSuffix, lock + liveSuffix}, owner, s.livenessMS).Err()
+	_ = s.batch.Run(ctx, redislua.Leave, []string{lock, lock + queueSuffix, lock + liveSuffix}, owner, s.livenessMS).Err()
 }
 
 // wakeup is what a waiter's wake-up list told it: its turn to try

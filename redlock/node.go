@@ -17,12 +17,13 @@ type node struct {
 	index       int
 	addr        string
 	rdb         goredis.UniversalClient
-	ctxTimeouts bool        // the client gives up at the context's deadline
-	tasks       chan func() // calls handed to an idle worker (see run)
+	ctxTimeouts bool              // the client gives up at the context's deadline
+	tasks       chan func()       // calls handed to an idle worker (see run)
+	batch       *redislua.Batcher // the scripts of concurrent calls, pipelined
 }
 
 func newNode(index int, rdb goredis.UniversalClient) *node {
-	n := &node{index: index, rdb: rdb, ctxTimeouts: true, tasks: make(chan func())}
+	n := &node{index: index, rdb: rdb, ctxTimeouts: true, tasks: make(chan func()), batch: redislua.NewBatcher(rdb)}
 	switch c := rdb.(type) {
 	case *goredis.Client:
 		n.addr, n.ctxTimeouts = c.Options().Addr, c.Options().ContextTimeoutEnabled
@@ -74,7 +75,7 @@ func (e recentError) Error() string {
 // answers a recentError (after running sc all the same).
 func (s *Store) eval(ctx context.Context, n *node, guarded bool, sc *goredis.Script, keys []string, args ...any) (any, error) {
 	if s.guard == 0 || !guarded {
-		return sc.Run(ctx, n.rdb, keys, args...).Result()
+		return n.batch.Run(ctx, sc, keys, args...).Result()
 	}
 	for try := 0; ; try++ {
 		pipe := n.rdb.Pipeline()
