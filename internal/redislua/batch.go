@@ -31,10 +31,10 @@ const batchTimeout = 10 * time.Second
 // batchCall is one script call queued on a Batcher.
 type batchCall struct {
 	cmd      *goredis.Cmd
-	deadline time.Time // the caller's, if any
-	done chan struct{} // closed once cmd has its answer
-	lead chan struct{} // closed when this call is to send the next pipeline
-	led  bool          // lead is closed (under the batcher's mu)
+	deadline time.Time     // the caller's, if any
+	done     chan struct{} // closed once cmd has its answer
+	lead     chan struct{} // closed when this call is to send the next pipeline
+	led      bool          // lead is closed (under the batcher's mu)
 }
 
 // NewBatcher returns a batcher of the calls to rdb.
@@ -117,11 +117,15 @@ func (b *Batcher) send() {
 		deadline = last.deadline
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	pipe := b.rdb.Pipeline()
-	for _, c := range batch {
-		_ = pipe.Process(ctx, c.cmd)
+	if len(batch) == 1 {
+		_ = b.rdb.Process(ctx, batch[0].cmd) // alone: a plain call
+	} else {
+		pipe := b.rdb.Pipeline()
+		for _, c := range batch {
+			_ = pipe.Process(ctx, c.cmd)
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own answer or error
 	}
-	_, _ = pipe.Exec(ctx) // each command keeps its own answer or error
 	cancel()
 	for _, c := range batch {
 		close(c.done)
