@@ -25,7 +25,8 @@ type Batcher struct {
 	busy  bool // a pipeline is in flight, or its sender is handing over
 }
 
-// batchTimeout bounds a pipeline none of whose callers has a deadline.
+// batchTimeout bounds a pipeline none of whose callers has a deadline, and
+// one that a caller sends after giving up on its own call.
 const batchTimeout = 10 * time.Second
 
 // batchCall is one script call queued on a Batcher.
@@ -67,6 +68,9 @@ func (b *Batcher) Run(ctx context.Context, sc *goredis.Script, keys []string, ar
 // returns ctx's error when ctx ends first: cmd then either was never sent
 // or is answered to nobody.
 func (b *Batcher) do(ctx context.Context, cmd *goredis.Cmd) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redis: %w", err) // not sent
+	}
 	c := &batchCall{cmd: cmd, done: make(chan struct{}), lead: make(chan struct{})}
 	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
@@ -74,7 +78,7 @@ func (b *Batcher) do(ctx context.Context, cmd *goredis.Cmd) error {
 	if !b.busy {
 		b.busy = true
 		b.mu.Unlock()
-		b.send()
+		b.send(ctx, c)
 		return nil
 	}
 	b.mu.Unlock()
@@ -82,7 +86,7 @@ func (b *Batcher) do(ctx context.Context, cmd *goredis.Cmd) error {
 	case <-c.done:
 		return nil
 	case <-c.lead:
-		b.send()
+		b.send(ctx, c)
 		return nil
 	case <-ctx.Done():
 	}
@@ -96,19 +100,29 @@ func (b *Batcher) do(ctx context.Context, cmd *goredis.Cmd) error {
 	b.mu.Unlock()
 	if led {
 		// Chosen to send the next pipeline: others wait for it.
-		b.send()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+		defer cancel()
+		b.send(sctx, c)
 		return nil
 	}
 	return fmt.Errorf("redis: %w", ctx.Err()) // in flight: answered to nobody
 }
 
 // send sends every queued call in one pipeline, then hands the turn to the
-// first call queued meanwhile, if any.
-func (b *Batcher) send() {
+// first call queued meanwhile, if any. The sender's own call is own, and
+// ctx its context: when the call goes alone, it goes as a plain call under
+// ctx.
+func (b *Batcher) send(ctx context.Context, own *batchCall) {
 	b.mu.Lock()
 	batch := b.queue
 	b.queue = nil
 	b.mu.Unlock()
+	if len(batch) == 1 && batch[0] == own {
+		_ = b.rdb.Process(ctx, own.cmd)
+		close(own.done)
+		b.handOver()
+		return
+	}
 	// The pipeline lasts as long as the most patient of its callers (each
 	// call carries its per-node deadline); a caller that gives up earlier
 	// stops waiting for it.
@@ -116,20 +130,22 @@ func (b *Batcher) send() {
 	if last := slices.MaxFunc(batch, func(a, b *batchCall) int { return a.deadline.Compare(b.deadline) }); !last.deadline.IsZero() {
 		deadline = last.deadline
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	if len(batch) == 1 {
-		_ = b.rdb.Process(ctx, batch[0].cmd) // alone: a plain call
-	} else {
-		pipe := b.rdb.Pipeline()
-		for _, c := range batch {
-			_ = pipe.Process(ctx, c.cmd)
-		}
-		_, _ = pipe.Exec(ctx) // each command keeps its own answer or error
+	pctx, cancel := context.WithDeadline(context.Background(), deadline)
+	pipe := b.rdb.Pipeline()
+	for _, c := range batch {
+		_ = pipe.Process(pctx, c.cmd)
 	}
+	_, _ = pipe.Exec(pctx) // each command keeps its own answer or error
 	cancel()
 	for _, c := range batch {
 		close(c.done)
 	}
+	b.handOver()
+}
+
+// handOver gives the turn to the first call queued, or leaves the batcher
+// idle.
+func (b *Batcher) handOver() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {

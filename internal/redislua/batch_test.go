@@ -180,3 +180,16 @@ func await(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestBatcherSendsNothingForAnEndedContext(t *testing.T) {
+	rdb, _ := client(t)
+	b := NewBatcher(rdb)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Run(ctx, echo, []string{"count"}, "x").Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("call with an ended context = %v, want context.Canceled", err)
+	}
+	if n, err := rdb.Exists(context.Background(), "count").Result(); err != nil || n != 0 {
+		t.Fatalf("the script ran (%d, %v)", n, err)
+	}
+}
