@@ -121,7 +121,13 @@ func (s *session) enqueue(c *call) {
 // When ctx ends first it returns ctx's error at once, and the statement
 // still runs.
 func (s *session) query(ctx context.Context, sql string, args []any, dest ...any) error {
-	c, err := s.send(sql, args, nil)
+	return s.queryThen(ctx, sql, args, nil, dest...)
+}
+
+// queryThen is query, with after to run in the session's goroutine once
+// the statement is answered, whether or not the caller still waits.
+func (s *session) queryThen(ctx context.Context, sql string, args []any, after func(*call, bool), dest ...any) error {
+	c, err := s.send(sql, args, after)
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (h sharedHold) query(ctx context.Context, sql string, args []any, dest ...a
 // the answer and the session could not unlock, the session ends, so that
 // the lock cannot remain.
 func (h sharedHold) unlock(ctx context.Context, sql string, args []any, dest ...any) error {
-	c, err := h.s.send(sql, args, func(c *call, abandoned bool) {
+	return h.s.queryThen(ctx, sql, args, func(c *call, abandoned bool) {
 		var pid int32
 		var unlocked *bool
 		ok := c.err == nil && scanRow(c.vals, &pid, &unlocked) == nil && unlocked != nil && *unlocked
@@ -140,17 +140,7 @@ func (h sharedHold) unlock(ctx context.Context, sql string, args []any, dest ...
 			h.s.abort()
 			h.sh.free(h.r)
 		}
-	})
-	if err != nil {
-		return err
-	}
-	if err := c.wait(ctx); err != nil {
-		return err
-	}
-	if c.err != nil {
-		return c.err
-	}
-	return scanRow(c.vals, dest...)
+	}, dest...)
 }
 
 func (h sharedHold) ended() bool { return h.s.ended() != nil }

@@ -43,9 +43,23 @@ func TestSharedSessionHoldsManyLocks(t *testing.T) {
 	}
 }
 
+// acquireRelease takes req on s without waiting and releases it.
+func acquireRelease(t *testing.T, s *postgres.Store, req driver.Request, what string) {
+	t.Helper()
+	ctx := storetest.Context(t)
+	g, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if err := s.Release(ctx, req, g); err != nil {
+		t.Fatalf("%s: release: %v", what, err)
+	}
+}
+
 func TestSameKeyTwiceInOneStore(t *testing.T) {
 	e := newEnv(t)
-	s := newStore(t, e.pool(4), postgres.WithSessions(1))
+	p := e.pool(4)
+	s := newStore(t, p, postgres.WithSessions(1))
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
 	// PostgreSQL grants a session a lock it holds already: the second
@@ -98,10 +112,13 @@ func TestSameKeyTwiceInOneStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The key's place was given up: the next lock is on the shared
-	// session again.
+	// session again, not on a connection of the pool.
 	gb, err := s.Acquire(ctx, request(name, "b"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := p.Stat().AcquiredConns(); n != 0 {
+		t.Fatalf("the key's next lock holds %d connections of the pool, want it on the shared session", n)
 	}
 	if err := s.Release(ctx, request(name, "b"), gb); err != nil {
 		t.Fatal(err)
@@ -137,13 +154,7 @@ func TestSharedSessionEndLosesItsLocks(t *testing.T) {
 	// A new session takes the locks.
 	for _, req := range reqs {
 		req.Owner = request("", "b").Owner
-		g, err := s.Acquire(ctx, req)
-		if err != nil {
-			t.Fatalf("after the session ended: %v", err)
-		}
-		if err := s.Release(ctx, req, g); err != nil {
-			t.Fatal(err)
-		}
+		acquireRelease(t, s, req, "after the session ended")
 	}
 }
 
@@ -249,11 +260,5 @@ func TestAbandonedSharedGrantIsUnlocked(t *testing.T) {
 	}
 	// The statement ran, and the session unlocked what nobody holds.
 	storetest.Await(t, 10*time.Second, "the abandoned grant to be unlocked", func() bool { return e.locks(name, true) == 0 })
-	c := request(name, "c")
-	if g, err = s.Acquire(ctx, c); err != nil {
-		t.Fatalf("after the abandoned grant: %v", err)
-	}
-	if err := s.Release(ctx, c, g); err != nil {
-		t.Fatal(err)
-	}
+	acquireRelease(t, s, request(name, "c"), "after the abandoned grant")
 }
