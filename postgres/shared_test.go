@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/postgres"
@@ -54,6 +56,22 @@ func acquireRelease(t *testing.T, s *postgres.Store, req driver.Request, what st
 	if err := s.Release(ctx, req, g); err != nil {
 		t.Fatalf("%s: release: %v", what, err)
 	}
+}
+
+// connsWhileHeld takes req on s without waiting, counts the connections
+// out of p while it holds it, and releases it.
+func connsWhileHeld(t *testing.T, s *postgres.Store, p *pgxpool.Pool, req driver.Request) int32 {
+	t.Helper()
+	ctx := storetest.Context(t)
+	g, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := p.Stat().AcquiredConns()
+	if err := s.Release(ctx, req, g); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestSameKeyTwiceInOneStore(t *testing.T) {
@@ -113,15 +131,8 @@ func TestSameKeyTwiceInOneStore(t *testing.T) {
 	}
 	// The key's place was given up: the next lock is on the shared
 	// session again, not on a connection of the pool.
-	gb, err := s.Acquire(ctx, request(name, "b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := p.Stat().AcquiredConns(); n != 0 {
+	if n := connsWhileHeld(t, s, p, request(name, "b")); n != 0 {
 		t.Fatalf("the key's next lock holds %d connections of the pool, want it on the shared session", n)
-	}
-	if err := s.Release(ctx, request(name, "b"), gb); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -195,17 +206,9 @@ func TestSessionsOption(t *testing.T) {
 	}
 	// Without shared sessions every lock keeps a connection of its own.
 	s := newStore(t, p, postgres.WithSessions(0))
-	ctx := storetest.Context(t)
 	req := request(storetest.Resource(t), "a")
-	g, err := s.Acquire(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := p.Stat().AcquiredConns(); n != 1 {
+	if n := connsWhileHeld(t, s, p, req); n != 1 {
 		t.Fatalf("%d connections out of the pool, want the lock's", n)
-	}
-	if err := s.Release(ctx, req, g); err != nil {
-		t.Fatal(err)
 	}
 }
 
