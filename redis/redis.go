@@ -33,6 +33,12 @@
 // grant's Blocking channel is closed. A lock library with neither tokens
 // nor a queue (bsm/redislock) runs one command to acquire and two to
 // release; the token and the queue check are what dlm's cycle adds.
+//
+// Concurrent calls share round trips: the scripts that calls send while
+// another is in flight go together in one pipeline once it has answered,
+// so under load Redis reads and answers many in one system call each. A
+// call alone goes at once, as a plain call. Blocking pops (waiters) keep
+// connections of their own.
 // BenchmarkServerCost reports the server time and the commands per script.
 //
 // # Waiting and its bounds

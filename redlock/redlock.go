@@ -47,7 +47,11 @@
 // its live wait list, or to anyone when the list is empty: the acquire
 // script reads the list in the same call as it reads and sets the lock, so
 // an attempt is still one script call per node, and when nobody waits the
-// list costs one EXISTS. A new request, and a releaser that asks again,
+// list costs one EXISTS. The scripts that concurrent calls send to one node
+// while another is in flight there go together in one pipeline once it has
+// answered (a call alone goes at once): under load a node reads and
+// answers many calls per system call, which costs it less than the
+// scripts add over a plain SET NX. A new request, and a releaser that asks again,
 // are refused wherever someone waits, and queue behind them.
 //
 // A waiter's attempt asks every node at once, as Acquire does, and puts
