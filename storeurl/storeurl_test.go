@@ -23,6 +23,7 @@ func TestParse(t *testing.T) {
 		{"rediss://h", storeurl.KindRedis, []string{"h:6379"}, nil},
 		{"redlock://a:1,b:2,c?drift=0.02", storeurl.KindRedlock, []string{"a:1", "b:2", "c:6379"}, map[string]string{"drift": "0.02"}},
 		{"postgres://u:p@h/db?sslmode=disable&sequence=s", storeurl.KindPostgres, nil, map[string]string{"sequence": "s"}},
+		{"postgres://h/db?sessions=0", storeurl.KindPostgres, nil, map[string]string{"sessions": "0"}},
 		{"postgresql://h/db", storeurl.KindPostgres, nil, nil},
 		{"etcd://[::1]:2379,e2", storeurl.KindEtcd, []string{"[::1]:2379", "e2:2379"}, nil},
 		// A host of a list is read as a lone host is: the zone unescaped.
@@ -72,6 +73,9 @@ func TestParseRejects(t *testing.T) {
 		{"dlm://h/path", "no path"},
 		{"etcd://h?prefix=a&x=1", `no parameter "x"`},
 		{"redis://a:1,b:2", "one host"},
+		{"postgres://h/db?sessions=-1", "shared sessions from 0 to 64"},
+		{"postgres://h/db?sessions=65", "shared sessions from 0 to 64"},
+		{"postgres://h/db?sessions=two", "shared sessions from 0 to 64"},
 		{"redis:opaque", "want redis://host:port"},
 		{"dlm://h:1?%zz", "query"},
 		{"dlm://" + strings.Repeat("a", storeurl.MaxURLBytes), "longer than"},
