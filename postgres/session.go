@@ -49,7 +49,7 @@ type session struct {
 	queue  []*call
 	err    error // why the session ended; nil while it lives
 	wake   chan struct{}
-	closed chan struct{} // closed by close
+	closed chan struct{} // closed by abort
 
 	done     chan struct{}     // closed when run returns
 	prepared map[string]string // owned by run: SQL -> statement name
