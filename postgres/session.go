@@ -193,6 +193,16 @@ func (s *session) abort() {
 	}
 }
 
+// stopped reports whether the session's goroutine has returned.
+func (s *session) stopped() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // close aborts the session and waits for its goroutine to stop.
 func (s *session) close() {
 	s.abort()

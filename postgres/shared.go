@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,8 +29,9 @@ type shared struct {
 // A slot holds one shared session, opened when first needed and opened
 // again after it ended.
 type slot struct {
-	sem chan struct{} // held while the slot's session is read or opened
-	s   *session
+	sem  chan struct{} // held while the slot's session is read or opened
+	s    *session
+	gone []*session // ended sessions whose goroutine may still be finishing
 }
 
 // A reservation is a key's place on the shared sessions, held from the
@@ -89,6 +91,9 @@ func (sh *shared) session(ctx context.Context, key int64) (*session, error) {
 		c.Release()
 		return nil, errClosed
 	}
+	if sl.s != nil {
+		sl.gone = slices.DeleteFunc(append(sl.gone, sl.s), (*session).stopped)
+	}
 	// The session keeps the connection for its life, outside the pool's
 	// count, so that closing the pool does not wait for it.
 	sl.s = openSession(c.Hijack())
@@ -107,6 +112,10 @@ func (sh *shared) close() {
 		if sl.s != nil {
 			sl.s.close()
 		}
+		for _, g := range sl.gone {
+			g.close()
+		}
+		sl.gone = nil
 		<-sl.sem
 	}
 }

@@ -167,6 +167,13 @@ func TestSharedSessionEndLosesItsLocks(t *testing.T) {
 		req.Owner = request("", "b").Owner
 		acquireRelease(t, s, req, "after the session ended")
 	}
+	// Close waits for the ended session's goroutine as for the new one's.
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := storetest.Goroutines("github.com/dlmhq/dlm/postgres.(*session)"); n != 0 {
+		t.Fatalf("%d session goroutines left after Close", n)
+	}
 }
 
 func TestCloseEndsSharedSessions(t *testing.T) {
