@@ -20,10 +20,8 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{}, err
 	}
 	if s.shared != nil {
-		if s.setup {
-			if err := s.Setup(ctx); err != nil {
-				return driver.Grant{}, err
-			}
+		if err := s.setUp(ctx); err != nil {
+			return driver.Grant{}, err
 		}
 		if r := s.shared.reserve(key); r != nil {
 			return s.acquireShared(ctx, req, key, q, r)
@@ -102,12 +100,7 @@ func (s *Store) settleShared(ss *session, c *call, abandoned bool, key int64, q 
 		}
 		// The statement may have failed after the lock was granted.
 		classid, objid := lockID(key)
-		_, _ = ss.send(q.reset, []any{key, classid, objid, q.lockMode}, func(c *call, _ bool) {
-			if c.err != nil && isServerError(c.err) {
-				ss.abort() // the lock may be held: end the session
-			}
-			s.shared.free(r)
-		})
+		_, _ = ss.send(q.reset, []any{key, classid, objid, q.lockMode}, s.shared.freeAfter(ss, r))
 		return
 	}
 	res, err := s.judgeRow(c.vals, ss.pid, false)
@@ -122,12 +115,7 @@ func (s *Store) settleShared(ss *session, c *call, abandoned bool, key int64, q 
 		if record {
 			unlock = q.unlockRecord
 		}
-		_, _ = ss.send(unlock, []any{key, ss.pid}, func(c *call, _ bool) {
-			if c.err != nil && isServerError(c.err) {
-				ss.abort()
-			}
-			s.shared.free(r)
-		})
+		_, _ = ss.send(unlock, []any{key, ss.pid}, s.shared.freeAfter(ss, r))
 	}
 }
 

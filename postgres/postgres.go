@@ -189,12 +189,18 @@ func (s *Store) prepare(req driver.Request) (int64, *modeSQL, error) {
 	return KeyOf(req.Resource), q, nil
 }
 
+// setUp runs Setup unless WithSetup(false) was given.
+func (s *Store) setUp(ctx context.Context) error {
+	if !s.setup {
+		return nil
+	}
+	return s.Setup(ctx)
+}
+
 // conn sets the store up if needed and takes a connection from the pool.
 func (s *Store) conn(ctx context.Context) (*pgxpool.Conn, error) {
-	if s.setup {
-		if err := s.Setup(ctx); err != nil {
-			return nil, err
-		}
+	if err := s.setUp(ctx); err != nil {
+		return nil, err
 	}
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {

@@ -68,6 +68,19 @@ func (sh *shared) free(r *reservation) {
 	}
 }
 
+// freeAfter returns the after of a statement that the session ss runs on
+// its own to clear r's key (a reset, an unlock nobody waits for): it gives
+// r's place up once the statement ran, and ends the session when the
+// server refused it, since the lock may then remain.
+func (sh *shared) freeAfter(ss *session, r *reservation) func(*call, bool) {
+	return func(c *call, _ bool) {
+		if c.err != nil && isServerError(c.err) {
+			ss.abort()
+		}
+		sh.free(r)
+	}
+}
+
 // session returns the live session of key's slot, opening one with a
 // connection taken out of the pool when there is none.
 func (sh *shared) session(ctx context.Context, key int64) (*session, error) {
