@@ -21,10 +21,6 @@ const batchTimeout = 30 * time.Second
 // maxBatch bounds the statements a shared session sends in one round.
 const maxBatch = 128
 
-// errNotRead marks a statement prepared in a round whose answer has not
-// been read yet.
-var errNotRead = errors.New("not read")
-
 // errSessionEnded is the error of a statement on a shared session that
 // ended before it ran.
 var errSessionEnded = errors.New("the shared session ended")
@@ -266,14 +262,14 @@ func (s *session) round(batch []*call) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	p := s.conn.PgConn().StartPipeline(ctx)
-	var fresh []string // statements prepared in this round
-	for _, c := range batch {
+	prepares := make([]bool, len(batch)) // the call's statement is prepared before it
+	for i, c := range batch {
 		name, ok := s.prepared[c.sql]
 		if !ok {
 			s.names++
 			name = "dlm_" + strconv.Itoa(s.names)
 			s.prepared[c.sql] = name
-			fresh = append(fresh, c.sql)
+			prepares[i] = true
 			p.SendPrepare(name, c.sql, nil)
 			p.SendPipelineSync()
 		}
@@ -299,15 +295,12 @@ func (s *session) round(batch []*call) (err error) {
 	if err := p.Flush(); err != nil {
 		return err
 	}
-	// Each statement prepared in this round: nil once read, or the
-	// server's error, which its calls get instead of their own.
-	prepared := map[string]error{}
-	for _, sql := range fresh {
-		prepared[sql] = errNotRead
-	}
-	for _, c := range batch {
-		if perr, ok := prepared[c.sql]; ok && perr == errNotRead {
-			_, perr = p.GetResults() // the statement's description
+	// The server's refusals to prepare a statement, which its calls get
+	// instead of their own answers.
+	refused := map[string]error{}
+	for i, c := range batch {
+		if prepares[i] {
+			_, perr := p.GetResults() // the statement's description
 			if err := endOfStatement(p); err != nil {
 				return err
 			}
@@ -315,9 +308,9 @@ func (s *session) round(batch []*call) (err error) {
 				return perr
 			}
 			if perr != nil {
+				refused[c.sql] = perr
 				delete(s.prepared, c.sql) // prepare it again next time
 			}
-			prepared[c.sql] = perr
 		}
 		vals, qerr := readRow(p)
 		if err := endOfStatement(p); err != nil {
@@ -326,7 +319,7 @@ func (s *session) round(batch []*call) (err error) {
 		if qerr != nil && !isServerError(qerr) {
 			return qerr
 		}
-		if perr := prepared[c.sql]; perr != nil {
+		if perr := refused[c.sql]; perr != nil {
 			vals, qerr = nil, perr
 		}
 		answered++
