@@ -33,7 +33,13 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys
 	keys, args := s.acquireArgs(k, req, w)
 	ukeys, uargs := s.releaseArgs(k, req.Owner, 0, w)
 	r := s.fanout(ctx, timeout,
-		func(ctx context.Context, n *node) (answer, uint64, error) { return s.acquireOn(ctx, n, keys, args) },
+		func(ctx context.Context, n *node) (answer, uint64, error) {
+			a, tok, clock, err := s.acquireOn(ctx, n, keys, args)
+			if w != nil && clock > 0 {
+				w.answered(n.index, start, clock)
+			}
+			return a, tok, err
+		},
 		func(ctx context.Context, n *node, failed bool, a answer) {
 			switch {
 			case failed && a == no:
@@ -42,11 +48,15 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys
 			case failed:
 				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
-				_, _, _ = s.releaseOn(ctx, n, ukeys, uargs)
+				res, err := s.eval(ctx, n, false, redislua.RedlockRelease, ukeys, uargs...)
+				if w != nil {
+					_, clock, err := released(res, err)
+					w.undone(n.index, clock, err)
+				}
 			case w != nil && a != yes:
 				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
-				s.leaveOn(ctx, n, k, req.Owner)
+				s.leaveOn(ctx, n, k, req.Owner, false)
 			}
 		},
 	)
@@ -97,34 +107,41 @@ func (s *Store) taken(resource string, t *tally) error {
 // acquireArgs returns the keys and arguments of the acquire script for
 // req, for a waiter when w is set.
 func (s *Store) acquireArgs(k redislua.Keys, req driver.Request, w *waiter) ([]string, []any) {
-	tickets, live := redislua.RedlockQueueKeys(k)
+	tickets, live, requests := redislua.RedlockQueueKeys(k)
 	waiting, ticket := "0", "0"
 	if w != nil {
 		waiting, ticket = "1", w.ticket
 	}
-	return []string{k.Lock, k.Fence, k.Queue, tickets, live, k.Wake},
+	return []string{k.Lock, k.Fence, k.Queue, tickets, live, k.Wake, requests},
 		[]any{req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
 			waiting, ticket, s.liveness().Milliseconds(), k.WakeBase}
 }
 
 // acquireOn runs the acquire script on one node with the keys and
-// arguments of acquireArgs.
-func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []any) (answer, uint64, error) {
+// arguments of acquireArgs. clock is the node's clock in microseconds when
+// it ran the script, for a waiter's call (0 otherwise).
+func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []any) (a answer, token, clock uint64, err error) {
 	res, err := s.eval(ctx, n, true, redislua.RedlockAcquire, keys, args...)
 	if err != nil {
-		return silent, 0, err
+		return silent, 0, 0, err
 	}
 	reply, _ := res.([]any)
+	if len(reply) == 3 {
+		str, _ := reply[2].(string)
+		if clock, err = strconv.ParseUint(str, 10, 64); err != nil {
+			return silent, 0, 0, fmt.Errorf("bad clock %q", str)
+		}
+	}
 	switch {
 	case len(reply) >= 2 && reply[0] == int64(1):
 		str, _ := reply[1].(string)
 		tok, err := strconv.ParseUint(str, 10, 64)
 		if err != nil {
-			return silent, 0, fmt.Errorf("bad token %q", str)
+			return silent, 0, 0, fmt.Errorf("bad token %q", str)
 		}
-		return yes, tok, nil
-	case len(reply) == 2 && reply[0] == int64(0):
-		return no, 0, nil
+		return yes, tok, clock, nil
+	case len(reply) >= 2 && reply[0] == int64(0):
+		return no, 0, clock, nil
 	}
-	return silent, 0, fmt.Errorf("unexpected reply %v", res)
+	return silent, 0, 0, fmt.Errorf("unexpected reply %v", res)
 }

@@ -39,8 +39,9 @@
 //
 // The store is a driver.Waiter: package dlm makes one attempt, and on
 // contention calls AcquireWait, which queues on every node. Each node
-// keeps, per resource, a wait list: the waiters' tickets (a sorted set) and
-// their liveness deadlines by the node's clock (a second sorted set). A
+// keeps, per resource, a wait list: the waiters' tickets (a sorted set),
+// their liveness deadlines by the node's clock (a second sorted set) and
+// their requests (a hash). A
 // waiter's ticket is the client's clock in microseconds when AcquireWait
 // began, the same on every node and kept across its attempts, so that
 // every node orders the waiters alike. A node grants only to the head of
@@ -51,46 +52,72 @@
 // while another is in flight there go together in one pipeline once it has
 // answered (a call alone goes at once): under load a node reads and
 // answers many calls per system call, which costs it less than the
-// scripts add over a plain SET NX. A new request, and a releaser that asks again,
-// are refused wherever someone waits, and queue behind them.
+// scripts add over a plain SET NX. A new request, and a releaser that asks
+// again, are refused wherever someone waits, and queue behind them.
 //
 // A waiter's attempt asks every node at once, as Acquire does, and puts
 // the waiter in the wait list of each node that does not grant (or
-// refreshes its place there). A release, on each node, wakes the head of
-// that node's list by pushing to the head's own wake-up list, which the
-// waiter pops on every node (one blocking pop per node while it waits); so
-// does a refused attempt that found the lock free there. Without a wake-up
-// a waiter attempts again every queue refresh interval (WithQueueRefresh,
+// refreshes its place there), with its request (TTL and metadata). A
+// release, on each node, hands the freed lock to the head of that node's
+// list: the node sets the lock for the head, with the head's TTL and
+// metadata and a new token, as the head's own attempt would have, takes
+// it out of the list, and pushes "token, the node's clock" to the head's
+// own wake-up list, which the waiter pops on every node (one blocking pop
+// per node while it waits). A waiter handed the lock by a quorum of nodes
+// holds it, without asking the nodes again: a handoff costs one release
+// and a pop, where an attempt after a wake-up costs a further script on
+// every node. A node that cannot hand over (see Restart guard) wakes the
+// head instead, as does a refused attempt that found the lock free there;
+// a woken waiter attempts again. A waiter whose handovers do not reach a
+// quorum within the per-node timeout attempts again too: its attempt is
+// granted where it was handed the lock (an owner that holds the lock is
+// granted again, its TTL set anew) and asks the rest. Without either a
+// waiter attempts again every queue refresh interval (WithQueueRefresh,
 // 500 ms by default), which also keeps its place alive; a node drops a
 // waiter whose place was not refreshed for four intervals. A successful
 // waiter leaves the lists of the nodes that did not grant; a failed
 // attempt keeps its place on the nodes that granted (it releases the lock
-// there and stays queued); a waiter whose context ends leaves every list.
+// there and stays queued); a waiter whose context ends leaves every list
+// and frees the lock where it was handed over, which hands it on to the
+// next.
 //
-// Mutual exclusion is Redlock's, unchanged: a grant still needs the
-// acquire script to set the lock (SET NX, in effect) on a quorum within
-// the validity, and two quorums share a node, which holds one lock at a
-// time. The wait list only adds a reason for a node to refuse: it never
-// makes a node set a lock it would not have set without it, nor keeps one
-// alive, and the scripts that change it delete no lock but the caller's
-// own. Any run of this store is therefore a run of plain Redlock in which
-// some nodes refused more often, and the fencing argument below holds as
-// it stands.
+// Mutual exclusion is Redlock's, unchanged. A handover is the head's SET
+// NX, run by the node on its behalf at the moment the lock is free there;
+// the wait list only adds a reason for a node to refuse an attempt; and
+// the scripts that change the lists delete no lock but the caller's own.
+// So any run of this store is a run of plain Redlock in which some
+// requests were made by the nodes and some nodes refused more often: a
+// grant still needs the lock set for the owner on a quorum, two quorums
+// share a node, and a node holds one lock at a time. What a handover must
+// keep is Redlock's validity, TTL - elapsed - drift counted from a moment
+// no later than the lock was set on each node of the quorum. The waiter
+// does not see that moment; it dates it from its own last attempt on the
+// node, whose reply carries the node's clock: the node ran that attempt
+// after the waiter sent it, so it set the lock no earlier than the send
+// plus the node's elapsed time between the two, shortened by the drift
+// factor for a clock that runs fast. A handover counts only when it came
+// after the waiter's last attempt and last undo on that node (by the
+// node's clock), since an undo may have freed the lock since, and never
+// from a node whose undo went unanswered. The fencing argument below
+// holds as it stands: a handover raises the node's counter as a grant
+// does, after the release has raised it to the holder's token.
 //
 // Nor can the wait lists deadlock: a waiter holds nothing while it waits
 // (a place in a list is not a lock), and every place lapses unless its
 // waiter refreshes it. Nodes may briefly disagree on the head (a
 // registration still on its way, a node that lost its list): a waiter
-// granted on a minority then undoes that grant and stays queued, and the
-// nodes wake their heads. Since every live waiter registers again at each
-// attempt, with the same ticket, a node that restarted empty or was
-// flushed has the waiters back in order within one refresh interval, and
-// meanwhile grants nothing that counts: a request it lets through still
-// needs a quorum, and the other nodes refuse it while waiters are queued
-// there. The live waiter with the smallest ticket thus becomes the head of
-// every node it can reach, and is granted once the lock is free on a
-// quorum; a waiter that died holds the others back for at most four
-// refresh intervals.
+// handed or granted the lock on a minority then undoes that and stays
+// queued, and the nodes hand the lock to, or wake, their heads. Since every
+// live waiter registers again at each attempt, with the same ticket, a
+// node that restarted empty or was flushed has the waiters back in order
+// within one refresh interval, and meanwhile grants nothing that counts: a
+// request it lets through still needs a quorum, and the other nodes refuse
+// it while waiters are queued there. The live waiter with the smallest
+// ticket thus becomes the head of every node it can reach, and is granted
+// once the lock is free on a quorum. A waiter that died holds the others
+// back for at most four refresh intervals, unless a release handed it the
+// lock before its place lapsed: then, like a holder that dies, it holds
+// the lock until its TTL runs out on those nodes.
 //
 // The grants go in ticket order: first come, first served by the clients'
 // clocks. Clocks that differ between client machines reorder waiters that
@@ -107,9 +134,9 @@
 // behind it; it returns as soon as a quorum released (or the answers
 // decide), at most twice the per-node timeout, and the other nodes'
 // releases go on without the caller, as an acquisition's calls to the
-// nodes beyond its quorum do. When a node woke a waiter, it waits for
-// every node's answer, so that the waiter, asking them all at once, finds
-// the lock free wherever the release got through.
+// nodes beyond its quorum do. When a node handed the lock over or woke a
+// waiter, it waits for every node's answer, so that the releaser, which
+// often asks again at once, does not race the waiter for the cores.
 //
 // # Errors
 //
@@ -169,6 +196,13 @@
 // waits one guard before it votes. Without the guard (the default), run the
 // nodes with persistence (appendonly, fsync always) or restart them only
 // after the longest TTL in use.
+//
+// With the guard, releases wake the head of the wait list instead of
+// handing it the lock: the release script cannot read the marker (another
+// key, which a Redis Cluster client may not reach from the same script),
+// so a node inside its guard would hand over what it may not grant. The
+// woken waiter's attempt is guarded as every attempt is. A handoff then
+// costs the attempt after the wake-up again.
 //
 // # Elections
 //

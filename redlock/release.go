@@ -69,24 +69,51 @@ func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g
 // zero token raises no counter. With w set (the undo of a waiter's failed
 // attempt) the owner keeps its place in the node's wait list.
 func (s *Store) releaseArgs(k redislua.Keys, owner string, token uint64, w *waiter) ([]string, []any) {
-	tickets, live := redislua.RedlockQueueKeys(k)
-	requeue, ticket := "0", "0"
+	tickets, live, requests := redislua.RedlockQueueKeys(k)
+	requeue, ticket, request := "0", "0", ""
 	if w != nil {
-		requeue, ticket = "1", w.ticket
+		requeue, ticket, request = "1", w.ticket, w.request
 	}
-	return []string{k.Lock, k.Fence, tickets, live},
+	return []string{k.Lock, k.Fence, tickets, live, requests},
 		[]any{owner, strconv.FormatUint(token, 10), s.retention.Milliseconds(),
-			k.WakeBase, s.liveness().Milliseconds(), requeue, ticket}
+			k.WakeBase, s.liveness().Milliseconds(), requeue, ticket, request, s.handsOver()}
+}
+
+// handsOver is the release script's argument that makes a node hand the
+// lock to the head of its wait list: "1", unless a restart guard is set (a
+// node does not know its own age inside the release script, so it could
+// grant while the guard bars it from voting).
+func (s *Store) handsOver() string {
+	if s.guard > 0 {
+		return "0"
+	}
+	return "1"
 }
 
 // releaseOn runs the release script on one node with the keys and
 // arguments of releaseArgs.
 func (s *Store) releaseOn(ctx context.Context, n *node, keys []string, args []any) (answer, uint64, error) {
-	res, err := s.eval(ctx, n, false, redislua.RedlockRelease, keys, args...)
-	if err == nil && res == int64(2) {
-		return yesWoke, 0, nil
+	a, _, err := released(s.eval(ctx, n, false, redislua.RedlockRelease, keys, args...))
+	return a, 0, err
+}
+
+// released reads the reply of the release script: yesWoke when the node
+// woke a waiter or handed it the lock, and the node's clock in
+// microseconds when the reply carries it (the undo of a waiter's attempt).
+func released(res any, err error) (answer, uint64, error) {
+	var clock uint64
+	if reply, ok := res.([]any); ok && len(reply) == 2 && err == nil {
+		str, _ := reply[1].(string)
+		if clock, err = strconv.ParseUint(str, 10, 64); err != nil {
+			return silent, 0, fmt.Errorf("bad clock %q", str)
+		}
+		res = reply[0]
 	}
-	return ownerChecked(res, err)
+	if err == nil && (res == int64(2) || res == int64(3)) {
+		return yesWoke, clock, nil
+	}
+	a, _, err := ownerChecked(res, err)
+	return a, clock, err
 }
 
 // ownerChecked reads the reply of an owner-checked script (release,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -16,28 +15,27 @@ import (
 
 var _ driver.Waiter = (*Store)(nil)
 
-// waiter is one AcquireWait call's place in the nodes' wait lists.
-type waiter struct {
-	ticket string // the same on every node: its order among the waiters
-}
-
 // AcquireWait queues for the lock on every node and blocks until it is
 // granted on a quorum or ctx ends. Each attempt asks every node at once,
 // as Acquire does, and puts the caller in the wait list of each node that
 // does not grant, with a ticket chosen when the call began (the client's
 // clock in microseconds), the same on every node and kept across attempts.
 // A node grants only to the head of its live wait list. The release of the
-// lock on a node wakes that node's head through its own wake-up list,
-// which the waiter pops on every node; it also attempts again every queue
-// refresh interval, which keeps its place alive. When ctx ends it leaves
-// every node's wait list and returns an error wrapping driver.ErrTaken and
-// ctx.Err().
+// lock on a node hands it to that node's head, or wakes the head, through
+// the head's own wake-up list, which the waiter pops on every node: a
+// waiter handed the lock on a quorum of nodes, with validity left, holds
+// it without asking again. Otherwise it attempts again on a wake-up, or
+// when handovers from some nodes were not joined by a quorum within the
+// per-node timeout, or every queue refresh interval, which keeps its place
+// alive. When ctx ends it leaves every node's wait list, freeing the lock
+// where a release had handed it over, and returns an error wrapping
+// driver.ErrTaken and ctx.Err().
 func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := s.check(req); err != nil {
 		return driver.Grant{}, err
 	}
 	k := s.keys(req)
-	w := &waiter{ticket: strconv.FormatInt(time.Now().UnixMicro(), 10)}
+	w := s.newWaiter(req)
 	l := s.newListeners(k.Wake)
 	defer l.stop()
 	for {
@@ -56,16 +54,57 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 			return driver.Grant{}, err
 		}
 		l.start(s.nodes)
-		t := time.NewTimer(s.refresh)
-		select {
-		case <-l.wake:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		g, ok, err := s.await(ctx, req, w, l)
+		switch {
+		case err != nil:
 			s.leaveAll(ctx, k, req.Owner)
-			return driver.Grant{}, fmt.Errorf("%w: %q: %w", driver.ErrTaken, req.Resource, ctx.Err())
+			return driver.Grant{}, fmt.Errorf("%w: %q: %w", driver.ErrTaken, req.Resource, err)
+		case ok:
+			return g, nil
 		}
-		t.Stop()
+	}
+}
+
+// await waits, between two attempts of a waiter, for a quorum of nodes to
+// hand it the lock, and returns the grant when they did with validity
+// left. It returns without one, for the waiter to attempt again, on a
+// wake-up, when handovers do not reach a quorum within the per-node
+// timeout of the first or reach it with no validity left, and after the
+// queue refresh interval; and with ctx's error when ctx ends.
+func (s *Store) await(ctx context.Context, req driver.Request, w *waiter, l *listeners) (driver.Grant, bool, error) {
+	refresh := time.NewTimer(s.refresh)
+	defer refresh.Stop()
+	var join *time.Timer // the bound on handovers reaching a quorum
+	var joined <-chan time.Time
+	defer func() {
+		if join != nil {
+			join.Stop()
+		}
+	}()
+	for {
+		select {
+		case n := <-l.notices:
+			if n.handover == nil {
+				return driver.Grant{}, false, nil
+			}
+			w.handedOver(n.node, *n.handover)
+			g, got, late := w.grant(s.quorum, req.TTL, s.drift(req.TTL), s.driftFactor)
+			switch {
+			case got:
+				return g, true, nil
+			case late:
+				return driver.Grant{}, false, nil
+			case join == nil:
+				join = time.NewTimer(s.nodeTimeout(req.TTL))
+				joined = join.C
+			}
+		case <-joined:
+			return driver.Grant{}, false, nil
+		case <-refresh.C:
+			return driver.Grant{}, false, nil
+		case <-ctx.Done():
+			return driver.Grant{}, false, ctx.Err()
+		}
 	}
 }
 
@@ -73,16 +112,23 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 // place.
 func (s *Store) liveness() time.Duration { return 4 * s.refresh }
 
-// leaveOn takes owner out of one node's wait list.
-func (s *Store) leaveOn(ctx context.Context, n *node, k redislua.Keys, owner string) {
-	tickets, live := redislua.RedlockQueueKeys(k)
-	_ = redislua.RedlockLeave.Run(ctx, n.rdb, []string{k.Lock, tickets, live, k.Wake},
-		owner, k.WakeBase, s.liveness().Milliseconds()).Err()
+// leaveOn takes owner out of one node's wait list. With free set it also
+// frees the lock there if a release handed it to owner.
+func (s *Store) leaveOn(ctx context.Context, n *node, k redislua.Keys, owner string, free bool) {
+	tickets, live, requests := redislua.RedlockQueueKeys(k)
+	freeArg := "0"
+	if free {
+		freeArg = "1"
+	}
+	_ = redislua.RedlockLeave.Run(ctx, n.rdb, []string{k.Lock, tickets, live, k.Wake, requests, k.Fence},
+		owner, k.WakeBase, s.liveness().Milliseconds(), s.retention.Milliseconds(), s.handsOver(), freeArg).Err()
 }
 
-// leaveAll takes owner out of every node's wait list, on a context that
-// outlives the caller's, each call bounded by the per-node timeout of a
-// listing. A node that cannot be reached drops the place when it lapses.
+// leaveAll takes owner out of every node's wait list, and frees the lock
+// where a release handed it to owner, on a context that outlives the
+// caller's, each call bounded by the per-node timeout of a listing. A node
+// that cannot be reached drops the place when it lapses, and a lock handed
+// over there when its TTL runs out.
 func (s *Store) leaveAll(ctx context.Context, k redislua.Keys, owner string) {
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
@@ -90,7 +136,7 @@ func (s *Store) leaveAll(ctx context.Context, k redislua.Keys, owner string) {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, listNodeTimeout)
 			defer cancel()
-			s.leaveOn(nctx, n, k, owner)
+			s.leaveOn(nctx, n, k, owner, true)
 		})
 	}
 	wg.Wait()
@@ -101,24 +147,25 @@ func (s *Store) leaveAll(ctx context.Context, k redislua.Keys, owner string) {
 const wakePop = time.Second
 
 // listeners pop one waiter's wake-up list on every node, one goroutine per
-// node, and signal each wake-up on wake. After a wake-up a listener pauses
-// until the waiter's attempt has failed (start resumes it), so that a
-// wake-up followed by a grant costs no further pop. A listener ends when it
-// pops "stop" (pushed by a node that grants to the waiter while the
-// listener is still popping, and by leave), when its node fails, or once
-// stop was called: at once if paused, else when its current pop returns.
+// node, and send each wake-up and handover on notices. After one a
+// listener pauses until the waiter's attempt has failed (start resumes
+// it), so that a wake-up followed by a grant costs no further pop. A
+// listener ends when it pops "stop" (pushed by a node that grants to the
+// waiter while the listener is still popping, and by leave), when its node
+// fails, or once stop was called: at once if paused, else when its current
+// pop returns.
 type listeners struct {
-	key    string
-	wake   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	on     map[*node]chan struct{} // per running listener: resumes it when paused
+	key     string
+	notices chan notice // buffered for one per node
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	on      map[*node]chan struct{} // per running listener: resumes it when paused
 }
 
 func (s *Store) newListeners(key string) *listeners {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &listeners{key: key, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+	return &listeners{key: key, notices: make(chan notice, len(s.nodes)), ctx: ctx, cancel: cancel,
 		on: make(map[*node]chan struct{}, len(s.nodes))}
 }
 
@@ -158,14 +205,15 @@ func (l *listeners) listen(n *node, resume chan struct{}) {
 		switch {
 		case err == nil && len(v) == 2 && v[1] == "stop":
 			return
-		case err == nil:
+		case err == nil && len(v) == 2:
 			select {
 			case <-resume: // a resume from before this wake-up
 			default:
 			}
 			select {
-			case l.wake <- struct{}{}:
-			default:
+			case l.notices <- notice{node: n.index, handover: parseHandover(v[1])}:
+			case <-l.ctx.Done():
+				return
 			}
 			select {
 			case <-resume:

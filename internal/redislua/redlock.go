@@ -9,44 +9,79 @@ import goredis "github.com/redis/go-redis/v9"
 // redlockQueueLua is shared by the redlock scripts that read or change a
 // node's wait list. A node keeps, per resource, the tickets of its waiters
 // (a sorted set owner -> ticket, a number the waiter chose when it began to
-// wait, the same on every node) and their liveness deadlines by the node's
-// clock (a sorted set owner -> ms). head() drops the waiters whose deadline
-// has passed and returns the live one with the smallest ticket (ties broken
-// by owner, as the sorted set orders them); enqueue() adds or refreshes the
-// caller's place; wake() tells a waiter that the lock is free on this node.
+// wait, the same on every node), their liveness deadlines by the node's
+// clock (a sorted set owner -> ms) and their requests (a hash owner ->
+// "ttl metadata"). head() drops the waiters whose deadline has passed and
+// returns the live one with the smallest ticket (ties broken by owner, as
+// the sorted set orders them); enqueue() adds or refreshes a place;
+// dequeue() removes one; wake() tells a waiter that the lock is free on
+// this node; handoff() sets the free lock for a waiter, with its own TTL
+// and metadata and a new token, takes it out of the list and tells it,
+// "<token> <µs>" on its wake-up list with the node's clock at the grant.
 const redlockQueueLua = `
 local function nowms()
   local t = redis.call('TIME')
   return t, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function head(tickets, live, ms)
+local function micros(t)
+  return string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
+local function dequeue(tickets, live, params, w)
+  redis.call('ZREM', tickets, w)
+  redis.call('ZREM', live, w)
+  redis.call('HDEL', params, w)
+end
+local function head(tickets, live, params, ms)
   while true do
     local w = redis.call('ZRANGE', tickets, 0, 0)[1]
     if not w then return nil end
     local dl = redis.call('ZSCORE', live, w)
     if dl and tonumber(dl) > ms then return w end
-    redis.call('ZREM', tickets, w)
-    redis.call('ZREM', live, w)
+    dequeue(tickets, live, params, w)
   end
 end
-local function enqueue(tickets, live, owner, ticket, ms, livems)
+local function enqueue(tickets, live, params, owner, ticket, ms, livems, spec)
   redis.call('ZADD', tickets, 'NX', ticket, owner)
   redis.call('ZADD', live, ms + livems, owner)
+  redis.call('HSET', params, owner, spec)
   redis.call('PEXPIRE', tickets, 2 * livems)
   redis.call('PEXPIRE', live, 2 * livems)
+  redis.call('PEXPIRE', params, 2 * livems)
 end
 local function wake(wakebase, w, livems)
   local k = wakebase .. w
   redis.call('RPUSH', k, '1')
   redis.call('PEXPIRE', k, livems)
 end
+local function fence(key, retention, t)
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local token = string.format('%.0f', us)
+  local last = tonumber(redis.call('SET', key, token, 'PX', retention, 'GET') or '0')
+  if last >= us then
+    token = string.format('%.0f', last + 1)
+    redis.call('SET', key, token, 'PX', retention)
+  end
+  return token
+end
+local function handoff(lock, fencekey, retention, tickets, live, params, wakebase, w, t, livems)
+  local spec = redis.call('HGET', params, w)
+  if not spec then return false end
+  local sp = string.find(spec, ' ', 1, true)
+  redis.call('SET', lock, w .. string.sub(spec, sp + 1), 'PX', string.sub(spec, 1, sp - 1))
+  local token = fence(fencekey, retention, t)
+  dequeue(tickets, live, params, w)
+  local k = wakebase .. w
+  redis.call('RPUSH', k, token .. ' ' .. micros(t))
+  redis.call('PEXPIRE', k, livems)
+  return true
+end
 `
 
 // redlockGrantLua returns a grant's reply, {1, token}, from the node's
 // clock t (TIME's reply): the clock in microseconds, raised above the
 // resource's counter (KEYS[2], kept for ARGV[4] ms) when the counter is
-// not below it. It is written out in both places that grant, so that the
-// short way of RedlockAcquire defines no function.
+// not below it. It is written out for the short way of RedlockAcquire,
+// which defines no function.
 const redlockGrantLua = `
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local token = string.format('%.0f', us)
@@ -63,6 +98,10 @@ const redlockGrantLua = `
 // wait list is empty or has the caller at its head: a new request never
 // overtakes a live waiter. The token is the node's clock in microseconds,
 // raised above the resource's counter when the counter is not below it.
+// An owner that holds the lock already (its earlier reply was lost, or a
+// release handed the lock to it) is granted again: its TTL is set anew,
+// so that it runs from this call, and the reply carries the resource's
+// counter.
 // An attempt that does not wait, on a resource with neither queue nor wait
 // list, takes the short way: one EXISTS on both, SET NX, TIME and the
 // counter's SET ... GET, four commands where the general way runs seven.
@@ -73,10 +112,11 @@ const redlockGrantLua = `
 // head of the list.
 //
 // KEYS: lock, fence, queue (the redis store's), tickets, live, the caller's
-// wake key. ARGV: owner, ttl ms, metadata, fence retention ms, "1" when
-// waiting, ticket, liveness ms, wake base. Returns {1, token} when granted
-// (or already held by owner), {0, pttl} when not (pttl 0 when the lock is
-// free but others wait first).
+// wake key, requests. ARGV: owner, ttl ms, metadata, fence retention ms,
+// "1" when waiting, ticket, liveness ms, wake base. Returns {1, token}
+// when granted (or already held by owner), {0, pttl} when not (pttl 0 when
+// the lock is free but others wait first); to a waiting caller, each
+// reply carries the node's clock in microseconds as a third element.
 var RedlockAcquire = goredis.NewScript(`
 if ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 and
     redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
@@ -84,37 +124,37 @@ if ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 and
 ` + redlockGrantLua + `
 end
 ` + redlockQueueLua + `
-local function grant(t)
-` + redlockGrantLua + `
-end
 local owner, waiting = ARGV[1], ARGV[5] == '1'
 local livems = tonumber(ARGV[7])
+local t, ms = nowms()
+local function reply(ok, v)
+  if waiting then return {ok, v, micros(t)} end
+  return {ok, v}
+end
 local cur = redis.call('GET', KEYS[1])
 if cur then
   if string.sub(cur, 1, 32) == owner then
-    return {1, redis.call('GET', KEYS[2]) or '0'}
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return reply(1, redis.call('GET', KEYS[2]) or '0')
   end
   if waiting then
-    local _, ms = nowms()
-    enqueue(KEYS[4], KEYS[5], owner, ARGV[6], ms, livems)
+    enqueue(KEYS[4], KEYS[5], KEYS[7], owner, ARGV[6], ms, livems, ARGV[2] .. ' ' .. ARGV[3])
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  return reply(0, redis.call('PTTL', KEYS[1]))
 end
 if redis.call('LLEN', KEYS[3]) > 0 then
-  return {0, 0}
+  return reply(0, 0)
 end
-local t, ms = nowms()
-if waiting then enqueue(KEYS[4], KEYS[5], owner, ARGV[6], ms, livems) end
+if waiting then
+  enqueue(KEYS[4], KEYS[5], KEYS[7], owner, ARGV[6], ms, livems, ARGV[2] .. ' ' .. ARGV[3])
+end
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  local h = head(KEYS[4], KEYS[5], ms)
+  local h = head(KEYS[4], KEYS[5], KEYS[7], ms)
   if h and h ~= owner then
     wake(ARGV[8], h, livems)
-    return {0, 0}
+    return reply(0, 0)
   end
-  if h then
-    redis.call('ZREM', KEYS[4], owner)
-    redis.call('ZREM', KEYS[5], owner)
-  end
+  if h then dequeue(KEYS[4], KEYS[5], KEYS[7], owner) end
 end
 if waiting then
   redis.call('DEL', KEYS[6])
@@ -122,7 +162,7 @@ if waiting then
   redis.call('PEXPIRE', KEYS[6], livems)
 end
 redis.call('SET', KEYS[1], owner .. ARGV[3], 'PX', ARGV[2])
-return grant(t)
+return reply(1, fence(KEYS[2], ARGV[4], t))
 `)
 
 // RedlockExtend resets the lock's TTL if the owner holds it, and sets the
@@ -142,18 +182,24 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// RedlockRelease frees the lock if the owner holds it, raises the
+// RedlockRelease frees the lock if the owner holds it and raises the
 // resource's token counter to the holder's token (whoever holds the lock:
 // raising a counter never hurts), so that the next grant on this node gets
-// a larger token than the holder's whatever the nodes' clocks say, and
-// wakes the head of the node's wait list when the lock is free. With
-// ARGV[6] "1" (an attempt of a waiter that failed on a quorum) the owner
-// keeps, or takes again, its place in the wait list with its ticket.
+// a larger token than the holder's whatever the nodes' clocks say. Then,
+// when the lock is free and a live waiter other than the owner heads the
+// node's wait list, it hands the lock to that waiter (with ARGV[9] "1"),
+// as that waiter's own attempt would have taken it, or wakes it (with
+// "0", or when the node has lost the waiter's request). The owner leaves
+// the wait list; with ARGV[6] "1" (an attempt of a waiter that failed on
+// a quorum) it keeps its place instead, or takes it again, with its
+// ticket and request.
 //
-// KEYS: lock, fence, tickets, live. ARGV: owner, token ("0" for none),
-// fence retention ms, wake base, liveness ms, "1" to stay queued, ticket.
-// Returns 1 released, 2 released and a waiter woken, 0 held by another
-// owner, -1 not held by anyone.
+// KEYS: lock, fence, tickets, live, requests. ARGV: owner, token ("0" for
+// none), fence retention ms, wake base, liveness ms, "1" to stay queued,
+// ticket, request ("ttl metadata"), "1" to hand over. Returns 1 released,
+// 2 released and a waiter woken, 3 released and handed over, 0 held by
+// another owner, -1 not held by anyone; with ARGV[6] "1", {that, the
+// node's clock in microseconds}.
 var RedlockRelease = goredis.NewScript(`
 local got = redis.call('MGET', KEYS[1], KEYS[2])
 local cur, tok = got[1], tonumber(ARGV[2])
@@ -175,36 +221,52 @@ if not requeue and (res == 0 or redis.call('EXISTS', KEYS[3]) == 0) then
 end
 ` + redlockQueueLua + `
 local livems = tonumber(ARGV[5])
+local t, ms = nowms()
 if requeue then
-  local _, ms = nowms()
-  enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[7], ms, livems)
+  enqueue(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[7], ms, livems, ARGV[8])
+else
+  dequeue(KEYS[3], KEYS[4], KEYS[5], ARGV[1])
 end
 if res ~= 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-  local _, ms = nowms()
-  local h = head(KEYS[3], KEYS[4], ms)
+  local h = head(KEYS[3], KEYS[4], KEYS[5], ms)
   if h and h ~= ARGV[1] then
-    wake(ARGV[4], h, livems)
-    if res == 1 then res = 2 end
+    if ARGV[9] == '1' and handoff(KEYS[1], KEYS[2], ARGV[3], KEYS[3], KEYS[4], KEYS[5], ARGV[4], h, t, livems) then
+      if res == 1 then res = 3 end
+    else
+      wake(ARGV[4], h, livems)
+      if res == 1 then res = 2 end
+    end
   end
 end
+if requeue then return {res, micros(t)} end
 return res
 `)
 
-// RedlockLeave takes a waiter out of the node's wait list, sends "stop" to
-// its wake key to end its blocking pop, and, if the lock is free, wakes the
-// new head. KEYS: lock, tickets, live, the waiter's wake key. ARGV: owner,
-// wake base, liveness ms. Returns 1.
+// RedlockLeave takes a waiter out of the node's wait list and sends "stop"
+// to its wake key to end its blocking pop. With ARGV[6] "1" it also frees
+// the lock if a release handed it to the waiter (a waiter that gives up);
+// with "0" it leaves such a lock held (a waiter granted on a quorum). If
+// the lock is then free, the new head is handed the lock (ARGV[5] "1") or
+// woken. KEYS: lock, tickets, live, the waiter's wake key, requests,
+// fence. ARGV: owner, wake base, liveness ms, fence retention ms, "1" to
+// hand over, "1" to free. Returns 1.
 var RedlockLeave = goredis.NewScript(redlockQueueLua + `
 local livems = tonumber(ARGV[3])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
+dequeue(KEYS[2], KEYS[3], KEYS[5], ARGV[1])
 redis.call('DEL', KEYS[4])
 redis.call('RPUSH', KEYS[4], 'stop')
 redis.call('PEXPIRE', KEYS[4], livems)
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
-  local _, ms = nowms()
-  local h = head(KEYS[2], KEYS[3], ms)
-  if h then wake(ARGV[2], h, livems) end
+local cur = redis.call('GET', KEYS[1])
+if cur and ARGV[6] == '1' and string.sub(cur, 1, 32) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  cur = nil
+end
+if not cur and redis.call('EXISTS', KEYS[2]) == 1 then
+  local t, ms = nowms()
+  local h = head(KEYS[2], KEYS[3], KEYS[5], ms)
+  if h and not (ARGV[5] == '1' and handoff(KEYS[1], KEYS[6], ARGV[4], KEYS[2], KEYS[3], KEYS[5], ARGV[2], h, t, livems)) then
+    wake(ARGV[2], h, livems)
+  end
 end
 return 1
 `)
@@ -248,10 +310,10 @@ return 1
 `)
 
 // RedlockQueueKeys returns the keys of the redlock wait list of the
-// resource whose keys are k: its tickets and its liveness deadlines. They
-// carry the resource's hash tag.
-func RedlockQueueKeys(k Keys) (tickets, live string) {
-	return k.Lock + ":tickets", k.Lock + ":alive"
+// resource whose keys are k: its tickets, its liveness deadlines and its
+// requests. They carry the resource's hash tag.
+func RedlockQueueKeys(k Keys) (tickets, live, requests string) {
+	return k.Lock + ":tickets", k.Lock + ":alive", k.Lock + ":requests"
 }
 
 // LabelVersionDigits is the width of a relabel's version in the label key.

@@ -1,0 +1,230 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
+	"github.com/dlmhq/dlm/redlock"
+)
+
+// TestReleaseHandsTheLockOver: a release with a waiter queued on every
+// node hands the lock to it on every node, with the waiter's TTL and
+// metadata and a larger token, and the waiter holds it without asking the
+// nodes again: each node runs one script, the release. The grant's Start
+// is no later than the handover (the release's return), so that its
+// validity never outlasts the nodes' TTL.
+func TestReleaseHandsTheLockOver(t *testing.T) {
+	e := newEnv(t)
+	// A refresh far beyond the test: the waiter attempts only when woken.
+	s := e.store(redlock.WithQueueRefresh(time.Hour))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	a := request(name, time.Minute)
+	ga, err := s.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitEveryNode(name)
+
+	b := request(name, time.Minute)
+	b.Metadata = "B"
+	type result struct {
+		g   driver.Grant
+		err error
+	}
+	got := make(chan result, 1)
+	asked := time.Now()
+	go func() {
+		g, err := s.AcquireWait(ctx, b)
+		got <- result{g, err}
+	}()
+	storetest.Await(t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(name, "", 1) })
+
+	testenv.ResetRedisStats(t, e.raw...)
+	before := time.Now()
+	if err := s.Release(ctx, a, ga); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	// A release that handed the lock over returns once every node has.
+	for i, v := range e.holders(name) {
+		if v != b.Owner+"B" {
+			t.Fatalf("node %d holds %q after the release, want the waiter's %q", i, v, b.Owner+"B")
+		}
+		if ttl := e.raw[i].PTTL(ctx, lockKey(name)).Val(); ttl < 50*time.Second {
+			t.Fatalf("node %d set the waiter's lock with a TTL of %s, want its own minute", i, ttl)
+		}
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.g.Token <= ga.Token {
+		t.Fatalf("the waiter's token %d is not above the releaser's %d", r.g.Token, ga.Token)
+	}
+	if r.g.Start.After(after) {
+		t.Fatalf("the grant starts %s after the handover", r.g.Start.Sub(after))
+	}
+	// The dating allows for a clock 1% fast over the wait.
+	if r.g.Start.Before(before.Add(-before.Sub(asked) / 50)) {
+		t.Fatalf("the grant starts %s before the release", before.Sub(r.g.Start))
+	}
+	if st := testenv.RedisScriptStats(t, e.raw...); st.Scripts != nodes {
+		t.Fatalf("the nodes ran %v scripts, want %d (the release on each): the waiter asked again", st.Scripts, nodes)
+	}
+	if !e.everyNodeQueues(name, "", 0) {
+		t.Fatalf("the wait lists are not empty: %v", e.queued(name, ""))
+	}
+	if err := s.Release(ctx, b, r.g); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(name, ""); n != nodes {
+		t.Fatalf("%d of %d nodes are free after the waiter's release", n, nodes)
+	}
+}
+
+// TestHandoverToAMinorityIsNotAGrant: the nodes disagree on the head of
+// their wait lists (here a waiter that died, queued ahead on three nodes
+// only), so a release hands the lock to the live waiter on two nodes and
+// to the dead one on three. The live waiter must not count two handovers
+// as a grant: it attempts again, undoes the two, and is granted only once
+// the dead waiter's lock has run out on the three, holding a quorum.
+func TestHandoverToAMinorityIsNotAGrant(t *testing.T) {
+	e := newEnv(t)
+	s := e.store(redlock.WithQueueRefresh(50 * time.Millisecond))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	a := request(name, time.Minute)
+	ga, err := s.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitEveryNode(name)
+
+	b := request(name, time.Minute)
+	b.Metadata = "B"
+	got := make(chan error, 1)
+	var gb driver.Grant
+	go func() {
+		var err error
+		gb, err = s.AcquireWait(ctx, b)
+		got <- err
+	}()
+	storetest.Await(t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(name, "", 1) })
+
+	// The dead waiter: first in line on nodes 2-4, alive for an hour, and
+	// asking for a lock of 2 s.
+	const deadTTL = 2 * time.Second
+	dead := strings.Repeat("d", 32)
+	key := lockKey(name)
+	for _, i := range []int{2, 3, 4} {
+		rdb := e.raw[i]
+		if err := rdb.ZAdd(ctx, key+":tickets", goredis.Z{Score: 1, Member: dead}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.ZAdd(ctx, key+":alive", goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: dead}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, key+":requests", dead, strconv.FormatInt(deadTTL.Milliseconds(), 10)+" D").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := time.Now()
+	if err := s.Release(ctx, a, ga); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	if n := e.count(name, b.Owner+"B"); n < nodes/2+1 {
+		t.Fatalf("the waiter was granted holding %d of %d nodes (after %s; the dead waiter holds %d)",
+			n, nodes, granted.Sub(released), e.count(name, dead+"D"))
+	}
+	if granted.Sub(released) < deadTTL/2 {
+		t.Fatalf("granted %s after the release, before the dead waiter's lock ran out", granted.Sub(released))
+	}
+	if err := s.Release(ctx, b, gb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGivingUpFreesAHandedLock: a waiter whose context ends may have been
+// handed the lock on some nodes, too few for a grant (here two, where a
+// dead waiter is first in line on the other three). Leaving frees the lock
+// on those two and hands it to the next waiter there, as a release would,
+// instead of leaving it held until its TTL.
+func TestGivingUpFreesAHandedLock(t *testing.T) {
+	e := newEnv(t)
+	// Neither a refresh nor the bound on handovers reaching a quorum comes
+	// within the test: the waiter waits until its context ends.
+	s := e.store(redlock.WithQueueRefresh(time.Hour), redlock.WithNodeTimeout(time.Minute))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	a := request(name, time.Minute)
+	ga, err := s.Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitEveryNode(name)
+	w := request(name, time.Minute)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.AcquireWait(wctx, w)
+		got <- err
+	}()
+	storetest.Await(t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(name, "", 1) })
+
+	// A dead waiter first in line on nodes 2-4, and the next waiter behind
+	// the live one on nodes 0 and 1.
+	dead, next := strings.Repeat("d", 32), strings.Repeat("n", 32)
+	key := lockKey(name)
+	queue := func(i int, owner string, ticket float64, request string) {
+		rdb := e.raw[i]
+		if err := rdb.ZAdd(ctx, key+":tickets", goredis.Z{Score: ticket, Member: owner}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.ZAdd(ctx, key+":alive", goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: owner}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, key+":requests", owner, request).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{2, 3, 4} {
+		queue(i, dead, 1, "60000 D")
+	}
+	for _, i := range []int{0, 1} {
+		queue(i, next, 1e17, "60000 N")
+	}
+	if err := s.Release(ctx, a, ga); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(name, w.Owner); n != 2 {
+		t.Fatalf("the waiter was handed the lock on %d nodes, want 2: %v", n, e.holders(name))
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, driver.ErrTaken) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("AcquireWait after its context ended = %v, want ErrTaken and context.Canceled", err)
+	}
+	for _, i := range []int{0, 1} {
+		if v := e.holders(name)[i]; v != next+"N" {
+			t.Fatalf("node %d holds %q after the waiter gave up, want the next waiter's %q", i, v, next+"N")
+		}
+		msgs := e.raw[i].LRange(ctx, key+":wake:"+next, 0, -1).Val()
+		if len(msgs) != 1 || !strings.Contains(msgs[0], " ") {
+			t.Fatalf("node %d told the next waiter %q, want one handover", i, msgs)
+		}
+	}
+}
