@@ -28,26 +28,10 @@ func TestReleaseHandsTheLockOver(t *testing.T) {
 	s := e.store(redlock.WithQueueRefresh(time.Hour))
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
-	a := request(name, time.Minute)
-	ga, err := s.Acquire(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.awaitEveryNode(name)
-
 	b := request(name, time.Minute)
 	b.Metadata = "B"
-	type result struct {
-		g   driver.Grant
-		err error
-	}
-	got := make(chan result, 1)
 	asked := time.Now()
-	go func() {
-		g, err := s.AcquireWait(ctx, b)
-		got <- result{g, err}
-	}()
-	storetest.Await(t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(name, "", 1) })
+	a, ga, got := e.heldAndAwaited(ctx, s, name, b)
 
 	testenv.ResetRedisStats(t, e.raw...)
 	before := time.Now()
@@ -103,47 +87,24 @@ func TestHandoverToAMinorityIsNotAGrant(t *testing.T) {
 	s := e.store(redlock.WithQueueRefresh(50 * time.Millisecond))
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
-	a := request(name, time.Minute)
-	ga, err := s.Acquire(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.awaitEveryNode(name)
-
 	b := request(name, time.Minute)
 	b.Metadata = "B"
-	got := make(chan error, 1)
-	var gb driver.Grant
-	go func() {
-		var err error
-		gb, err = s.AcquireWait(ctx, b)
-		got <- err
-	}()
-	storetest.Await(t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(name, "", 1) })
+	a, ga, got := e.heldAndAwaited(ctx, s, name, b)
 
-	// The dead waiter: first in line on nodes 2-4, alive for an hour, and
-	// asking for a lock of 2 s.
+	// The dead waiter: first in line on nodes 2-4, and asking for a lock
+	// of 2 s.
 	const deadTTL = 2 * time.Second
 	dead := strings.Repeat("d", 32)
-	key := lockKey(name)
 	for _, i := range []int{2, 3, 4} {
-		rdb := e.raw[i]
-		if err := rdb.ZAdd(ctx, key+":tickets", goredis.Z{Score: 1, Member: dead}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.ZAdd(ctx, key+":alive", goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: dead}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.HSet(ctx, key+":requests", dead, strconv.FormatInt(deadTTL.Milliseconds(), 10)+" D").Err(); err != nil {
-			t.Fatal(err)
-		}
+		e.queueBehind(i, name, dead, 1, strconv.FormatInt(deadTTL.Milliseconds(), 10)+" D")
 	}
 	released := time.Now()
 	if err := s.Release(ctx, a, ga); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
 	granted := time.Now()
 	if n := e.count(name, b.Owner+"B"); n < nodes/2+1 {
@@ -153,7 +114,7 @@ func TestHandoverToAMinorityIsNotAGrant(t *testing.T) {
 	if granted.Sub(released) < deadTTL/2 {
 		t.Fatalf("granted %s after the release, before the dead waiter's lock ran out", granted.Sub(released))
 	}
-	if err := s.Release(ctx, b, gb); err != nil {
+	if err := s.Release(ctx, b, r.g); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -170,43 +131,20 @@ func TestGivingUpFreesAHandedLock(t *testing.T) {
 	s := e.store(redlock.WithQueueRefresh(time.Hour), redlock.WithNodeTimeout(time.Minute))
 	ctx := storetest.Context(t)
 	name := storetest.Resource(t)
-	a := request(name, time.Minute)
-	ga, err := s.Acquire(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.awaitEveryNode(name)
 	w := request(name, time.Minute)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	got := make(chan error, 1)
-	go func() {
-		_, err := s.AcquireWait(wctx, w)
-		got <- err
-	}()
-	storetest.Await(t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(name, "", 1) })
+	a, ga, got := e.heldAndAwaited(wctx, s, name, w)
 
 	// A dead waiter first in line on nodes 2-4, and the next waiter behind
 	// the live one on nodes 0 and 1.
 	dead, next := strings.Repeat("d", 32), strings.Repeat("n", 32)
 	key := lockKey(name)
-	queue := func(i int, owner string, ticket float64, request string) {
-		rdb := e.raw[i]
-		if err := rdb.ZAdd(ctx, key+":tickets", goredis.Z{Score: ticket, Member: owner}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.ZAdd(ctx, key+":alive", goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: owner}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.HSet(ctx, key+":requests", owner, request).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, i := range []int{2, 3, 4} {
-		queue(i, dead, 1, "60000 D")
+		e.queueBehind(i, name, dead, 1, "60000 D")
 	}
 	for _, i := range []int{0, 1} {
-		queue(i, next, 1e17, "60000 N")
+		e.queueBehind(i, name, next, 1e17, "60000 N")
 	}
 	if err := s.Release(ctx, a, ga); err != nil {
 		t.Fatal(err)
@@ -215,7 +153,7 @@ func TestGivingUpFreesAHandedLock(t *testing.T) {
 		t.Fatalf("the waiter was handed the lock on %d nodes, want 2: %v", n, e.holders(name))
 	}
 	cancel()
-	if err := <-got; !errors.Is(err, driver.ErrTaken) || !errors.Is(err, context.Canceled) {
+	if err := (<-got).err; !errors.Is(err, driver.ErrTaken) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("AcquireWait after its context ended = %v, want ErrTaken and context.Canceled", err)
 	}
 	for _, i := range []int{0, 1} {
@@ -225,6 +163,50 @@ func TestGivingUpFreesAHandedLock(t *testing.T) {
 		msgs := e.raw[i].LRange(ctx, key+":wake:"+next, 0, -1).Val()
 		if len(msgs) != 1 || !strings.Contains(msgs[0], " ") {
 			t.Fatalf("node %d told the next waiter %q, want one handover", i, msgs)
+		}
+	}
+}
+
+// waited is the outcome of an AcquireWait.
+type waited struct {
+	g   driver.Grant
+	err error
+}
+
+// heldAndAwaited has s take resource for a minute, on every node, and
+// starts b waiting for it under ctx once it is; it returns the holder's
+// request and grant, and the waiter's outcome to come, once the waiter is
+// queued on every node.
+func (e *env) heldAndAwaited(ctx context.Context, s *redlock.Store, resource string, b driver.Request) (driver.Request, driver.Grant, <-chan waited) {
+	e.t.Helper()
+	a := request(resource, time.Minute)
+	ga, err := s.Acquire(ctx, a)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.awaitEveryNode(resource)
+	got := make(chan waited, 1)
+	go func() {
+		g, err := s.AcquireWait(ctx, b)
+		got <- waited{g, err}
+	}()
+	storetest.Await(e.t, 30*time.Second, "the waiter queued on every node", func() bool { return e.everyNodeQueues(resource, "", 1) })
+	return a, ga, got
+}
+
+// queueBehind puts owner in resource's wait list on node i, as a waiter
+// with ticket, alive for an hour, asking for request ("ttl metadata"),
+// which nobody pops: a waiter that died.
+func (e *env) queueBehind(i int, resource, owner string, ticket float64, request string) {
+	e.t.Helper()
+	ctx, key, rdb := context.Background(), lockKey(resource), e.raw[i]
+	for _, err := range []error{
+		rdb.ZAdd(ctx, key+":tickets", goredis.Z{Score: ticket, Member: owner}).Err(),
+		rdb.ZAdd(ctx, key+":alive", goredis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: owner}).Err(),
+		rdb.HSet(ctx, key+":requests", owner, request).Err(),
+	} {
+		if err != nil {
+			e.t.Fatal(err)
 		}
 	}
 }
