@@ -3,13 +3,17 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
@@ -208,5 +212,80 @@ func (e *env) queueBehind(i int, resource, owner string, ticket float64, request
 		if err != nil {
 			e.t.Fatal(err)
 		}
+	}
+}
+
+// TestMutualExclusionWhileNodesPause has workers take one lock in turn,
+// each grant after the first handed over or attempted for, while one node
+// after another stops answering for longer than the node timeout: votes
+// and undos go unanswered or reach their node late, handovers arrive late
+// or never. No two holders may ever be inside at once, and no update may
+// be lost. A release may then fail to tell (ErrUnavailable: too few nodes
+// answered that they released), which the workers accept: the lock
+// expires with its TTL.
+func TestMutualExclusionWhileNodesPause(t *testing.T) {
+	e := newEnv(t)
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	var clients []*dlm.Client
+	for range 3 {
+		c, _ := e.client(redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithQueueRefresh(50*time.Millisecond))
+		clients = append(clients, c)
+	}
+	stop := make(chan struct{})
+	pauses := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { pauses <- n }()
+		for i := 0; ; i = (i + 2) % nodes {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			e.pause(i, 150*time.Millisecond)
+			n++
+		}
+	}()
+	const workers, each = 12, 6
+	var counter, inside, overlaps atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		c := clients[w%len(clients)]
+		wg.Go(func() {
+			for done := 0; done < each; {
+				l, err := c.Acquire(ctx, name, dlm.WithTTL(2*time.Second), dlm.WithWait(time.Minute))
+				switch {
+				case errors.Is(err, dlm.ErrUnavailable):
+					continue
+				case err != nil:
+					t.Error(err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				v := counter.Load()
+				runtime.Gosched()
+				counter.Store(v + 1)
+				inside.Add(-1)
+				done++
+				if err := l.Release(ctx); err != nil && !errors.Is(err, dlm.ErrUnavailable) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	if n := <-pauses; n == 0 {
+		t.Fatal("no node was paused during the run")
+	}
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("%d grants found another holder inside", n)
+	}
+	if got := counter.Load(); got != workers*each {
+		t.Fatalf("counter = %d, want %d: lost updates, two holders at once", got, workers*each)
 	}
 }
