@@ -151,22 +151,24 @@ const wakePop = time.Second
 // listener pauses until the waiter's attempt has failed (start resumes
 // it), so that a wake-up followed by a grant costs no further pop. A
 // listener ends when it pops "stop" (pushed by a node that grants to the
-// waiter while the listener is still popping, and by leave), when its node
-// fails, or once stop was called: at once if paused, else when its current
-// pop returns.
+// waiter while the listener is still popping, by leave, and by stop), when
+// its node fails, or once stop was called: at once if paused, else when
+// its current pop returns.
 type listeners struct {
 	key     string
-	notices chan notice // buffered for one per node
+	keep    time.Duration // how long a "stop" pushed by stop is kept
+	notices chan notice   // buffered for one per node
 	ctx     context.Context
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	on      map[*node]chan struct{} // per running listener: resumes it when paused
+	popping map[*node]bool          // the listeners in a blocking pop
 }
 
 func (s *Store) newListeners(key string) *listeners {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &listeners{key: key, notices: make(chan notice, len(s.nodes)), ctx: ctx, cancel: cancel,
-		on: make(map[*node]chan struct{}, len(s.nodes))}
+	return &listeners{key: key, keep: s.liveness(), notices: make(chan notice, len(s.nodes)), ctx: ctx, cancel: cancel,
+		on: make(map[*node]chan struct{}, len(s.nodes)), popping: make(map[*node]bool, len(s.nodes))}
 }
 
 // start starts a listener on each node of nodes that has none, and
@@ -191,17 +193,70 @@ func (l *listeners) start(nodes []*node) {
 	}
 }
 
-// stop makes every listener end.
-func (l *listeners) stop() { l.cancel() }
+// stop makes every listener end. go-redis does not interrupt a blocking
+// command when its context is cancelled, so a listener in a pop would keep
+// it, and its connection, until the pop times out. A waiter granted by
+// handovers leaves a pop on each node that has not handed over yet; the
+// handover ends it as it arrives, but a node that lags leaves it blocking,
+// and under contention such pops filled the connection pools and stalled
+// every call (one run in twelve of the contended benchmark fell from about
+// 680 to 300-400 acquisitions/s). So stop, after stopGrace, ends each pop
+// still blocking by pushing "stop" to the wake-up list it pops, each push
+// bounded by wakePop.
+func (l *listeners) stop() {
+	l.cancel()
+	time.AfterFunc(stopGrace, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for n, popping := range l.popping {
+			if popping {
+				go l.unblock(n)
+			}
+		}
+	})
+}
+
+// stopGrace is how long stop leaves the pops under way to end by
+// themselves.
+const stopGrace = 20 * time.Millisecond
+
+// unblock pushes "stop" to the wake-up list on n.
+func (l *listeners) unblock(n *node) {
+	ctx, cancel := context.WithTimeout(context.Background(), wakePop)
+	defer cancel()
+	_, _ = n.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.RPush(ctx, l.key, "stop")
+		p.PExpire(ctx, l.key, l.keep)
+		return nil
+	})
+}
+
+// pop makes one blocking pop on n, marked as under way for stop.
+func (l *listeners) pop(n *node) ([]string, error) {
+	l.mu.Lock()
+	if l.ctx.Err() != nil {
+		l.mu.Unlock()
+		return nil, l.ctx.Err()
+	}
+	l.popping[n] = true
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.popping[n] = false
+		l.mu.Unlock()
+	}()
+	return n.rdb.BLPop(l.ctx, wakePop, l.key).Result()
+}
 
 func (l *listeners) listen(n *node, resume chan struct{}) {
 	defer func() {
 		l.mu.Lock()
 		delete(l.on, n)
+		delete(l.popping, n)
 		l.mu.Unlock()
 	}()
 	for l.ctx.Err() == nil {
-		v, err := n.rdb.BLPop(l.ctx, wakePop, l.key).Result()
+		v, err := l.pop(n)
 		switch {
 		case err == nil && len(v) == 2 && v[1] == "stop":
 			return
