@@ -102,6 +102,19 @@
 // holds as it stands: a handover raises the node's counter as a grant
 // does, after the release has raised it to the holder's token.
 //
+// One difference from Redlock's own clients remains. They set a fresh
+// random value at each attempt; this store's lock value is the owner's,
+// the same across a waiter's attempts and package dlm's retries. So an
+// undo (the release of a failed attempt) that the client gave up on at
+// the per-node timeout, but that reaches its node later still, after the
+// same owner's next attempt was granted there, deletes that grant, which
+// the owner counts. A waiter ignores handovers from a node whose undo went
+// unanswered, but not its attempts' grants there (ignoring those too kept
+// a waiter at the head of every list from ever reaching a quorum once a
+// few undos had gone unanswered). Where a call can reach a node more than
+// the per-node timeout after it was sent, raise the timeout
+// (WithNodeTimeout) or use the dlm server.
+//
 // Nor can the wait lists deadlock: a waiter holds nothing while it waits
 // (a place in a list is not a lock), and every place lapses unless its
 // waiter refreshes it. Nodes may briefly disagree on the head (a
