@@ -48,9 +48,8 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys
 			case failed:
 				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
-				res, err := s.eval(ctx, n, false, redislua.RedlockRelease, ukeys, uargs...)
+				_, clock, err := released(s.eval(ctx, n, false, redislua.RedlockRelease, ukeys, uargs...))
 				if w != nil {
-					_, clock, err := released(res, err)
 					w.undone(n.index, clock, err)
 				}
 			case w != nil && a != yes:
@@ -127,9 +126,8 @@ func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []an
 	}
 	reply, _ := res.([]any)
 	if len(reply) == 3 {
-		str, _ := reply[2].(string)
-		if clock, err = strconv.ParseUint(str, 10, 64); err != nil {
-			return silent, 0, 0, fmt.Errorf("bad clock %q", str)
+		if clock, err = nodeClock(reply[2]); err != nil {
+			return silent, 0, 0, err
 		}
 	}
 	switch {

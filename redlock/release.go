@@ -103,9 +103,8 @@ func (s *Store) releaseOn(ctx context.Context, n *node, keys []string, args []an
 func released(res any, err error) (answer, uint64, error) {
 	var clock uint64
 	if reply, ok := res.([]any); ok && len(reply) == 2 && err == nil {
-		str, _ := reply[1].(string)
-		if clock, err = strconv.ParseUint(str, 10, 64); err != nil {
-			return silent, 0, fmt.Errorf("bad clock %q", str)
+		if clock, err = nodeClock(reply[1]); err != nil {
+			return silent, 0, err
 		}
 		res = reply[0]
 	}
@@ -114,6 +113,16 @@ func released(res any, err error) (answer, uint64, error) {
 	}
 	a, _, err := ownerChecked(res, err)
 	return a, clock, err
+}
+
+// nodeClock reads a node's clock in microseconds from a script's reply.
+func nodeClock(v any) (uint64, error) {
+	str, _ := v.(string)
+	clock, err := strconv.ParseUint(str, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad clock %q", str)
+	}
+	return clock, nil
 }
 
 // ownerChecked reads the reply of an owner-checked script (release,

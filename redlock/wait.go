@@ -74,13 +74,7 @@ func (s *Store) AcquireWait(ctx context.Context, req driver.Request) (driver.Gra
 func (s *Store) await(ctx context.Context, req driver.Request, w *waiter, l *listeners) (driver.Grant, bool, error) {
 	refresh := time.NewTimer(s.refresh)
 	defer refresh.Stop()
-	var join *time.Timer // the bound on handovers reaching a quorum
-	var joined <-chan time.Time
-	defer func() {
-		if join != nil {
-			join.Stop()
-		}
-	}()
+	var joined <-chan time.Time // the bound on handovers reaching a quorum
 	for {
 		select {
 		case n := <-l.notices:
@@ -94,9 +88,8 @@ func (s *Store) await(ctx context.Context, req driver.Request, w *waiter, l *lis
 				return g, true, nil
 			case late:
 				return driver.Grant{}, false, nil
-			case join == nil:
-				join = time.NewTimer(s.nodeTimeout(req.TTL))
-				joined = join.C
+			case joined == nil:
+				joined = time.After(s.nodeTimeout(req.TTL))
 			}
 		case <-joined:
 			return driver.Grant{}, false, nil

@@ -4,7 +4,8 @@ import goredis "github.com/redis/go-redis/v9"
 
 // Scripts of the redlock store only: acquire, extend, release, leave and
 // the restart guard. They keep the key layout of the shared scripts, and
-// add two keys per resource for the redlock wait list (see RedlockKeys).
+// add three keys per resource for the redlock wait list (see
+// RedlockQueueKeys).
 
 // redlockQueueLua is shared by the redlock scripts that read or change a
 // node's wait list. A node keeps, per resource, the tickets of its waiters
@@ -80,8 +81,8 @@ end
 // redlockGrantLua returns a grant's reply, {1, token}, from the node's
 // clock t (TIME's reply): the clock in microseconds, raised above the
 // resource's counter (KEYS[2], kept for ARGV[4] ms) when the counter is
-// not below it. It is written out for the short way of RedlockAcquire,
-// which defines no function.
+// not below it: fence() of redlockQueueLua, written out for the short way
+// of RedlockAcquire, which defines no function.
 const redlockGrantLua = `
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local token = string.format('%.0f', us)
