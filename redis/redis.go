@@ -222,30 +222,40 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 // the caller blocks on its wake-up list; name is the attempt's name, which
 // a release that hands the lock to the caller echoes (queueing only).
 func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool, name string) (driver.Grant, time.Duration, bool, error) {
-	res, err := s.batch.Run(ctx, redislua.Acquire,
-		s.keysOf(req.Resource, fenceSuffix, queueSuffix, liveSuffix),
+	res, err := s.batch.Run(ctx, redislua.Acquire, []string{s.lockKey(req.Resource)},
 		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
 		s.livenessMS, s.retentionMS, flag(listening), name,
-	).Slice()
+	).Result()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
 	}
-	if len(res) >= 3 && res[0] == int64(1) {
-		str, _ := res[1].(string)
-		tok, perr := strconv.ParseUint(str, 10, 64)
-		if perr != nil {
-			return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %q", driver.ErrUnavailable, str)
+	granted, waiting := false, int64(0)
+	var tok any
+	switch r := res.(type) {
+	case string: // the fast path's grant
+		granted, tok = true, r
+	case []any:
+		if len(r) == 3 && r[0] == int64(1) {
+			granted, tok = true, r[1]
+			waiting, _ = r[2].(int64)
+			break
 		}
-		waiting, _ := res[2].(int64)
-		return newGrant(tok, waiting > 0), 0, false, nil
+		if len(r) == 3 && r[0] == int64(0) {
+			pttl, _ := r[1].(int64)
+			head, _ := r[2].(int64)
+			return driver.Grant{}, time.Duration(pttl) * time.Millisecond, head == 1,
+				fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
+		}
 	}
-	if len(res) != 3 {
+	if !granted {
 		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: unexpected reply %v", driver.ErrUnavailable, res)
 	}
-	pttl, _ := res[1].(int64)
-	head, _ := res[2].(int64)
-	return driver.Grant{}, time.Duration(pttl) * time.Millisecond, head == 1,
-		fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
+	str, _ := tok.(string)
+	t, perr := strconv.ParseUint(str, 10, 64)
+	if perr != nil {
+		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %q", driver.ErrUnavailable, str)
+	}
+	return newGrant(t, waiting > 0), 0, false, nil
 }
 
 // Extend resets the lock's TTL if req.Owner holds it, and closes the
@@ -273,7 +283,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 	if s.bad != nil {
 		return s.bad
 	}
-	n, err := s.batch.Run(ctx, redislua.Release, s.keysOf(req.Resource, queueSuffix, liveSuffix, fenceSuffix),
+	n, err := s.batch.Run(ctx, redislua.Release, []string{s.lockKey(req.Resource)},
 		req.Owner, s.livenessMS, s.retentionMS).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)

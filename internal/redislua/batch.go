@@ -58,7 +58,7 @@ func (b *Batcher) Run(ctx context.Context, sc *goredis.Script, keys []string, ar
 		failed.SetErr(err)
 		return failed
 	}
-	if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		return sc.Eval(ctx, b.rdb, keys, args...)
 	}
 	return cmd
@@ -71,16 +71,18 @@ func (b *Batcher) do(ctx context.Context, cmd *goredis.Cmd) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redis: %w", err) // not sent
 	}
-	c := &batchCall{cmd: cmd, done: make(chan struct{}), lead: make(chan struct{})}
-	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
-	b.queue = append(b.queue, c)
 	if !b.busy {
+		// Nothing in flight: a plain call, and nothing to allocate.
 		b.busy = true
 		b.mu.Unlock()
-		b.send(ctx, c)
+		_ = b.rdb.Process(ctx, cmd)
+		b.handOver()
 		return nil
 	}
+	c := &batchCall{cmd: cmd, done: make(chan struct{}), lead: make(chan struct{})}
+	c.deadline, _ = ctx.Deadline()
+	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
 	case <-c.done:

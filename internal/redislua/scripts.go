@@ -25,8 +25,9 @@ import (
 //	<prefix>{R}:watch     a pub/sub channel, not a key: the redis store's
 //	                      change notices for R
 //
-// The wake-up and request keys are built inside the scripts from the lock
-// key; they carry the same hash tag, so they live in the same slot.
+// The redis store's scripts take the lock key alone (except Extend and
+// Leave) and build the others from it, as do redlock's for the wake-up
+// keys; each carries the lock key's hash tag, so all live in its slot.
 
 // handoffLua is shared by the redis store's scripts that may free the lock
 // or change the queue's head. The clock is read once per call, and only
@@ -81,12 +82,14 @@ end
 // growing when the counter is lost (expiry, restart without persistence).
 // It writes the clock first with SET ... GET, and writes again only when
 // the old counter was not below it (the clock stepped back, or grants came
-// faster than one a microsecond): one write in the usual case.
+// faster than one a microsecond): one write in the usual case. The clock's
+// digits are joined from TIME's two fields rather than formatted from a
+// number, which costs Redis a printf per grant.
 const tokenLua = `
 local function token(fence, retention)
   local t = clock()
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local tok = string.format('%.0f', us)
+  local tok = t[1] .. string.sub('00000' .. t[2], -6)
   local last = tonumber(redis.call('SET', fence, tok, 'PX', retention, 'GET') or '')
   if last and last >= us then
     tok = string.format('%.0f', last + 1)
@@ -96,13 +99,14 @@ local function token(fence, retention)
 end
 `
 
-// Acquire makes one attempt. KEYS: lock, fence, queue, live. ARGV: owner,
-// ttl ms, metadata, queueing ("0" not to queue if not granted, "1" to
-// queue, "2" to refresh the place of a caller that queued before, which
-// skips the fast path), liveness ms, fence retention ms, "1" if the
-// caller listens on its wake-up list (it is then sent "stop" on a grant,
-// ending its blocking pop), the caller's name for this attempt (queueing
-// attempts only: a release that hands the lock over echoes it).
+// Acquire makes one attempt. KEYS: lock (the script builds the resource's
+// other keys from it, as KeysFor lays them out). ARGV: owner, ttl ms,
+// metadata, queueing ("0" not to queue if not granted, "1" to queue, "2"
+// to refresh the place of a caller that queued before, which skips the
+// fast path), liveness ms, fence retention ms, "1" if the caller listens
+// on its wake-up list (it is then sent "stop" on a grant, ending its
+// blocking pop), the caller's name for this attempt (queueing attempts
+// only: a release that hands the lock over echoes it).
 //
 // It grants when the lock is free and nobody live is queued ahead of the
 // caller (no barging), with the token of tokenLua. When the resource has
@@ -117,28 +121,31 @@ end
 // earlier attempt's reply was lost) is granted again with its TTL renewed
 // from this call.
 //
-// Returns {1, token, waiting} when granted, waiting the number of live
-// waiters left in the queue behind the grant (counted only when the queue
-// was not empty), and {0, pttl, isHead} when not, pttl read only for the
-// head of the queue (0 otherwise).
+// Returns the token alone when the fast path grants (a bare string is the
+// cheapest reply Redis writes), {1, token, waiting} when the queue's path
+// grants, waiting the number of live waiters left in the queue behind the
+// grant, and {0, pttl, isHead} when not, pttl read only for the head of
+// the queue (0 otherwise).
 var Acquire = goredis.NewScript(`
-if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+  local fence = KEYS[1] .. ':fence'
   local t = redis.call('TIME')
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local tok = string.format('%.0f', us)
-  local last = tonumber(redis.call('SET', KEYS[2], tok, 'PX', ARGV[6], 'GET') or '')
+  local tok = t[1] .. string.sub('00000' .. t[2], -6)
+  local last = tonumber(redis.call('SET', fence, tok, 'PX', ARGV[6], 'GET') or '')
   if last and last >= us then
     tok = string.format('%.0f', last + 1)
-    redis.call('SET', KEYS[2], tok, 'PX', ARGV[6])
+    redis.call('SET', fence, tok, 'PX', ARGV[6])
   end
   if ARGV[7] == '1' then
     local k = KEYS[1] .. ':wake:' .. ARGV[1]
     redis.call('RPUSH', k, 'stop')
     redis.call('PEXPIRE', k, ARGV[5])
   end
-  return {1, tok, 0}
+  return tok
 end
 ` + handoffLua + waitingLua + tokenLua + `
+local fence, queue, live = KEYS[1] .. ':fence', KEYS[1] .. ':queue', KEYS[1] .. ':live'
 local owner, queueing, listening = ARGV[1], ARGV[4] ~= '0', ARGV[7] == '1'
 local livems = tonumber(ARGV[5])
 local function granted(behind)
@@ -147,24 +154,24 @@ local function granted(behind)
     redis.call('RPUSH', k, 'stop')
     redis.call('PEXPIRE', k, livems)
   end
-  return {1, token(KEYS[2], ARGV[6]), behind}
+  return {1, token(fence, ARGV[6]), behind}
 end
 local cur = redis.call('GET', KEYS[1])
 if cur and string.sub(cur, 1, 32) == owner then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, redis.call('GET', KEYS[2]) or '0', waiting(KEYS[4])}
+  return {1, redis.call('GET', fence) or '0', waiting(live)}
 end
 if cur and not queueing then
   return {0, 0, 0}
 end
-local head = first(KEYS[3], KEYS[4], owner)
+local head = first(queue, live, owner)
 if not cur and (not head or head == owner) then
   local behind = 0
   if head then
-    redis.call('LPOP', KEYS[3])
-    redis.call('ZREM', KEYS[4], owner)
+    redis.call('LPOP', queue)
+    redis.call('ZREM', live, owner)
     redis.call('HDEL', KEYS[1] .. ':req', owner)
-    behind = waiting(KEYS[4])
+    behind = waiting(live)
   end
   redis.call('SET', KEYS[1], owner .. ARGV[3], 'PX', ARGV[2])
   return granted(behind)
@@ -175,13 +182,13 @@ end
 local isHead = 0
 if queueing then
   local req = KEYS[1] .. ':req'
-  if head ~= owner and (ARGV[4] == '1' or not redis.call('ZSCORE', KEYS[4], owner)) then
-    redis.call('RPUSH', KEYS[3], owner)
+  if head ~= owner and (ARGV[4] == '1' or not redis.call('ZSCORE', live, owner)) then
+    redis.call('RPUSH', queue, owner)
   end
   redis.call('HSET', req, owner, ARGV[8] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
-  redis.call('ZADD', KEYS[4], nowms() + livems, owner)
-  redis.call('PEXPIRE', KEYS[3], 2 * livems)
-  redis.call('PEXPIRE', KEYS[4], 2 * livems)
+  redis.call('ZADD', live, nowms() + livems, owner)
+  redis.call('PEXPIRE', queue, 2 * livems)
+  redis.call('PEXPIRE', live, 2 * livems)
   redis.call('PEXPIRE', req, 2 * livems)
   if not head or head == owner then isHead = 1 end
 end
@@ -197,9 +204,9 @@ return {0, redis.call('PTTL', KEYS[1]), 1}
 // The attempt named is one that ran before this release, so the waiter
 // counts its TTL from that attempt's send time. A waiter whose request is
 // not recorded is woken instead ("1") to try for itself. Without a queue
-// it reads no clock. KEYS: lock, queue, live, fence. ARGV: owner, liveness
-// ms, fence retention ms. Returns 1 released, 0 held by another owner, -1
-// not held by anyone.
+// it reads no clock. KEYS: lock (the script builds the others from it).
+// ARGV: owner, liveness ms, fence retention ms. Returns 1 released, 0 held
+// by another owner, -1 not held by anyone.
 var Release = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 local res = -1
@@ -208,10 +215,12 @@ if cur then
   redis.call('DEL', KEYS[1])
   res = 1
 end
-local w = redis.call('LINDEX', KEYS[2], 0)
+local queue = KEYS[1] .. ':queue'
+local w = redis.call('LINDEX', queue, 0)
 if not w then return res end
 ` + handoffLua + waitingLua + tokenLua + `
-local head = first(KEYS[2], KEYS[3], nil, w)
+local live = KEYS[1] .. ':live'
+local head = first(queue, live, nil, w)
 if not head then return res end
 local livems = tonumber(ARGV[2])
 local req = KEYS[1] .. ':req'
@@ -223,11 +232,11 @@ if not b then
   return res
 end
 redis.call('SET', KEYS[1], head .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
-redis.call('LPOP', KEYS[2])
-redis.call('ZREM', KEYS[3], head)
+redis.call('LPOP', queue)
+redis.call('ZREM', live, head)
 redis.call('HDEL', req, head)
 local k = KEYS[1] .. ':wake:' .. head
-redis.call('RPUSH', k, 'g ' .. token(KEYS[4], ARGV[3]) .. ' ' .. waiting(KEYS[3]) .. ' ' .. string.sub(r, 1, a - 1))
+redis.call('RPUSH', k, 'g ' .. token(KEYS[1] .. ':fence', ARGV[3]) .. ' ' .. waiting(live) .. ' ' .. string.sub(r, 1, a - 1))
 redis.call('PEXPIRE', k, livems)
 return res
 `)
