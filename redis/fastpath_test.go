@@ -85,3 +85,41 @@ func TestTokenAboveTheClock(t *testing.T) {
 		t.Fatalf("counter %s after issuing %d", got, ahead+2)
 	}
 }
+
+// A token is the Redis server's clock in microseconds at the grant (when no
+// counter is ahead of it): it lies between two TIME readings around the
+// acquisition. Grants go on until one falls in a second's first tenth,
+// where the microseconds have fewer than six digits.
+func TestTokenIsTheServerClock(t *testing.T) {
+	e := newEnv(t)
+	_, s := e.client()
+	ctx := storetest.Context(t)
+	req := request(storetest.Resource(t), time.Minute, "")
+	var start time.Time
+	for short := false; !short; {
+		before, err := e.rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start.IsZero() {
+			start = before
+		} else if before.Sub(start) > time.Minute {
+			t.Fatal("no grant within a second's first tenth in a minute of the server's clock")
+		}
+		g, err := s.Acquire(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := e.rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo, hi := uint64(before.UnixMicro()), uint64(after.UnixMicro())+1; g.Token < lo || g.Token > hi {
+			t.Fatalf("token %d outside the server's clock readings [%d, %d]", g.Token, lo, hi)
+		}
+		short = before.Unix() == after.Unix() && after.Nanosecond() < 100_000_000
+		if err := s.Release(ctx, req, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
