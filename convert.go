@@ -53,5 +53,6 @@ func (l *Lease) Convert(ctx context.Context, mode Mode) error {
 	}
 	l.req.Mode = mode
 	l.grant = ng
+	l.watching = false // a fresh Blocking, watched when asked for
 	return nil
 }

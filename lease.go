@@ -38,6 +38,7 @@ type Lease struct {
 	held     bool  // false once released or lost
 	err      error // why the lease was lost
 	holdOver bool  // renewal stopped at the maximum hold
+	watching bool  // the grant's WatchBlocking was called
 }
 
 // drift is the allowance for clock-rate differences between client and
@@ -132,9 +133,15 @@ func (l *Lease) Metadata() string {
 // Stores that cannot see their waiters return nil, a channel that never
 // fires: the dlm server and the memory store tell at once (see each store
 // for its bound), and so do stores that declare driver.FeatureBlocking.
+// A store that must watch to tell (etcd) starts its watch at the first
+// call, so a holder that never asks costs it nothing.
 func (l *Lease) Blocking() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if w := l.grant.WatchBlocking; w != nil && !l.watching {
+		l.watching = true
+		w()
+	}
 	return l.grant.Blocking
 }
 

@@ -71,6 +71,13 @@ type Grant struct {
 	// fresh channel with a grant whose mode changed. Stores that cannot
 	// see their waiters leave it nil (see FeatureBlocking).
 	Blocking <-chan struct{}
+	// WatchBlocking, if not nil, starts what closes Blocking. Package dlm
+	// calls it once, when the holder first asks for the channel
+	// (Lease.Blocking), so that a store whose notice costs work for every
+	// grant (a watch) does that work only for the holders that look. It
+	// must not block, and it does nothing once the grant was released.
+	// Stores that close Blocking without being asked leave it nil.
+	WatchBlocking func()
 }
 
 // Driver is a lock store. Its methods are called concurrently.

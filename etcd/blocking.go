@@ -14,12 +14,14 @@ var _ driver.Featurer = (*Store)(nil)
 // Features returns driver.FeatureBlocking.
 func (s *Store) Features() driver.Feature { return driver.FeatureBlocking }
 
-// granted returns the grant of req's ticket t, with its Blocking channel,
-// and starts the watch that closes it. behind is the resource's queue as
-// read at revision rev, when that read saw every key created after t's;
-// otherwise rev is 0 and the watch reads them first. The watch runs in a
-// goroutine of its own, so the grant does not wait for it, and ends at
-// Release (t.stop), with t's key, or with the store (Close) or the client.
+// granted returns the grant of req's ticket t, with its Blocking channel.
+// behind is the resource's queue as read at revision rev, when that read
+// saw every key created after t's; otherwise rev is 0. A conflicting
+// request among them closes the channel at once; otherwise the grant's
+// WatchBlocking starts the watch that closes it (see watchBlocking), when
+// the holder first asks for the channel: a watch costs etcd and the client
+// a stream's create and cancel, which a holder that never looks should not
+// pay for.
 func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue, rev int64) driver.Grant {
 	t.lost = make(chan struct{})
 	s.hold(t)
@@ -33,6 +35,20 @@ func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue
 		close(blocking)
 		return g
 	}
+	g.WatchBlocking = func() { s.watchBlocking(req, t, rev, blocking) }
+	return g
+}
+
+// watchBlocking starts the watch of a grant's Blocking channel, unless the
+// grant was released already. The watch runs in a goroutine of its own, so
+// the caller does not wait for it, and ends at Release (t.stop), with t's
+// key, or with the store (Close) or the client.
+func (s *Store) watchBlocking(req driver.Request, t *ticket, rev int64, blocking chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.released || t.stop != nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	t.stop = cancel
 	go func() {
@@ -41,7 +57,6 @@ func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue
 			close(blocking)
 		}
 	}()
-	return g
 }
 
 // watchBehind watches the queue of t's resource, under dir, and reports

@@ -12,6 +12,15 @@ import (
 	"github.com/dlmhq/dlm/internal/storetest"
 )
 
+// watched asks for g's Blocking channel as Lease.Blocking does: it starts
+// the store's watch, if the grant has one to start.
+func watched(g driver.Grant) <-chan struct{} {
+	if g.WatchBlocking != nil {
+		g.WatchBlocking()
+	}
+	return g.Blocking
+}
+
 // open fails the test if ch is closed now.
 func open(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
@@ -38,7 +47,7 @@ func TestBlockingClosedByAConflictingWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open(t, g.Blocking, "a free resource")
+	open(t, watched(g), "a free resource")
 
 	// A client that waits, as package dlm does.
 	got := storetest.Acquiring(ctx, t, c, name)
@@ -70,8 +79,8 @@ func TestBlockingSharedHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Release(ctx, second, g2)
-	open(t, g1.Blocking, "a reader behind a reader")
-	open(t, g2.Blocking, "a second reader")
+	open(t, watched(g1), "a reader behind a reader")
+	open(t, watched(g2), "a second reader")
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -169,7 +178,7 @@ func TestBlockingAfterAWait(t *testing.T) {
 	}
 	g2 := <-granted
 	defer s.Release(ctx, second, g2)
-	storetest.Within(t, g2.Blocking, 10*time.Second, "Blocking of a grant with a waiter behind it")
+	storetest.Within(t, watched(g2), 10*time.Second, "Blocking of a grant with a waiter behind it")
 }
 
 func TestBlockingAfterCompaction(t *testing.T) {
@@ -238,13 +247,32 @@ func TestBlockingWatchEnds(t *testing.T) {
 	marks := []string{"github.com/dlmhq/dlm/etcd.", "watchGRPCStream"}
 	storetest.Await(t, 10*time.Second, "goroutines of earlier tests to end", func() bool { return storetest.Goroutines(marks...) == 0 })
 
-	// Released: Release ends the watch.
+	// Not asked for: no watch. (The session's keep-alive runs meanwhile.)
+	watches := []string{"dlm/etcd.(*Store).watchB", "dlm/etcd.(*Store).granted", "watchGRPCStream"}
 	name := storetest.Resource(t)
 	req := request(name, "a")
 	g, err := s.Acquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := storetest.Goroutines(watches...); n != 0 {
+		t.Fatalf("%d goroutines of a watch that nobody asked for", n)
+	}
+	if err := s.Release(ctx, req, g); err != nil {
+		t.Fatal(err)
+	}
+	// Asked for after Release: still none.
+	watched(g)
+	if n := storetest.Goroutines(watches...); n != 0 {
+		t.Fatalf("%d goroutines of a watch asked for after Release", n)
+	}
+
+	// Released: Release ends the watch.
+	g, err = s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched(g)
 	if err := s.Release(ctx, req, g); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +283,7 @@ func TestBlockingWatchEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	watched(g)
 	storetest.Await(t, 10*time.Second, "the watch to start", func() bool { return storetest.Goroutines(marks...) > 0 })
 	if _, err := e.raw.Revoke(ctx, e.leaseOf(g.Token)); err != nil {
 		t.Fatal(err)

@@ -94,15 +94,16 @@
 // closed once a request whose mode conflicts with the grant's is created
 // behind it: a waiter. (A single attempt refused at once creates no key,
 // so it tells nobody.) A grant whose queue already has one when granted
-// gets the channel closed. Otherwise one watch on the resource's directory,
-// started from the revision of the grant in a goroutine of its own (the
-// grant does not wait for it), looks for one; it is multiplexed on the
-// client's watch stream, and ends at Release, when the grant's key goes
-// (its lease expired or was revoked), when it closes the channel, or when
-// the client closes. A grant made by AcquireWait first reads the keys
-// created behind its own (one range request), since its wait read only
-// those before it. A watch that cannot be created within the request
-// timeout, or fails, leaves the channel open.
+// gets the channel closed. Otherwise one watch on the resource's directory
+// looks for one, started when the holder first asks for the channel
+// (Lease.Blocking; driver.Grant.WatchBlocking), in a goroutine of its own
+// (the caller does not wait for it): a holder that never looks costs etcd
+// no watch. The watch opens at the current revision and first reads the
+// keys created behind the grant's since (one range request); it is
+// multiplexed on the client's watch stream, and ends at Release, when the
+// grant's key goes (its lease expired or was revoked), when it closes the
+// channel, or when the client closes. A watch that cannot be created
+// within the request timeout, or fails, leaves the channel open.
 //
 // # Errors
 //
@@ -139,8 +140,9 @@ const (
 // driver.FeatureBlocking. It is safe for concurrent use. The goroutines it
 // starts that outlive a call are those of a session's keep-alive, which end
 // at Close, when the session ends or with the client; of a grant's Blocking
-// watch, which ends at Release or with the grant's key; and of a Watch,
-// which ends with its channel. Call Close when done with the store.
+// watch, once asked for, which ends at Release or with the grant's key; and
+// of a Watch, which ends with its channel. Call Close when done with the
+// store.
 type Store struct {
 	cli     *clientv3.Client
 	prefix  string

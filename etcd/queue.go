@@ -27,10 +27,12 @@ type ticket struct {
 	// lost is the grant's Lost channel, closed when its session ends.
 	lost chan struct{}
 	// stop ends the watch of a granted ticket's Blocking channel; nil
-	// when there is none.
-	stop  context.CancelFunc
-	gone  bool // the key was deleted and the reference given back (Store.mu)
-	swept bool // the store deleted the key after a Release failed (Store.mu)
+	// when there is none (Store.mu).
+	stop context.CancelFunc
+	// released is set by Release: no watch starts after it (Store.mu).
+	released bool
+	gone     bool // the key was deleted and the reference given back (Store.mu)
+	swept    bool // the store deleted the key after a Release failed (Store.mu)
 }
 
 // grant returns the grant of a ticket whose turn has come.

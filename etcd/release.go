@@ -69,9 +69,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant)
 		}
 		return err
 	}
-	if t.stop != nil {
-		t.stop() // the Blocking watch
-	}
+	s.endWatch(t)
 	if s.swept(t) {
 		return nil // an earlier Release failed, and the store deleted the key since
 	}
@@ -86,6 +84,18 @@ func (s *Store) Release(ctx context.Context, req driver.Request, g driver.Grant)
 		return fmt.Errorf("%w: %q: the key of the grant was deleted", driver.ErrNotHeld, req.Resource)
 	}
 	return nil
+}
+
+// endWatch ends the watch of the ticket's Blocking channel, if one runs,
+// and keeps one from starting.
+func (s *Store) endWatch(t *ticket) {
+	s.mu.Lock()
+	stop := t.stop
+	t.released = true
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // swept reports whether the store deleted the ticket's key itself, after a
