@@ -216,11 +216,12 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	return g, err
 }
 
-// attempt runs the acquire script once. When not granted it returns ErrTaken, the lock's remaining TTL
-// (negative when free) and whether the caller is first in the queue.
-// queue says whether to join the queue when not granted; listening says
-// the caller blocks on its wake-up list; name is the attempt's name, which
-// a release that hands the lock to the caller echoes (queueing only).
+// attempt runs the acquire script once. When not granted it returns
+// ErrTaken, the lock's remaining TTL (negative when free) and whether the
+// caller is first in the queue. queue says whether to join the queue when
+// not granted; listening says the caller blocks on its wake-up list; name
+// is the attempt's name, which a release that hands the lock to the caller
+// echoes (queueing only).
 func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool, name string) (driver.Grant, time.Duration, bool, error) {
 	res, err := s.batch.Run(ctx, redislua.Acquire, []string{s.lockKey(req.Resource)},
 		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
@@ -229,31 +230,34 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing,
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
 	}
-	granted, waiting := false, int64(0)
-	var tok any
 	switch r := res.(type) {
 	case string: // the fast path's grant
-		granted, tok = true, r
+		return tokenGrant(r, 0)
 	case []any:
-		if len(r) == 3 && r[0] == int64(1) {
-			granted, tok = true, r[1]
-			waiting, _ = r[2].(int64)
+		if len(r) != 3 {
 			break
 		}
-		if len(r) == 3 && r[0] == int64(0) {
+		switch r[0] {
+		case int64(1):
+			tok, _ := r[1].(string)
+			waiting, _ := r[2].(int64)
+			return tokenGrant(tok, waiting)
+		case int64(0):
 			pttl, _ := r[1].(int64)
 			head, _ := r[2].(int64)
 			return driver.Grant{}, time.Duration(pttl) * time.Millisecond, head == 1,
 				fmt.Errorf("%w: %q", driver.ErrTaken, req.Resource)
 		}
 	}
-	if !granted {
-		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: unexpected reply %v", driver.ErrUnavailable, res)
-	}
-	str, _ := tok.(string)
-	t, perr := strconv.ParseUint(str, 10, 64)
-	if perr != nil {
-		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %q", driver.ErrUnavailable, str)
+	return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: unexpected reply %v", driver.ErrUnavailable, res)
+}
+
+// tokenGrant is attempt's result for a grant of the token tok (as the
+// script replies it), with waiting live waiters queued behind it.
+func tokenGrant(tok string, waiting int64) (driver.Grant, time.Duration, bool, error) {
+	t, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %q", driver.ErrUnavailable, tok)
 	}
 	return newGrant(t, waiting > 0), 0, false, nil
 }

@@ -15,6 +15,12 @@ command -v go >/dev/null 2>&1 || { echo "test.sh: Go is not installed (https://g
 
 bash scripts/deps.sh
 
+# The module cache: every module of the root module's graph. The
+# documentation tests build a newcomer's module offline (go mod tidy with
+# GOPROXY=off), which needs modules that no build of this tree fetches; a
+# fresh machine's cache holds only what builds fetched.
+go mod download all
+
 # The dashboard's browser test: Debian's chromium and playwright-core. As
 # root they are installed and the test must run; otherwise it runs if they
 # are there and is skipped (with a message) if not.
