@@ -65,14 +65,14 @@ func (s *Store) acquireShared(ctx context.Context, req driver.Request, key int64
 		return driver.Grant{}, fail(ctx, "connect", err)
 	}
 	stmt, args, record := s.grantStatement(q, false, key, req.Metadata, ss.pid)
-	c, err := ss.send(stmt, args, func(c *call, abandoned bool) {
+	c, err := newCall(stmt, args, func(c *call, abandoned bool) {
 		s.settleShared(ss, c, abandoned, key, q, r, record)
 	})
 	if err != nil {
 		s.shared.free(r)
 		return driver.Grant{}, err
 	}
-	if err := c.wait(ctx); err != nil {
+	if err := ss.do(ctx, c); err != nil {
 		return driver.Grant{}, err
 	}
 	if c.err != nil {
@@ -100,7 +100,7 @@ func (s *Store) settleShared(ss *session, c *call, abandoned bool, key int64, q 
 		}
 		// The statement may have failed after the lock was granted.
 		classid, objid := lockID(key)
-		_, _ = ss.send(q.reset, []any{key, classid, objid, q.lockMode}, s.shared.freeAfter(ss, r))
+		_ = ss.send(q.reset, []any{key, classid, objid, q.lockMode}, s.shared.freeAfter(ss, r))
 		return
 	}
 	res, err := s.judgeRow(c.vals, ss.pid, false)
@@ -115,7 +115,7 @@ func (s *Store) settleShared(ss *session, c *call, abandoned bool, key int64, q 
 		if record {
 			unlock = q.unlockRecord
 		}
-		_, _ = ss.send(unlock, []any{key, ss.pid}, s.shared.freeAfter(ss, r))
+		_ = ss.send(unlock, []any{key, ss.pid}, s.shared.freeAfter(ss, r))
 	}
 }
 

@@ -13,9 +13,13 @@
 // and its unlock must run in the same session; one session may hold any
 // number of locks. The store keeps a few shared sessions (WithSessions, 2 by
 // default): connections taken out of the pool for the store's life, each
-// with a goroutine that sends the statements of many leases in rounds,
-// pipelined (one write for a round, each statement its own implicit
-// transaction, answers read in order). An acquisition that does not wait
+// sending the statements of many leases in rounds, pipelined (one write for
+// a round, each statement its own implicit transaction, answers read in
+// order). A caller that finds its session idle sends its statement and
+// reads the answer itself, as a pgx query would; statements that arrive
+// meanwhile queue, and the session's goroutine sends them in rounds. The
+// sessions speak PostgreSQL's protocol themselves, on connections taken
+// over from pgx (pgconn's Hijack). An acquisition that does not wait
 // takes its lock on the shared session of its key, and the lock's Extend,
 // Relabel and Release run there too. Concurrent leases thus share round
 // trips and server processes: holding a thousand locks takes two
@@ -41,10 +45,11 @@
 //     session that no longer reaches the backend that granted), and when a
 //     round of statements, none of which waits for a lock, gets no answer
 //     for 30 s. The next acquisition opens a new one.
-//   - A caller whose context ends stops waiting for its statement, but a
-//     statement once sent runs, and its outcome is settled in the session:
-//     a grant nobody waits for any more is unlocked, a failed grant is
-//     reset, an unlock completes.
+//   - A caller whose context ends stops waiting for its statement at once,
+//     even while it reads the answer itself (the session's goroutine reads
+//     on), but a statement once sent runs, and its outcome is settled in
+//     the session: a grant nobody waits for any more is unlocked, a failed
+//     grant is reset, an unlock completes.
 //
 // A lock on a connection of its own keeps it from the grant to the release;
 // after a clean unlock the connection goes back to the pool, and after any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,14 +12,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// batchTimeout bounds one round of a shared session's pipeline. Its
-// statements never wait for a lock, so a round that takes longer means the
-// server or the network is stuck: the session ends, and its locks with it.
+// batchTimeout bounds one round of a shared session. Its statements never
+// wait for a lock, so a round that takes longer means the server or the
+// network is stuck: the session ends, and its locks with it.
 const batchTimeout = 30 * time.Second
 
-// maxBatch bounds the statements a shared session sends in one round.
+// maxBatch bounds the statements a shared session sends in one round. A
+// round's answers (a few dozen bytes each) fit the socket's buffers while
+// the round is still being written.
 const maxBatch = 128
 
 // errSessionEnded is the error of a statement on a shared session that
@@ -27,29 +31,48 @@ var errSessionEnded = errors.New("the shared session ended")
 
 // A session is a connection whose server session holds the locks of many
 // leases at once: PostgreSQL keeps an advisory lock per session, and one
-// session may hold any number of them. Its goroutine sends the statements
-// queued by callers in rounds, pipelined (all of a round in one write, each
-// statement its own implicit transaction), and reads their answers in
-// order, so that concurrent acquisitions and releases share round trips and
-// server processes instead of each taking a connection.
+// session may hold any number of them. It speaks the extended query
+// protocol itself, on the connection taken over from pgx, so that a round
+// can be read by one goroutine and finished by another.
+//
+// One goroutine at a time owns the connection and runs a round on it: the
+// statements queued so far, written at once (each its own implicit
+// transaction), and their answers read in order. A caller that finds the
+// session idle runs its own statement as a round of one, on its own
+// goroutine, as a plain pgx query would. Statements that arrive while the
+// connection is owned queue, and the session's goroutine (run) sends them in
+// rounds once the owner hands the connection over. So an uncontended caller
+// pays no hand-off between goroutines, and concurrent callers share round
+// trips and server processes instead of each taking a connection.
 //
 // Outcomes do not depend on the caller: a caller whose context ends stops
-// waiting, but its statement, once queued, runs, and what must follow it
-// (unlocking a grant nobody will hold, freeing the key for others) runs in
-// the session's goroutine (call.after).
+// waiting, but its statement, once queued, runs. A caller whose context
+// ends while it reads its own round's answer stops reading (its context
+// sets a read deadline) and hands the rest of the round to run, which reads
+// on from where it stopped. What must follow an answer (unlocking a grant
+// nobody will hold, freeing the key for others) runs in whichever goroutine
+// reads it (call.after).
 type session struct {
-	conn *pgx.Conn // owned by run once started
-	pid  int32     // of the backend, as reported at start-up
+	nc  net.Conn // the connection to the server
+	fe  *pgproto3.Frontend
+	pid int32 // of the backend, as reported at start-up
 
 	mu     sync.Mutex
 	queue  []*call
-	err    error // why the session ended; nil while it lives
-	wake   chan struct{}
-	closed chan struct{} // closed by abort
+	owned  bool   // a goroutine owns the connection (see above)
+	handed *round // a round whose caller left mid-read; run reads the rest
+	// reading is the round its caller reads, which the caller's context
+	// may interrupt.
+	reading *round
+	err     error // why the session ended; nil while it lives
+	wake    chan struct{}
+	closed  chan struct{} // closed by abort
 
-	done     chan struct{}     // closed when run returns
-	prepared map[string]string // owned by run: SQL -> statement name
-	names    int               // owned by run: statements named so far
+	done chan struct{} // closed when run returns
+
+	// Owned with the connection:
+	prepared map[string]string // SQL -> statement name
+	names    int               // statements named so far
 }
 
 // A call is one statement on a session, answering one row.
@@ -64,8 +87,8 @@ type call struct {
 	// (callFinished) or the caller stops waiting (callAbandoned).
 	state atomic.Int32
 	done  chan struct{}
-	// after, if set, runs in the session's goroutine once the answer is
-	// in, before done closes; abandoned tells whether the caller left.
+	// after, if set, runs in the goroutine that read the answer, before
+	// done closes; abandoned tells whether the caller left.
 	after func(c *call, abandoned bool)
 }
 
@@ -75,18 +98,57 @@ const (
 	callAbandoned
 )
 
+// A round is a batch of calls written together and answered in order, one
+// answer per Sync: a call's Parse, when its statement is not prepared yet,
+// then its Bind and Execute.
+type round struct {
+	parts    []part
+	next     int // the part being read
+	deadline time.Time
+
+	// The answer of the part being read.
+	vals [][]byte
+	err  error
+
+	refused map[string]error // statements the server would not prepare
+
+	cancelled bool // guarded by session.mu: the reading caller's context ended
+}
+
+// A part is one Sync's worth of a round.
+type part struct {
+	c       *call
+	name    string // of the prepared statement
+	prepare bool
+}
+
 // openSession starts a session on conn, which the caller gives up.
-func openSession(conn *pgx.Conn) *session {
+func openSession(ctx context.Context, conn *pgx.Conn) (*session, error) {
+	pc := conn.PgConn()
+	if err := pc.SyncConn(ctx); err != nil {
+		_ = conn.Close(ctx)
+		return nil, err
+	}
+	hc, err := pc.Hijack()
+	if err != nil {
+		_ = conn.Close(ctx)
+		return nil, err
+	}
+	if hc.TxStatus != 'I' || hc.Frontend.ReadBufferLen() != 0 {
+		_ = hc.Conn.Close()
+		return nil, fmt.Errorf("postgres: the connection for a shared session is not idle (transaction status %q)", hc.TxStatus)
+	}
 	s := &session{
-		conn:     conn,
-		pid:      int32(conn.PgConn().PID()),
+		nc:       hc.Conn,
+		fe:       pgproto3.NewFrontend(hc.Conn, hc.Conn),
+		pid:      int32(hc.PID),
 		wake:     make(chan struct{}, 1),
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),
 		prepared: map[string]string{},
 	}
 	go s.run()
-	return s
+	return s, nil
 }
 
 // ended reports whether the session has ended, and why.
@@ -96,21 +158,39 @@ func (s *session) ended() error {
 	return s.err
 }
 
-// enqueue queues c, or finishes it at once with the session's end.
-func (s *session) enqueue(c *call) {
+// newCall returns a call of sql with args, with after to run once it is
+// answered.
+func newCall(sql string, args []any, after func(*call, bool)) (*call, error) {
+	params, err := encodeParams(args)
+	if err != nil {
+		return nil, err
+	}
+	return &call{sql: sql, params: params, done: make(chan struct{}), after: after}, nil
+}
+
+// send queues a call of sql with args, with after to run once it is
+// answered, and does not wait for it. The statements that settle another
+// one's outcome are sent so, from within its after.
+func (s *session) send(sql string, args []any, after func(*call, bool)) error {
+	c, err := newCall(sql, args, after)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
 		s.finish(c, nil, err)
-		return
+		return nil
 	}
 	s.queue = append(s.queue, c)
+	wake := !s.owned
+	s.owned = true
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if wake {
+		s.wake <- struct{}{} // run owns the connection now
 	}
+	return nil
 }
 
 // query runs sql with args on the session and scans its one row into dest.
@@ -120,14 +200,14 @@ func (s *session) query(ctx context.Context, sql string, args []any, dest ...any
 	return s.queryThen(ctx, sql, args, nil, dest...)
 }
 
-// queryThen is query, with after to run in the session's goroutine once
-// the statement is answered, whether or not the caller still waits.
+// queryThen is query, with after to run once the statement is answered,
+// whether or not the caller still waits.
 func (s *session) queryThen(ctx context.Context, sql string, args []any, after func(*call, bool), dest ...any) error {
-	c, err := s.send(sql, args, after)
+	c, err := newCall(sql, args, after)
 	if err != nil {
 		return err
 	}
-	if err := c.wait(ctx); err != nil {
+	if err := s.do(ctx, c); err != nil {
 		return err
 	}
 	if c.err != nil {
@@ -136,16 +216,77 @@ func (s *session) queryThen(ctx context.Context, sql string, args []any, after f
 	return scanRow(c.vals, dest...)
 }
 
-// send queues a call of sql with args, with after to run once it is
-// answered.
-func (s *session) send(sql string, args []any, after func(*call, bool)) (*call, error) {
-	params, err := encodeParams(args)
-	if err != nil {
-		return nil, err
+// do runs c and waits for its answer, or for ctx to end, in which case the
+// call is abandoned (it still runs) and ctx's error returned. On an idle
+// session the caller runs c itself; otherwise c waits in the queue.
+func (s *session) do(ctx context.Context, c *call) error {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		s.finish(c, nil, err)
+		return nil
 	}
-	c := &call{sql: sql, params: params, done: make(chan struct{}), after: after}
-	s.enqueue(c)
-	return c, nil
+	if s.owned {
+		s.queue = append(s.queue, c)
+		s.mu.Unlock()
+		return c.wait(ctx)
+	}
+	s.owned = true
+	s.mu.Unlock()
+	return s.direct(ctx, c)
+}
+
+// direct runs c as a round of its own on the caller's goroutine, which owns
+// the connection. When ctx ends before the answer is in, the caller hands
+// the round to run and returns ctx's error.
+func (s *session) direct(ctx context.Context, c *call) error {
+	r := s.plan([]*call{c})
+	err := s.write(r)
+	if err == nil {
+		s.mu.Lock()
+		s.reading = r
+		s.mu.Unlock()
+		stop := context.AfterFunc(ctx, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.reading == r {
+				r.cancelled = true
+				_ = s.nc.SetReadDeadline(time.Unix(1, 0)) // wakes the reader
+			}
+		})
+		err = s.read(r)
+		stop()
+		s.mu.Lock()
+		s.reading = nil
+		if err != nil && r.cancelled && isTimeout(err) {
+			// The caller leaves; run reads the rest of the round.
+			c.state.CompareAndSwap(callWaiting, callAbandoned)
+			s.handed = r
+			s.mu.Unlock()
+			s.wake <- struct{}{}
+			return fmt.Errorf("postgres: %w (the statement still runs on the shared session)", ctx.Err())
+		}
+		s.mu.Unlock()
+	}
+	if err != nil {
+		s.fail(r, err)
+	}
+	s.release()
+	return nil
+}
+
+// release gives the connection up after a round run by a caller: to run,
+// when statements queued meanwhile or the session ended, or to the next
+// caller.
+func (s *session) release() {
+	s.mu.Lock()
+	handOver := len(s.queue) > 0 || s.err != nil
+	s.owned = handOver
+	s.mu.Unlock()
+	if handOver {
+		s.wake <- struct{}{}
+	}
 }
 
 // wait waits for the answer to c, or for ctx to end, in which case the call
@@ -205,172 +346,220 @@ func (s *session) close() {
 	<-s.done
 }
 
-// run sends the queued calls in rounds until the session ends.
+// run sends the queued calls in rounds whenever the connection is handed to
+// it, until the session ends; then it closes the connection.
 func (s *session) run() {
 	defer close(s.done)
-	var err error
-	for err == nil {
+	closed := s.closed
+	for {
 		select {
-		case <-s.closed:
-			err = errSessionEnded
-			continue
 		case <-s.wake:
-		}
-		for err == nil {
-			select {
-			case <-s.closed:
-				err = errSessionEnded
-				continue
-			default:
-			}
+		case <-closed:
+			closed = nil
 			s.mu.Lock()
-			batch := s.queue
-			if len(batch) > maxBatch {
-				batch = batch[:maxBatch:maxBatch]
+			if s.owned {
+				// Its owner hands it over after its round, seeing the
+				// session ended.
+				s.mu.Unlock()
+				continue
 			}
-			s.queue = s.queue[len(batch):]
-			if len(s.queue) == 0 {
-				s.queue = nil
-			}
+			s.owned = true
 			s.mu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
-			err = s.round(batch)
+		}
+		if !s.serve() {
+			break
 		}
 	}
 	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	err = s.err
+	err := s.err
 	pending := s.queue
 	s.queue = nil
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	_ = s.conn.Close(ctx)
-	cancel()
+	_ = s.nc.SetDeadline(time.Now().Add(cleanupTimeout))
+	s.fe.Send(&pgproto3.Terminate{})
+	_ = s.fe.Flush()
+	_ = s.nc.Close()
 	for _, c := range pending {
 		s.finish(c, nil, err)
 	}
 }
 
-// round sends batch pipelined and finishes each call with its answer. An
-// error it returns ends the session: the connection failed, and the calls
-// it could not answer have failed with it.
-func (s *session) round(batch []*call) (err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-	defer cancel()
-	p := s.conn.PgConn().StartPipeline(ctx)
-	prepares := make([]bool, len(batch)) // the call's statement is prepared before it
-	for i, c := range batch {
+// serve runs rounds while run owns the connection: the rest of a round a
+// caller left, then the queued calls. It returns true when it gave the
+// connection up, the queue being empty, and false when the session ended.
+func (s *session) serve() bool {
+	for {
+		s.mu.Lock()
+		if r := s.handed; r != nil {
+			s.handed = nil
+			s.mu.Unlock()
+			err := s.nc.SetReadDeadline(r.deadline)
+			if err == nil {
+				err = s.read(r)
+			}
+			if err != nil {
+				s.fail(r, err)
+			}
+			continue
+		}
+		if s.err != nil {
+			s.mu.Unlock()
+			return false
+		}
+		batch := s.queue
+		if len(batch) > maxBatch {
+			batch = batch[:maxBatch:maxBatch]
+		}
+		s.queue = s.queue[len(batch):]
+		if len(s.queue) == 0 {
+			s.queue = nil
+		}
+		if len(batch) == 0 {
+			s.owned = false
+			s.mu.Unlock()
+			return true
+		}
+		s.mu.Unlock()
+		r := s.plan(batch)
+		err := s.write(r)
+		if err == nil {
+			err = s.read(r)
+		}
+		if err != nil {
+			s.fail(r, err)
+		}
+	}
+}
+
+// plan returns the round of batch, preparing the statements not prepared
+// yet on this session.
+func (s *session) plan(batch []*call) *round {
+	r := &round{parts: make([]part, 0, len(batch))}
+	for _, c := range batch {
 		name, ok := s.prepared[c.sql]
 		if !ok {
 			s.names++
 			name = "dlm_" + strconv.Itoa(s.names)
 			s.prepared[c.sql] = name
-			prepares[i] = true
-			p.SendPrepare(name, c.sql, nil)
-			p.SendPipelineSync()
+			r.parts = append(r.parts, part{c: c, name: name, prepare: true})
 		}
-		p.SendQueryPrepared(name, c.params, nil, []int16{pgx.BinaryFormatCode})
-		p.SendPipelineSync()
+		r.parts = append(r.parts, part{c: c, name: name})
 	}
-	answered := 0
-	defer func() {
-		if err != nil {
-			// The session is over before any caller hears of it, so
-			// that each can tell a failed session from a refused
-			// statement.
-			s.mu.Lock()
-			if s.err == nil {
-				s.err = err
-			}
-			s.mu.Unlock()
-			for _, c := range batch[answered:] {
-				s.finish(c, nil, err)
-			}
-		}
-	}()
-	if err := p.Flush(); err != nil {
+	return r
+}
+
+// resultFormats asks for every column in the binary format.
+var resultFormats = []int16{pgx.BinaryFormatCode}
+
+// write sends r, starting its deadline.
+func (s *session) write(r *round) error {
+	r.deadline = time.Now().Add(batchTimeout)
+	if err := s.nc.SetDeadline(r.deadline); err != nil {
 		return err
 	}
-	// The server's refusals to prepare a statement, which its calls get
-	// instead of their own answers.
-	refused := map[string]error{}
-	for i, c := range batch {
-		if prepares[i] {
-			_, perr := p.GetResults() // the statement's description
-			if err := endOfStatement(p); err != nil {
-				return err
-			}
-			if perr != nil && !isServerError(perr) {
-				return perr
-			}
-			if perr != nil {
-				refused[c.sql] = perr
-				delete(s.prepared, c.sql) // prepare it again next time
-			}
+	for _, p := range r.parts {
+		if p.prepare {
+			s.fe.SendParse(&pgproto3.Parse{Name: p.name, Query: p.c.sql})
+		} else {
+			s.fe.SendBind(&pgproto3.Bind{PreparedStatement: p.name, Parameters: p.c.params, ResultFormatCodes: resultFormats})
+			s.fe.SendExecute(&pgproto3.Execute{})
 		}
-		vals, qerr := readRow(p)
-		if err := endOfStatement(p); err != nil {
+		s.fe.SendSync(&pgproto3.Sync{})
+	}
+	return s.fe.Flush()
+}
+
+// read reads the answers to r from its next part on, finishing each call
+// with its answer. An error it returns ends the session (see fail); a
+// timeout leaves the round where it stopped, to be read on.
+func (s *session) read(r *round) error {
+	for r.next < len(r.parts) {
+		msg, err := s.fe.Receive()
+		if err != nil {
 			return err
 		}
-		if qerr != nil && !isServerError(qerr) {
-			return qerr
-		}
-		if perr := refused[c.sql]; perr != nil {
-			vals, qerr = nil, perr
-		}
-		answered++
-		s.finish(c, vals, qerr)
-	}
-	return p.Close()
-}
-
-// readRow reads the answer to one prepared query of p: its first row,
-// copied.
-func readRow(p *pgconn.Pipeline) ([][]byte, error) {
-	res, err := p.GetResults()
-	if err != nil {
-		return nil, err
-	}
-	rr, ok := res.(*pgconn.ResultReader)
-	if !ok {
-		return nil, fmt.Errorf("postgres: pipeline answered %T, not rows", res)
-	}
-	var vals [][]byte
-	for rr.NextRow() {
-		if vals != nil {
-			continue
-		}
-		row := rr.Values()
-		vals = make([][]byte, len(row))
-		for i, v := range row {
-			if v != nil {
-				vals[i] = append(make([]byte, 0, len(v)), v...)
+		switch m := msg.(type) {
+		case *pgproto3.DataRow:
+			if r.vals == nil && r.err == nil {
+				r.vals = copyRow(m.Values)
 			}
+		case *pgproto3.ErrorResponse:
+			pgErr := pgconn.ErrorResponseToPgError(m)
+			if !isServerError(pgErr) {
+				return pgErr // the server ends the session
+			}
+			if r.err == nil {
+				r.err, r.vals = pgErr, nil
+			}
+		case *pgproto3.ReadyForQuery:
+			s.answer(r)
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CommandComplete,
+			*pgproto3.NoticeResponse, *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
+		default:
+			return fmt.Errorf("postgres: the server answered %T in a round", msg)
 		}
-	}
-	if _, err := rr.Close(); err != nil {
-		return nil, err
-	}
-	if vals == nil {
-		return nil, errors.New("postgres: the statement answered no row")
-	}
-	return vals, nil
-}
-
-// endOfStatement reads the end of one implicit transaction of p.
-func endOfStatement(p *pgconn.Pipeline) error {
-	res, err := p.GetResults()
-	if err != nil {
-		return err
-	}
-	if _, ok := res.(*pgconn.PipelineSync); !ok {
-		return fmt.Errorf("postgres: pipeline answered %T, not the end of a statement", res)
 	}
 	return nil
+}
+
+// answer ends the part of r being read with the answer read for it.
+func (s *session) answer(r *round) {
+	p := r.parts[r.next]
+	r.next++
+	vals, err := r.vals, r.err
+	r.vals, r.err = nil, nil
+	if p.prepare {
+		if err != nil {
+			if r.refused == nil {
+				r.refused = map[string]error{}
+			}
+			r.refused[p.c.sql] = err
+			delete(s.prepared, p.c.sql) // prepare it again next time
+		}
+		return
+	}
+	switch perr := r.refused[p.c.sql]; {
+	case perr != nil:
+		vals, err = nil, perr
+	case err == nil && vals == nil:
+		err = errors.New("postgres: the statement answered no row")
+	}
+	s.finish(p.c, vals, err)
+}
+
+// fail ends the session after r failed with err: the connection can no
+// longer be trusted, and the calls of r not answered yet fail with err.
+func (s *session) fail(r *round, err error) {
+	// The session is over before any caller hears of it, so that each can
+	// tell a failed session from a refused statement.
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	for _, p := range r.parts[r.next:] {
+		if !p.prepare {
+			s.finish(p.c, nil, err)
+		}
+	}
+	r.next = len(r.parts)
+}
+
+// copyRow returns a copy of a row's values, which the frontend reuses.
+func copyRow(row [][]byte) [][]byte {
+	vals := make([][]byte, len(row))
+	for i, v := range row {
+		if v != nil {
+			vals[i] = append(make([]byte, 0, len(v)), v...)
+		}
+	}
+	return vals
+}
+
+// isTimeout reports whether err is a read deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // isServerError reports whether err is an error the server answered, after

@@ -109,8 +109,12 @@ func (sh *shared) session(ctx context.Context, key int64) (*session, error) {
 	}
 	// The session keeps the connection for its life, outside the pool's
 	// count, so that closing the pool does not wait for it.
-	sl.s = openSession(c.Hijack())
-	return sl.s, nil
+	ss, err := openSession(ctx, c.Hijack())
+	if err != nil {
+		return nil, err
+	}
+	sl.s = ss
+	return ss, nil
 }
 
 // close ends every shared session, which frees their locks, and waits for

@@ -266,8 +266,28 @@ func TestAbandonedSharedGrantIsUnlocked(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned acquisition = %v, want context.Canceled", err)
 	}
+	// The caller read its own statement's answer and left mid-read; the
+	// session reads on. A statement sent meanwhile waits for that round,
+	// then runs.
+	other := request(name+"/other", "d")
+	next := make(chan error, 1)
+	go func() {
+		g, err := s.Acquire(ctx, other)
+		if err == nil {
+			err = s.Release(ctx, other, g)
+		}
+		next <- err
+	}()
+	select {
+	case err := <-next:
+		t.Fatalf("a statement behind the blocked round finished before it: %v", err)
+	default:
+	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := <-next; err != nil {
+		t.Fatalf("the statement queued behind the abandoned round: %v", err)
 	}
 	// The statement ran, and the session unlocked what nobody holds.
 	storetest.Await(t, 10*time.Second, "the abandoned grant to be unlocked", func() bool { return e.locks(name, true) == 0 })
