@@ -53,8 +53,11 @@ type lock struct {
 	h        keeper    // nil once released or lost
 	lost     error     // why the lock is gone, when it was lost
 	expires  time.Time // when the store unlocks it unless extended
-	expiry   *time.Timer
-	recorded bool // the session wrote the holder's row: unlock deletes it
+	recorded bool      // the session wrote the holder's row: unlock deletes it
+
+	// Guarded by the store's expiries.mu:
+	due  time.Time // expires, as the store's expiries see it
+	slot int       // the lock's place among them, -1 when out
 }
 
 // keeper is the session that holds a granted lock (shared.go).
@@ -78,19 +81,19 @@ func (l *lock) hold(ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expires = time.Now().Add(ttl)
-	l.expiry = time.AfterFunc(ttl, l.expire)
+	l.store.expiries.set(l, l.expires)
 }
 
-// expire runs when the expiry timer fires: it unlocks a lock whose TTL
-// passed without an extension.
+// expire runs when the lock's expiry is due (expiries.fire): it unlocks a
+// lock whose TTL passed without an extension.
 func (l *lock) expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.h == nil {
 		return
 	}
-	if d := time.Until(l.expires); d > 0 { // extended meanwhile
-		l.expiry.Reset(d)
+	if time.Until(l.expires) > 0 { // extended meanwhile
+		l.store.expiries.set(l, l.expires)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -133,6 +136,7 @@ func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	l.expires = start.Add(ttl)
+	l.store.expiries.set(l, l.expires)
 	return nil
 }
 
@@ -185,7 +189,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	case err == nil && !*unlocked:
 		return l.lose(fmt.Errorf("%w: %q: the session did not hold the lock", driver.ErrNotHeld, l.resource))
 	case err == nil:
-		l.expiry.Stop()
+		l.store.expiries.remove(l)
 		l.h.released()
 		l.h = nil
 		return nil
@@ -193,7 +197,7 @@ func (l *lock) unlock(ctx context.Context) error {
 		// A connection of the lock's own is closed, which frees the
 		// lock as soon as the server sees it; on a shared session the
 		// unlock runs all the same. There is nothing left to release.
-		l.expiry.Stop()
+		l.store.expiries.remove(l)
 		l.h.dropped()
 		l.h = nil
 		return fmt.Errorf("postgres release: %w (the lock is freed all the same)", ctx.Err())
@@ -209,7 +213,7 @@ func (l *lock) unlock(ctx context.Context) error {
 // lose ends the holding session, so that nothing of the lock can remain,
 // and records why the lock is gone.
 func (l *lock) lose(why error) error {
-	l.expiry.Stop()
+	l.store.expiries.remove(l)
 	l.h.end()
 	l.h = nil
 	l.lost = why

@@ -47,6 +47,7 @@ type Store struct {
 	interval    time.Duration // of Watch
 	sessions    int           // as given
 	shared      *shared       // nil without shared sessions
+	expiries    expiries      // of the granted locks
 	sql         map[driver.Mode]*modeSQL
 	holders     *holderSQL // nil without a holder table
 	createSQL   string

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/postgres"
 )
@@ -384,4 +385,43 @@ func TestStoreEnforcesTTL(t *testing.T) {
 func TestElection(t *testing.T) {
 	c, _ := newEnv(t).client(postgres.WithWatchInterval(50 * time.Millisecond))
 	storetest.Election(t, c, true)
+}
+
+// The store keeps one timer for the expiries of all its locks: a short TTL
+// taken after a long one expires in time, and the expiry of a released lock
+// leaves the others alone.
+func TestExpiriesInOrder(t *testing.T) {
+	e := newEnv(t)
+	s := newStore(t, e.pool(4))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	take := func(suffix string, ttl time.Duration) (driver.Request, driver.Grant) {
+		t.Helper()
+		req := request(name+suffix, "a")
+		req.TTL = ttl
+		g, err := s.Acquire(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return req, g
+	}
+	long, lg := take("/long", time.Hour)
+	released, rg := take("/released", 50*time.Millisecond)
+	if err := s.Release(ctx, released, rg); err != nil {
+		t.Fatal(err)
+	}
+	short, sg := take("/short", 100*time.Millisecond)
+	storetest.Await(t, 10*time.Second, "the short TTL's lock to be unlocked", func() bool { return e.locks(short.Resource, true) == 0 })
+	if err := s.Extend(ctx, short, sg); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Extend of the expired lock = %v, want ErrNotHeld", err)
+	}
+	if n := e.locks(long.Resource, true); n != 1 {
+		t.Fatalf("the long TTL's lock: %d holders after the short one expired, want 1", n)
+	}
+	if err := s.Extend(ctx, long, lg); err != nil {
+		t.Fatalf("Extend of the long TTL's lock = %v", err)
+	}
+	if err := s.Release(ctx, long, lg); err != nil {
+		t.Fatal(err)
+	}
 }
