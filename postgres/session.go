@@ -545,12 +545,20 @@ func (s *session) fail(r *round, err error) {
 	r.next = len(r.parts)
 }
 
-// copyRow returns a copy of a row's values, which the frontend reuses.
+// copyRow returns a copy of a row's values, which the frontend reuses, in
+// one buffer.
 func copyRow(row [][]byte) [][]byte {
+	n := 0
+	for _, v := range row {
+		n += len(v)
+	}
+	buf := make([]byte, 0, n)
 	vals := make([][]byte, len(row))
 	for i, v := range row {
 		if v != nil {
-			vals[i] = append(make([]byte, 0, len(v)), v...)
+			start := len(buf)
+			buf = append(buf, v...)
+			vals[i] = buf[start:len(buf):len(buf)]
 		}
 	}
 	return vals

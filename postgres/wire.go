@@ -13,29 +13,29 @@ import (
 // binary format. The store's statements use a handful of types only; these
 // are they.
 
-// encodeParams returns args in the text format.
+// encodeParams returns args in the text format, in one buffer.
 func encodeParams(args []any) ([][]byte, error) {
 	out := make([][]byte, len(args))
+	buf := make([]byte, 0, 16*len(args))
 	for i, a := range args {
+		start := len(buf)
 		switch v := a.(type) {
 		case int64:
-			out[i] = strconv.AppendInt(nil, v, 10)
+			buf = strconv.AppendInt(buf, v, 10)
 		case int32:
-			out[i] = strconv.AppendInt(nil, int64(v), 10)
+			buf = strconv.AppendInt(buf, int64(v), 10)
 		case uint32:
-			out[i] = strconv.AppendUint(nil, uint64(v), 10)
+			buf = strconv.AppendUint(buf, uint64(v), 10)
 		case bool:
-			out[i] = []byte{'f'}
-			if v {
-				out[i][0] = 't'
-			}
+			buf = strconv.AppendBool(buf, v)
 		case string:
-			out[i] = []byte(v)
+			buf = append(buf, v...)
 		case time.Time:
-			out[i] = v.UTC().AppendFormat(nil, "2006-01-02 15:04:05.999999Z07:00")
+			buf = v.UTC().AppendFormat(buf, "2006-01-02 15:04:05.999999Z07:00")
 		default:
 			return nil, fmt.Errorf("postgres: no text encoding for a parameter of type %T", a)
 		}
+		out[i] = buf[start:len(buf):len(buf)]
 	}
 	return out, nil
 }
