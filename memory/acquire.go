@@ -169,6 +169,6 @@ func (s *Store) await(ctx context.Context, wait <-chan outcome, withdraw func())
 func (s *Store) granted(e *entry) {
 	e.granted = true
 	e.expires = s.now().Now + int64(e.ttl)
-	s.expiry.set(e)
+	s.expiry.Set(e)
 	s.arm()
 }

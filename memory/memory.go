@@ -65,6 +65,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/indexheap"
 	"github.com/dlmhq/dlm/locktable"
 )
 
@@ -91,7 +92,7 @@ type Store struct {
 	byOwner  map[string]*entry
 	byLock   map[locktable.LockID]*entry
 	groups   map[string]*group
-	expiry   expiryHeap
+	expiry   indexheap.Heap[*entry]
 	timer    *time.Timer
 	session  locktable.SessionID // the last session id used
 	watches  map[string]map[*watch]struct{}

@@ -20,7 +20,7 @@ func (s *Store) Extend(ctx context.Context, req driver.Request, _ driver.Grant) 
 	}
 	e.ttl = req.TTL
 	e.expires = s.now().Now + int64(e.ttl)
-	s.expiry.set(e)
+	s.expiry.Set(e)
 	s.arm()
 	return nil
 }
@@ -66,7 +66,7 @@ func (s *Store) drop(e *entry) {
 func (s *Store) forget(e *entry) {
 	delete(s.byOwner, e.owner)
 	delete(s.byLock, e.lock)
-	s.expiry.remove(e)
+	s.expiry.Remove(e)
 	if e.group != nil {
 		e.group.unlink(e)
 	}

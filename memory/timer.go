@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/dlmhq/dlm/locktable"
@@ -14,8 +13,8 @@ func (s *Store) arm() {
 		return
 	}
 	next, ok := s.tab.NextDeadline()
-	if len(s.expiry) > 0 && (!ok || s.expiry[0].expires < next) {
-		next, ok = s.expiry[0].expires, true
+	if s.expiry.Len() > 0 && (!ok || s.expiry.Min().expires < next) {
+		next, ok = s.expiry.Min().expires, true
 	}
 	if !ok {
 		s.timer.Stop()
@@ -37,9 +36,9 @@ func (s *Store) tick() {
 	st := s.now()
 	var ids []locktable.SessionID
 	var grouped []*entry
-	for len(s.expiry) > 0 && s.expiry[0].expires <= st.Now {
-		e := s.expiry[0]
-		s.expiry.remove(e)
+	for s.expiry.Len() > 0 && s.expiry.Min().expires <= st.Now {
+		e := s.expiry.Min()
+		s.expiry.Remove(e)
 		if e.group == nil {
 			ids = append(ids, e.session)
 		} else {
@@ -60,41 +59,9 @@ func (s *Store) tick() {
 	s.arm()
 }
 
-// expiryHeap orders granted acquisitions by the end of their TTL.
-type expiryHeap []*entry
+// Before orders granted acquisitions by the end of their TTL, for the
+// store's expiry heap.
+func (e *entry) Before(other *entry) bool { return e.expires < other.expires }
 
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].expires < h[j].expires }
-func (h expiryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *expiryHeap) Push(x any) {
-	e := x.(*entry)
-	e.index = len(*h)
-	*h = append(*h, e)
-}
-func (h *expiryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	e.index = -1
-	return e
-}
-
-// set adds e or moves it to its new place.
-func (h *expiryHeap) set(e *entry) {
-	if e.index >= 0 {
-		heap.Fix(h, e.index)
-		return
-	}
-	heap.Push(h, e)
-}
-
-// remove takes e out, if it is in.
-func (h *expiryHeap) remove(e *entry) {
-	if e.index >= 0 {
-		heap.Remove(h, e.index)
-	}
-}
+// Slot is the entry's place in the store's expiry heap.
+func (e *entry) Slot() *int { return &e.index }

@@ -1,9 +1,10 @@
 package postgres
 
 import (
-	"container/heap"
 	"sync"
 	"time"
+
+	"github.com/dlmhq/dlm/internal/indexheap"
 )
 
 // expiries unlocks the store's locks whose TTL passed without an extension
@@ -14,7 +15,7 @@ import (
 // armed for it, and when it fires it arms itself for the earliest one left.
 type expiries struct {
 	mu    sync.Mutex
-	locks lockHeap
+	locks indexheap.Heap[*lock]
 	timer *time.Timer
 	at    time.Time // when the timer fires; zero when it is not armed
 }
@@ -24,11 +25,7 @@ func (e *expiries) set(l *lock, due time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l.due = due
-	if l.slot < 0 {
-		heap.Push(&e.locks, l)
-	} else {
-		heap.Fix(&e.locks, l.slot)
-	}
+	e.locks.Set(l)
 	if e.at.IsZero() || due.Before(e.at) {
 		e.armLocked(due)
 	}
@@ -38,9 +35,7 @@ func (e *expiries) set(l *lock, due time.Time) {
 func (e *expiries) remove(l *lock) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if l.slot >= 0 {
-		heap.Remove(&e.locks, l.slot)
-	}
+	e.locks.Remove(l)
 }
 
 func (e *expiries) armLocked(due time.Time) {
@@ -59,12 +54,14 @@ func (e *expiries) fire() {
 	now := time.Now()
 	var due []*lock
 	e.mu.Lock()
-	for len(e.locks) > 0 && !e.locks[0].due.After(now) {
-		due = append(due, heap.Pop(&e.locks).(*lock))
+	for e.locks.Len() > 0 && !e.locks.Min().due.After(now) {
+		l := e.locks.Min()
+		e.locks.Remove(l)
+		due = append(due, l)
 	}
 	e.at = time.Time{}
-	if len(e.locks) > 0 {
-		e.armLocked(e.locks[0].due)
+	if e.locks.Len() > 0 {
+		e.armLocked(e.locks.Min().due)
 	}
 	e.mu.Unlock()
 	for _, l := range due {
@@ -72,28 +69,8 @@ func (e *expiries) fire() {
 	}
 }
 
-// lockHeap orders locks by expiry; each knows its place (lock.slot, -1
-// when out of the heap). Guarded by expiries.mu.
-type lockHeap []*lock
+// Before orders locks by expiry, for expiries.locks.
+func (l *lock) Before(other *lock) bool { return l.due.Before(other.due) }
 
-func (h lockHeap) Len() int           { return len(h) }
-func (h lockHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h lockHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].slot, h[j].slot = i, j
-}
-
-func (h *lockHeap) Push(x any) {
-	l := x.(*lock)
-	l.slot = len(*h)
-	*h = append(*h, l)
-}
-
-func (h *lockHeap) Pop() any {
-	old := *h
-	l := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	l.slot = -1
-	return l
-}
+// Slot is the lock's place among the store's expiries.
+func (l *lock) Slot() *int { return &l.slot }

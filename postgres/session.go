@@ -176,12 +176,32 @@ func (s *session) send(sql string, args []any, after func(*call, bool)) error {
 	if err != nil {
 		return err
 	}
+	s.admit(c, false)
+	return nil
+}
+
+// What admit did with a call.
+const (
+	admitFinished = iota // the session had ended: so has the call
+	admitQueued          // the call waits for a round of run's
+	admitOwned           // the caller owns the idle connection: it runs the call
+)
+
+// admit queues c, or finishes it at once when the session has ended. With
+// own, a caller that finds the connection idle takes it instead, to run c
+// itself; without, the connection goes to run.
+func (s *session) admit(c *call, own bool) int {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
 		s.finish(c, nil, err)
-		return nil
+		return admitFinished
+	}
+	if !s.owned && own {
+		s.owned = true
+		s.mu.Unlock()
+		return admitOwned
 	}
 	s.queue = append(s.queue, c)
 	wake := !s.owned
@@ -190,7 +210,7 @@ func (s *session) send(sql string, args []any, after func(*call, bool)) error {
 	if wake {
 		s.wake <- struct{}{} // run owns the connection now
 	}
-	return nil
+	return admitQueued
 }
 
 // query runs sql with args on the session and scans its one row into dest.
@@ -220,21 +240,13 @@ func (s *session) queryThen(ctx context.Context, sql string, args []any, after f
 // call is abandoned (it still runs) and ctx's error returned. On an idle
 // session the caller runs c itself; otherwise c waits in the queue.
 func (s *session) do(ctx context.Context, c *call) error {
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
-		s.finish(c, nil, err)
-		return nil
-	}
-	if s.owned {
-		s.queue = append(s.queue, c)
-		s.mu.Unlock()
+	switch s.admit(c, true) {
+	case admitOwned:
+		return s.direct(ctx, c)
+	case admitQueued:
 		return c.wait(ctx)
 	}
-	s.owned = true
-	s.mu.Unlock()
-	return s.direct(ctx, c)
+	return nil
 }
 
 // direct runs c as a round of its own on the caller's goroutine, which owns
