@@ -293,3 +293,71 @@ func TestAbandonedSharedGrantIsUnlocked(t *testing.T) {
 	storetest.Await(t, 10*time.Second, "the abandoned grant to be unlocked", func() bool { return e.locks(name, true) == 0 })
 	acquireRelease(t, s, request(name, "c"), "after the abandoned grant")
 }
+
+// Callers that give up at any moment, while others run their statements on
+// the same session, leave nothing held: a caller that leaves mid-read hands
+// its round to the session, which settles it, and the statements queued
+// behind it run.
+func TestSharedSessionCallersGiveUpAnyTime(t *testing.T) {
+	e := newEnv(t)
+	s := newStore(t, e.pool(4), postgres.WithSessions(1))
+	ctx := storetest.Context(t)
+	base := storetest.Resource(t)
+	// A lock held throughout: the session must outlive the callers that
+	// left mid-read.
+	anchor := request(base+"/anchor", "a")
+	ga, err := s.Acquire(ctx, anchor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers, cycles = 8, 40
+	errs := make(chan error, callers)
+	for c := range callers {
+		go func() {
+			req := request(base+"/"+strconv.Itoa(c), strconv.Itoa(c))
+			var err error
+			for i := range cycles {
+				actx, cancel := context.WithCancel(ctx)
+				// Cancel at once, after a yield, or never: the call ends
+				// before, during or after its statement.
+				switch i % 3 {
+				case 0:
+					cancel()
+				case 1:
+					go cancel()
+				}
+				g, aerr := s.Acquire(actx, req)
+				cancel()
+				switch {
+				case aerr == nil:
+					err = s.Release(ctx, req, g)
+				case errors.Is(aerr, context.Canceled), errors.Is(aerr, driver.ErrTaken):
+					// An abandoned grant holds the key until the
+					// session has unlocked it.
+				default:
+					err = aerr
+				}
+				if err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c := range callers {
+		name := base + "/" + strconv.Itoa(c)
+		storetest.Await(t, 10*time.Second, "every abandoned grant to be unlocked", func() bool { return e.locks(name, true) == 0 })
+		acquireRelease(t, s, request(name, "z"), "after the callers gave up")
+	}
+	if err := s.Extend(ctx, anchor, ga); err != nil {
+		t.Fatalf("the lock held throughout: %v (did the shared session end?)", err)
+	}
+	if err := s.Release(ctx, anchor, ga); err != nil {
+		t.Fatal(err)
+	}
+}
