@@ -21,10 +21,11 @@ type Lease struct {
 	acquired time.Time
 	maxHold  time.Duration
 
-	lost        chan struct{}
-	ended       chan struct{}      // closed when the lease is released or lost
+	// ended is closed when the lease is released or lost; made only for
+	// a grant whose store reports its loss (watch waits on it).
+	ended       chan struct{}
 	stopRenew   context.CancelFunc // stops the renewer; nil without auto-renew
-	renewerDone chan struct{}      // closed when the renewer has returned
+	renewerDone chan struct{}      // closed when the renewer has returned; nil without auto-renew
 
 	mu       sync.Mutex
 	req      driver.Request // Mode changes by Convert
@@ -35,10 +36,11 @@ type Lease struct {
 	// store can no longer tell (the grant lost, the session ended).
 	vouched  time.Time
 	expiry   *time.Timer
-	held     bool  // false once released or lost
-	err      error // why the lease was lost
-	holdOver bool  // renewal stopped at the maximum hold
-	watching bool  // the grant's WatchBlocking was called
+	lost     chan struct{} // made by the first call of Lost
+	held     bool          // false once released or lost
+	err      error         // why the lease was lost
+	holdOver bool          // renewal stopped at the maximum hold
+	watching bool          // the grant's WatchBlocking was called
 }
 
 // drift is the allowance for clock-rate differences between client and
@@ -56,24 +58,23 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 		start = g.Start
 	}
 	l := &Lease{
-		c:           c,
-		req:         req,
-		grant:       g,
-		acquired:    start,
-		maxHold:     cfg.maxHold,
-		lost:        make(chan struct{}),
-		ended:       make(chan struct{}),
-		renewerDone: make(chan struct{}),
-		held:        true,
-		deadline:    start.Add(req.TTL - c.drift(req.TTL)),
+		c:        c,
+		req:      req,
+		grant:    g,
+		acquired: start,
+		maxHold:  cfg.maxHold,
+		held:     true,
+		deadline: start.Add(req.TTL - c.drift(req.TTL)),
 	}
 	// Every field is set before the timer and the goroutines start: any of
 	// them may end the lease at once.
 	var renewCtx context.Context
 	if cfg.autoRenew {
 		renewCtx, l.stopRenew = context.WithCancel(context.Background())
-	} else {
-		close(l.renewerDone)
+		l.renewerDone = make(chan struct{})
+	}
+	if g.Lost != nil {
+		l.ended = make(chan struct{})
 	}
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
@@ -189,7 +190,17 @@ func (l *Lease) Deadline() time.Time {
 
 // Lost returns a channel that is closed when the lease is lost. It is never
 // closed for a lease that is released while still held.
-func (l *Lease) Lost() <-chan struct{} { return l.lost }
+func (l *Lease) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil {
+		l.lost = make(chan struct{})
+		if l.err != nil {
+			close(l.lost)
+		}
+	}
+	return l.lost
+}
 
 // Err returns why the lease was lost, an error matching ErrLost, or nil
 // while it is held or after a clean release.
@@ -254,8 +265,8 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	defer func() { end(err) }()
 	if l.stopRenew != nil {
 		l.stopRenew()
+		<-l.renewerDone
 	}
-	<-l.renewerDone
 	req, g := l.current()
 	err = l.c.drv.Release(ctx, req, g)
 	l.mu.Lock()
@@ -266,7 +277,9 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		if l.held {
 			l.held = false
 			l.expiry.Stop()
-			close(l.ended)
+			if l.ended != nil {
+				close(l.ended)
+			}
 		}
 		return l.err
 	case errors.Is(err, driver.ErrNotHeld):
@@ -310,7 +323,9 @@ func (l *Lease) expire() {
 	}
 	req, g := l.req, l.grant
 	l.mu.Unlock()
-	<-l.renewerDone
+	if l.renewerDone != nil {
+		<-l.renewerDone
+	}
 	l.c.cleanup(context.Background(), req, g)
 }
 
@@ -338,8 +353,12 @@ func (l *Lease) loseLocked(cause error) {
 	// what they observe (metrics, logs) already includes it.
 	l.c.metrics.Lost(l.c.store)
 	l.c.log.Warn("dlm: lock lost", "store", l.c.store, "resource", l.req.Resource, "token", l.grant.Token, "err", cause)
-	close(l.lost)
-	close(l.ended)
+	if l.lost != nil {
+		close(l.lost)
+	}
+	if l.ended != nil {
+		close(l.ended)
+	}
 	if l.stopRenew != nil {
 		l.stopRenew()
 	}
