@@ -61,7 +61,11 @@ func (o *outage) bounded(ctx context.Context) (context.Context, context.CancelFu
 	if !o.since.IsZero() {
 		left -= time.Since(o.since)
 	}
-	return context.WithTimeout(ctx, max(left, time.Millisecond))
+	left = max(left, time.Millisecond)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= left {
+		return ctx, func() {} // ctx ends the attempt first: no timer of its own
+	}
+	return context.WithTimeout(ctx, left)
 }
 
 // err is the error of a call that gave up on an unreachable store after
