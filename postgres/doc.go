@@ -14,8 +14,17 @@
 // number of locks. The store keeps a few shared sessions (WithSessions, 2 by
 // default): connections taken out of the pool for the store's life, each
 // sending the statements of many leases in rounds, pipelined (one write for
-// a round, each statement its own implicit transaction, answers read in
-// order). A caller that finds its session idle sends its statement and
+// a round, answers read in order). The statements of a round whose effects
+// do not depend on a commit (the grant, the unlock, the Extend check:
+// session advisory locks and nextval are outside transactions) run in one
+// implicit transaction, so the server pays one transaction and one flush of
+// its answers for the round instead of one each; a statement that writes
+// the holder table has a transaction of its own. No answer is given before
+// its transaction committed, so a token whose sequence advance was logged
+// is durable when its grant returns. Should one statement of a shared
+// transaction fail, the server skips those after it, and the store sends
+// them again, each on its own; those before it did what they did, and are
+// answered once a transaction committed after them flushed the log. A caller that finds its session idle sends its statement and
 // reads the answer itself, as a pgx query would; statements that arrive
 // meanwhile queue, and the session's goroutine sends them in rounds. The
 // sessions speak PostgreSQL's protocol themselves, on connections taken

@@ -134,10 +134,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	case s.sessions < 0 || s.sessions > MaxSessions:
 		s.bad = fmt.Errorf("%w: postgres: %d shared sessions: must be 0 to %d", driver.ErrInvalid, s.sessions, MaxSessions)
 	default:
-		if s.sessions > 0 {
-			s.shared = newShared(pool, s.sessions)
-		}
 		s.sql = statements(seq, table)
+		if s.sessions > 0 {
+			s.shared = newShared(pool, s.sessions, jointStatements(s.sql))
+		}
 		s.createSQL = "CREATE SEQUENCE IF NOT EXISTS " + seq + " AS bigint"
 		if table != "" {
 			s.holders = holderStatements(table)

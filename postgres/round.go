@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,12 +18,16 @@ import (
 // network is stuck: the session ends, and its locks with it.
 const batchTimeout = 30 * time.Second
 
-// A round is a batch of calls written together and answered in order, one
-// answer per Sync: a call's Parse, when its statement is not prepared yet,
-// then its Bind and Execute.
+// A round is a batch of calls written together and answered in order. Its
+// statements that may share a transaction (session.joint) run one after
+// the other in one implicit transaction, ended by one Sync: the server then
+// pays one transaction and one flush of its answers for all of them instead
+// of one each. Any other statement, and the Parse of a statement not
+// prepared yet, has a Sync of its own.
 type round struct {
 	parts    []part
 	next     int // the part being read
+	first    int // the first part of the transaction being read
 	deadline time.Time
 
 	// The answer of the part being read.
@@ -34,11 +39,13 @@ type round struct {
 	cancelled bool // guarded by session.mu: the reading caller's context ended
 }
 
-// A part is one Sync's worth of a round.
+// A part is one statement of a round, or the Parse of one.
 type part struct {
 	c       *call
 	name    string // of the prepared statement
 	prepare bool
+	sync    bool     // a Sync follows: the part ends its transaction
+	vals    [][]byte // its row, read before its transaction ended
 }
 
 // plan returns the round of batch, preparing the statements not prepared
@@ -51,12 +58,25 @@ func (s *session) plan(batch []*call) *round {
 			s.names++
 			name = "dlm_" + strconv.Itoa(s.names)
 			s.prepared[c.sql] = name
-			r.parts = append(r.parts, part{c: c, name: name, prepare: true})
+			r.parts = append(r.parts, part{c: c, name: name, prepare: true, sync: true})
 		}
-		r.parts = append(r.parts, part{c: c, name: name})
+		r.parts = append(r.parts, part{c: c, name: name, sync: true})
+	}
+	// A statement shares its transaction with the next one when both may.
+	for i := range len(r.parts) - 1 {
+		p, q := &r.parts[i], &r.parts[i+1]
+		if !p.prepare && !q.prepare && s.mayJoin(p.c) && s.mayJoin(q.c) {
+			p.sync = false
+		}
 	}
 	return r
 }
+
+// mayJoin reports whether c may share a transaction with other statements:
+// a statement whose effects do not depend on its transaction committing
+// (advisory locks, unlocks, the sequence, reading pg_locks), unless it was
+// skipped once already.
+func (s *session) mayJoin(c *call) bool { return !c.alone && s.joint[c.sql] }
 
 // resultFormats asks for every column in the binary format.
 var resultFormats = []int16{pgx.BinaryFormatCode}
@@ -74,14 +94,16 @@ func (s *session) write(r *round) error {
 			s.fe.SendBind(&pgproto3.Bind{PreparedStatement: p.name, Parameters: p.c.params, ResultFormatCodes: resultFormats})
 			s.fe.SendExecute(&pgproto3.Execute{})
 		}
-		s.fe.SendSync(&pgproto3.Sync{})
+		if p.sync {
+			s.fe.SendSync(&pgproto3.Sync{})
+		}
 	}
 	return s.fe.Flush()
 }
 
-// read reads the answers to r from its next part on, finishing each call
-// with its answer. An error it returns ends the session (see fail); a
-// timeout leaves the round where it stopped, to be read on.
+// read reads the answers to r from its next part on, finishing the calls of
+// each transaction once it ended. An error it returns ends the session (see
+// fail); a timeout leaves the round where it stopped, to be read on.
 func (s *session) read(r *round) error {
 	for r.next < len(r.parts) {
 		msg, err := s.fe.Receive()
@@ -93,6 +115,13 @@ func (s *session) read(r *round) error {
 			if r.vals == nil && r.err == nil {
 				r.vals = copyRow(m.Values)
 			}
+		case *pgproto3.CommandComplete:
+			// A statement whose transaction goes on keeps its row until
+			// the transaction ends.
+			if p := &r.parts[r.next]; !p.sync && r.err == nil {
+				p.vals, r.vals = r.vals, nil
+				r.next++
+			}
 		case *pgproto3.ErrorResponse:
 			pgErr := pgconn.ErrorResponseToPgError(m)
 			if !isServerError(pgErr) {
@@ -103,7 +132,7 @@ func (s *session) read(r *round) error {
 			}
 		case *pgproto3.ReadyForQuery:
 			s.answer(r)
-		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CommandComplete,
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete,
 			*pgproto3.NoticeResponse, *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
 		default:
 			return fmt.Errorf("postgres: the server answered %T in a round", msg)
@@ -112,12 +141,24 @@ func (s *session) read(r *round) error {
 	return nil
 }
 
-// answer ends the part of r being read with the answer read for it.
+// answer ends the transaction of r being read, whose Sync the server has
+// answered. When it committed, each of its calls gets its row. When it
+// failed, the part being read gets the error, and the server skipped the
+// parts after it: they are sent again, each in a transaction of its own.
+// The parts before it ran, and what they did stands (nothing they do
+// depends on their transaction), except the durability of a token whose
+// sequence advance was logged: their answers wait for a transaction that
+// commits with a flush of the log (retry).
 func (s *session) answer(r *round) {
-	p := r.parts[r.next]
-	r.next++
+	first, failed := r.first, r.next
+	last := failed
+	for !r.parts[last].sync {
+		last++
+	}
+	r.next, r.first = last+1, last+1
 	vals, err := r.vals, r.err
 	r.vals, r.err = nil, nil
+	p := &r.parts[failed]
 	if p.prepare {
 		if err != nil {
 			if r.refused == nil {
@@ -128,6 +169,21 @@ func (s *session) answer(r *round) {
 		}
 		return
 	}
+	if err == nil {
+		for i := first; i < failed; i++ {
+			s.finishPart(r, &r.parts[i], r.parts[i].vals, nil)
+		}
+		s.finishPart(r, p, vals, nil)
+		return
+	}
+	s.finishPart(r, p, nil, err)
+	if first < failed || failed < last {
+		s.retry(r.parts[first:failed], r.parts[failed+1:last+1])
+	}
+}
+
+// finishPart finishes the call of p with its answer.
+func (s *session) finishPart(r *round, p *part, vals [][]byte, err error) {
 	switch perr := r.refused[p.c.sql]; {
 	case perr != nil:
 		vals, err = nil, perr
@@ -135,6 +191,44 @@ func (s *session) answer(r *round) {
 		err = errors.New("postgres: the statement answered no row")
 	}
 	s.finish(p.c, vals, err)
+}
+
+// barrierSQL commits a transaction with an id, synchronously whatever the
+// server's setting: its commit flushes the log written before it.
+const barrierSQL = `SELECT set_config('synchronous_commit', 'on', true), pg_current_xact_id()`
+
+// retry puts, at the head of the queue, the calls of a failed transaction
+// that the server skipped, each to be sent alone, behind a barrier that
+// answers the calls ran before the failure once the log is flushed. Should
+// the barrier fail, the session ends, and those calls with it.
+func (s *session) retry(ran, skipped []part) {
+	var head []*call
+	if len(ran) > 0 {
+		ran = slices.Clone(ran)
+		head = append(head, &call{sql: barrierSQL, done: make(chan struct{}), after: func(c *call, _ bool) {
+			err := c.err
+			if err != nil {
+				s.abort()
+				err = errSessionEnded
+			}
+			for i := range ran {
+				vals := ran[i].vals
+				if err != nil {
+					vals = nil
+				}
+				s.finish(ran[i].c, vals, err)
+			}
+		}})
+	}
+	for _, p := range skipped {
+		if !p.prepare {
+			p.c.alone = true
+			head = append(head, p.c)
+		}
+	}
+	s.mu.Lock()
+	s.queue = append(head, s.queue...)
+	s.mu.Unlock()
 }
 
 // fail ends the session after r failed with err: the connection can no
@@ -147,8 +241,8 @@ func (s *session) fail(r *round, err error) {
 		s.err = err
 	}
 	s.mu.Unlock()
-	for _, p := range r.parts[r.next:] {
-		if !p.prepare {
+	for i := r.first; i < len(r.parts); i++ {
+		if p := &r.parts[i]; !p.prepare {
 			s.finish(p.c, nil, err)
 		}
 	}

@@ -29,8 +29,8 @@ var errSessionEnded = errors.New("the shared session ended")
 // can be read by one goroutine and finished by another.
 //
 // One goroutine at a time owns the connection and runs a round on it: the
-// statements queued so far, written at once (each its own implicit
-// transaction), and their answers read in order. A caller that finds the
+// statements queued so far, written at once, and their answers read in
+// order. Statements that may share a transaction run in one (see round). A caller that finds the
 // session idle runs its own statement as a round of one, on its own
 // goroutine, as a plain pgx query would. Statements that arrive while the
 // connection is owned queue, and the session's goroutine (run) sends them in
@@ -46,9 +46,10 @@ var errSessionEnded = errors.New("the shared session ended")
 // nobody will hold, freeing the key for others) runs in whichever goroutine
 // reads it (call.after).
 type session struct {
-	nc  net.Conn // the connection to the server
-	fe  *pgproto3.Frontend
-	pid int32 // of the backend, as reported at start-up
+	nc    net.Conn // the connection to the server
+	fe    *pgproto3.Frontend
+	pid   int32           // of the backend, as reported at start-up
+	joint map[string]bool // statements that may share a transaction
 
 	mu     sync.Mutex
 	queue  []*call
@@ -72,6 +73,7 @@ type session struct {
 type call struct {
 	sql    string
 	params [][]byte
+	alone  bool // runs in a transaction of its own (set by the owner)
 
 	vals [][]byte // the row, copied; set with err before done closes
 	err  error
@@ -91,8 +93,10 @@ const (
 	callAbandoned
 )
 
-// openSession starts a session on conn, which the caller gives up.
-func openSession(ctx context.Context, conn *pgx.Conn) (*session, error) {
+// openSession starts a session on conn, which the caller gives up. The
+// statements in joint, whose effects do not depend on their transaction
+// committing, may share one.
+func openSession(ctx context.Context, conn *pgx.Conn, joint map[string]bool) (*session, error) {
 	pc := conn.PgConn()
 	if err := pc.SyncConn(ctx); err != nil {
 		_ = conn.Close(ctx)
@@ -111,6 +115,7 @@ func openSession(ctx context.Context, conn *pgx.Conn) (*session, error) {
 		nc:       hc.Conn,
 		fe:       pgproto3.NewFrontend(hc.Conn, hc.Conn),
 		pid:      int32(hc.PID),
+		joint:    joint,
 		wake:     make(chan struct{}, 1),
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),

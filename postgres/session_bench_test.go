@@ -30,7 +30,7 @@ func BenchmarkSessionCycle(b *testing.B) {
 	}
 	plain := connect()
 	defer plain.Close(context.Background())
-	s, err := openSession(ctx, connect())
+	s, err := openSession(ctx, connect(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 type shared struct {
 	pool  *pgxpool.Pool
 	slots []slot
+	joint map[string]bool // statements that may share a transaction
 
 	mu     sync.Mutex
 	keys   map[int64]*reservation
@@ -38,8 +39,8 @@ type slot struct {
 // grant statement until the lock is released or gone.
 type reservation struct{ key int64 }
 
-func newShared(pool *pgxpool.Pool, n int) *shared {
-	sh := &shared{pool: pool, slots: make([]slot, n), keys: map[int64]*reservation{}}
+func newShared(pool *pgxpool.Pool, n int, joint map[string]bool) *shared {
+	sh := &shared{pool: pool, slots: make([]slot, n), joint: joint, keys: map[int64]*reservation{}}
 	for i := range sh.slots {
 		sh.slots[i].sem = make(chan struct{}, 1)
 	}
@@ -109,7 +110,7 @@ func (sh *shared) session(ctx context.Context, key int64) (*session, error) {
 	}
 	// The session keeps the connection for its life, outside the pool's
 	// count, so that closing the pool does not wait for it.
-	ss, err := openSession(ctx, c.Hijack())
+	ss, err := openSession(ctx, c.Hijack(), sh.joint)
 	if err != nil {
 		return nil, err
 	}

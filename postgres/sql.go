@@ -108,6 +108,21 @@ func statements(seq, table string) map[driver.Mode]*modeSQL {
 	}
 }
 
+// jointStatements returns the statements of modes that may share a
+// transaction on a shared session: those whose effects do not depend on
+// their transaction committing. Advisory locks and unlocks at session level,
+// nextval and reading pg_locks are outside transactions; the durability of
+// a grant's token comes from the transaction's commit, and a shared session
+// answers no statement before its transaction ended. The statements that
+// write the holder table are not among them.
+func jointStatements(modes map[driver.Mode]*modeSQL) map[string]bool {
+	joint := map[string]bool{heldSQL: true}
+	for _, q := range modes {
+		joint[q.try], joint[q.unlock], joint[q.reset] = true, true, true
+	}
+	return joint
+}
+
 // qualifiedIdent quotes the name of a database object of the kind given
 // ("sequence", "table"), optionally schema-qualified ("locks.fence"), as
 // an SQL identifier.
