@@ -53,7 +53,7 @@
 //     lock on it is gone otherwise (an unlock the server refused, a
 //     session that no longer reaches the backend that granted), and when a
 //     round of statements, none of which waits for a lock, gets no answer
-//     for 30 s. The next acquisition opens a new one.
+//     for 30 s (up to a minute). The next acquisition opens a new one.
 //   - A caller whose context ends stops waiting for its statement at once,
 //     even while it reads the answer itself (the session's goroutine reads
 //     on), but a statement once sent runs, and its outcome is settled in

@@ -15,7 +15,10 @@ import (
 
 // batchTimeout bounds one round of a shared session. Its statements never
 // wait for a lock, so a round that takes longer means the server or the
-// network is stuck: the session ends, and its locks with it.
+// network is stuck: the session ends, and its locks with it. The
+// connection's deadline is moved only when less than batchTimeout is left,
+// to twice that ahead, so that most rounds start no timer: a round gets
+// between one and two batchTimeouts.
 const batchTimeout = 30 * time.Second
 
 // A round is a batch of calls written together and answered in order. Its
@@ -81,12 +84,15 @@ func (s *session) mayJoin(c *call) bool { return !c.alone && s.joint[c.sql] }
 // resultFormats asks for every column in the binary format.
 var resultFormats = []int16{pgx.BinaryFormatCode}
 
-// write sends r, starting its deadline.
+// write sends r, within the connection's deadline (see batchTimeout).
 func (s *session) write(r *round) error {
-	r.deadline = time.Now().Add(batchTimeout)
-	if err := s.nc.SetDeadline(r.deadline); err != nil {
-		return err
+	if now := time.Now(); s.deadline.Sub(now) < batchTimeout {
+		s.deadline = now.Add(2 * batchTimeout)
+		if err := s.nc.SetDeadline(s.deadline); err != nil {
+			return err
+		}
 	}
+	r.deadline = s.deadline
 	for _, p := range r.parts {
 		if p.prepare {
 			s.fe.SendParse(&pgproto3.Parse{Name: p.name, Query: p.c.sql})

@@ -67,6 +67,7 @@ type session struct {
 	// Owned with the connection:
 	prepared map[string]string // SQL -> statement name
 	names    int               // statements named so far
+	deadline time.Time         // the connection's; zero to set it anew
 }
 
 // A call is one statement on a session, answering one row.
@@ -245,6 +246,9 @@ func (s *session) direct(ctx context.Context, c *call) error {
 		stop()
 		s.mu.Lock()
 		s.reading = nil
+		if r.cancelled {
+			s.deadline = time.Time{} // the read deadline has passed
+		}
 		if err != nil && r.cancelled && isTimeout(err) {
 			// The caller leaves; run reads the rest of the round.
 			c.state.CompareAndSwap(callWaiting, callAbandoned)
