@@ -169,11 +169,15 @@ func (s *Store) grant(ctx context.Context, c *pgxpool.Conn, q *modeSQL, wait boo
 // (binary values) and judges it.
 func (s *Store) judgeRow(vals [][]byte, pid int32, record bool) (result, error) {
 	var r result
-	var token *int64
-	if err := scanRow(vals, &r.pid, &token, &r.since, nil); err != nil {
+	rowPID, token, ok, since, err := grantRow(vals)
+	if err != nil {
 		return r, err
 	}
-	return s.judge(r, token, pid, record)
+	r.pid, r.since = rowPID, since
+	if !ok {
+		return s.judge(r, nil, pid, record)
+	}
+	return s.judge(r, &token, pid, record)
 }
 
 // judge completes r, read from a grant statement run on a connection that

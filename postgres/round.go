@@ -40,6 +40,8 @@ type round struct {
 	refused map[string]error // statements the server would not prepare
 
 	cancelled bool // guarded by session.mu: the reading caller's context ended
+
+	space [2]part // the parts of a round of one call
 }
 
 // A part is one statement of a round, or the Parse of one.
@@ -54,7 +56,8 @@ type part struct {
 // plan returns the round of batch, preparing the statements not prepared
 // yet on this session.
 func (s *session) plan(batch []*call) *round {
-	r := &round{parts: make([]part, 0, len(batch))}
+	r := &round{}
+	r.parts = r.space[:0]
 	for _, c := range batch {
 		name, ok := s.prepared[c.sql]
 		if !ok {
@@ -119,7 +122,7 @@ func (s *session) read(r *round) error {
 		switch m := msg.(type) {
 		case *pgproto3.DataRow:
 			if r.vals == nil && r.err == nil {
-				r.vals = copyRow(m.Values)
+				r.vals = r.parts[r.next].c.copyRow(m.Values)
 			}
 		case *pgproto3.CommandComplete:
 			// A statement whose transaction goes on keeps its row until
@@ -256,20 +259,18 @@ func (s *session) fail(r *round, err error) {
 }
 
 // copyRow returns a copy of a row's values, which the frontend reuses, in
-// one buffer.
-func copyRow(row [][]byte) [][]byte {
-	n := 0
+// c's room when it fits.
+func (c *call) copyRow(row [][]byte) [][]byte {
+	buf := c.rowBytes[:0]
+	vals := c.rowSpace[:0]
 	for _, v := range row {
-		n += len(v)
-	}
-	buf := make([]byte, 0, n)
-	vals := make([][]byte, len(row))
-	for i, v := range row {
-		if v != nil {
-			start := len(buf)
-			buf = append(buf, v...)
-			vals[i] = buf[start:len(buf):len(buf)]
+		if v == nil {
+			vals = append(vals, nil)
+			continue
 		}
+		start := len(buf)
+		buf = append(buf, v...)
+		vals = append(vals, buf[start:len(buf):len(buf)])
 	}
 	return vals
 }

@@ -79,10 +79,17 @@ type call struct {
 	vals [][]byte // the row, copied; set with err before done closes
 	err  error
 
+	// Room for the parameters and the row of a small call, which then
+	// allocates nothing else.
+	paramSpace [3][]byte
+	paramBytes [40]byte
+	rowSpace   [4][]byte
+	rowBytes   [32]byte
+
 	// state is callWaiting until either the session finishes the call
 	// (callFinished) or the caller stops waiting (callAbandoned).
 	state atomic.Int32
-	done  chan struct{}
+	done  chan struct{} // made when the call queues (admit); nil otherwise
 	// after, if set, runs in the goroutine that read the answer, before
 	// done closes; abandoned tells whether the caller left.
 	after func(c *call, abandoned bool)
@@ -136,11 +143,13 @@ func (s *session) ended() error {
 // newCall returns a call of sql with args, with after to run once it is
 // answered.
 func newCall(sql string, args []any, after func(*call, bool)) (*call, error) {
-	params, err := encodeParams(args)
+	c := &call{sql: sql, after: after}
+	params, err := encodeParams(c.paramSpace[:0], c.paramBytes[:0], args)
 	if err != nil {
 		return nil, err
 	}
-	return &call{sql: sql, params: params, done: make(chan struct{}), after: after}, nil
+	c.params = params
+	return c, nil
 }
 
 // send queues a call of sql with args, with after to run once it is
@@ -177,6 +186,9 @@ func (s *session) admit(c *call, own bool) int {
 		s.owned = true
 		s.mu.Unlock()
 		return admitOwned
+	}
+	if c.done == nil {
+		c.done = make(chan struct{})
 	}
 	s.queue = append(s.queue, c)
 	wake := !s.owned
@@ -301,7 +313,9 @@ func (s *session) finish(c *call, vals [][]byte, err error) {
 	if c.after != nil {
 		c.after(c, abandoned)
 	}
-	close(c.done)
+	if c.done != nil {
+		close(c.done)
+	}
 }
 
 // abort ends the session after the round it is in, without waiting: the

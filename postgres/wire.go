@@ -13,11 +13,9 @@ import (
 // binary format. The store's statements use a handful of types only; these
 // are they.
 
-// encodeParams returns args in the text format, in one buffer.
-func encodeParams(args []any) ([][]byte, error) {
-	out := make([][]byte, len(args))
-	buf := make([]byte, 0, 16*len(args))
-	for i, a := range args {
+// encodeParams appends args in the text format to out, their bytes to buf.
+func encodeParams(out [][]byte, buf []byte, args []any) ([][]byte, error) {
+	for _, a := range args {
 		start := len(buf)
 		switch v := a.(type) {
 		case int64:
@@ -35,7 +33,7 @@ func encodeParams(args []any) ([][]byte, error) {
 		default:
 			return nil, fmt.Errorf("postgres: no text encoding for a parameter of type %T", a)
 		}
-		out[i] = buf[start:len(buf):len(buf)]
+		out = append(out, buf[start:len(buf):len(buf)])
 	}
 	return out, nil
 }
@@ -97,4 +95,22 @@ func scanRow(vals [][]byte, dest ...any) error {
 		}
 	}
 	return nil
+}
+
+// grantRow decodes the row of a grant statement: the backend's pid, the
+// token (NULL, ok false, unless granted), the grant's time, and the
+// durability column, which it skips.
+func grantRow(vals [][]byte) (pid int32, token int64, ok bool, since time.Time, err error) {
+	if len(vals) != 4 {
+		return 0, 0, false, since, fmt.Errorf("postgres: %d columns in a grant's row, not 4", len(vals))
+	}
+	if len(vals[0]) != 4 || len(vals[2]) != 8 || (vals[1] != nil && len(vals[1]) != 8) {
+		return 0, 0, false, since, fmt.Errorf("postgres: a grant's row has columns of %d, %d and %d bytes", len(vals[0]), len(vals[1]), len(vals[2]))
+	}
+	pid = int32(binary.BigEndian.Uint32(vals[0]))
+	if vals[1] != nil {
+		token, ok = int64(binary.BigEndian.Uint64(vals[1])), true
+	}
+	us := int64(binary.BigEndian.Uint64(vals[2]))
+	return pid, token, ok, time.Unix(postgresEpoch+us/1e6, us%1e6*1e3), nil
 }
