@@ -20,13 +20,7 @@ func TestRoundTransactionFails(t *testing.T) {
 	p := testenv.StartPostgres(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	connect := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, p.DSN())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	connect := func() *pgx.Conn { return connectTB(ctx, t, p) }
 	admin := connect()
 	defer admin.Close(context.Background())
 	if _, err := admin.Exec(ctx, "CREATE SEQUENCE round_test"); err != nil {
@@ -152,4 +146,14 @@ func TestRoundTransactionFails(t *testing.T) {
 	if err := s.ended(); err != nil {
 		t.Fatalf("the session ended: %v", err)
 	}
+}
+
+// connectTB opens a pgx connection to p, failing tb when it cannot.
+func connectTB(ctx context.Context, tb testing.TB, p *testenv.Postgres) *pgx.Conn {
+	tb.Helper()
+	c, err := pgx.Connect(ctx, p.DSN())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/dlmhq/dlm/internal/testenv"
 )
 
@@ -21,16 +19,9 @@ import (
 func BenchmarkSessionCycle(b *testing.B) {
 	p := testenv.StartPostgres(b)
 	ctx := b.Context()
-	connect := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, p.DSN())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c
-	}
-	plain := connect()
+	plain := connectTB(ctx, b, p)
 	defer plain.Close(context.Background())
-	s, err := openSession(ctx, connect(), nil)
+	s, err := openSession(ctx, connectTB(ctx, b, p), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
