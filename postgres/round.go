@@ -193,13 +193,19 @@ func (s *session) answer(r *round) {
 
 // finishPart finishes the call of p with its answer.
 func (s *session) finishPart(r *round, p *part, vals [][]byte, err error) {
-	switch perr := r.refused[p.c.sql]; {
-	case perr != nil:
+	if perr := r.refused[p.c.sql]; perr != nil {
 		vals, err = nil, perr
-	case err == nil && vals == nil:
-		err = errors.New("postgres: the statement answered no row")
 	}
-	s.finish(p.c, vals, err)
+	s.finish(p.c, vals, rowless(vals, err))
+}
+
+// rowless returns err, or for a statement that answered no row and no
+// error, an error saying so.
+func rowless(vals [][]byte, err error) error {
+	if err == nil && vals == nil {
+		return errors.New("postgres: the statement answered no row")
+	}
+	return err
 }
 
 // barrierSQL commits a transaction with an id, synchronously whatever the
@@ -221,11 +227,11 @@ func (s *session) retry(ran, skipped []part) {
 				err = errSessionEnded
 			}
 			for i := range ran {
-				vals := ran[i].vals
 				if err != nil {
-					vals = nil
+					s.finish(ran[i].c, nil, err)
+				} else {
+					s.finish(ran[i].c, ran[i].vals, rowless(ran[i].vals, nil))
 				}
-				s.finish(ran[i].c, vals, err)
 			}
 		}})
 	}

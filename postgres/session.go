@@ -30,9 +30,9 @@ var errSessionEnded = errors.New("the shared session ended")
 //
 // One goroutine at a time owns the connection and runs a round on it: the
 // statements queued so far, written at once, and their answers read in
-// order. Statements that may share a transaction run in one (see round). A caller that finds the
-// session idle runs its own statement as a round of one, on its own
-// goroutine, as a plain pgx query would. Statements that arrive while the
+// order; statements that may share a transaction run in one (see round). A
+// caller that finds the session idle runs its own statement as a round of
+// one, on its own goroutine, as a plain pgx query would. Statements that arrive while the
 // connection is owned queue, and the session's goroutine (run) sends them in
 // rounds once the owner hands the connection over. So an uncontended caller
 // pays no hand-off between goroutines, and concurrent callers share round
