@@ -174,10 +174,11 @@ func (s *Store) judgeRow(vals [][]byte, pid int32, record bool) (result, error) 
 		return r, err
 	}
 	r.pid, r.since = rowPID, since
-	if !ok {
-		return s.judge(r, nil, pid, record)
+	var tok *int64
+	if ok {
+		tok = &token
 	}
-	return s.judge(r, &token, pid, record)
+	return s.judge(r, tok, pid, record)
 }
 
 // judge completes r, read from a grant statement run on a connection that

@@ -85,8 +85,7 @@ func scanRow(vals [][]byte, dest ...any) error {
 			n := int64(binary.BigEndian.Uint64(v))
 			*d = &n
 		case *time.Time:
-			us := int64(binary.BigEndian.Uint64(v))
-			*d = time.Unix(postgresEpoch+us/1e6, us%1e6*1e3)
+			*d = timestamptz(v)
 		case *bool:
 			*d = v[0] != 0
 		case **bool:
@@ -111,6 +110,11 @@ func grantRow(vals [][]byte) (pid int32, token int64, ok bool, since time.Time, 
 	if vals[1] != nil {
 		token, ok = int64(binary.BigEndian.Uint64(vals[1])), true
 	}
-	us := int64(binary.BigEndian.Uint64(vals[2]))
-	return pid, token, ok, time.Unix(postgresEpoch+us/1e6, us%1e6*1e3), nil
+	return pid, token, ok, timestamptz(vals[2]), nil
+}
+
+// timestamptz decodes a timestamptz in the binary format (8 bytes).
+func timestamptz(v []byte) time.Time {
+	us := int64(binary.BigEndian.Uint64(v))
+	return time.Unix(postgresEpoch+us/1e6, us%1e6*1e3)
 }
