@@ -33,19 +33,32 @@ type usage struct {
 
 // readUsage sums the counters of the dlm server processes procs and of the
 // store's server processes pids. A set is not ok if it is empty or any of
-// it could not be read (not Linux, a process gone).
-func readUsage(ctx context.Context, procs []*testenv.DLM, pids []int) (u usage) {
+// it could not be read (not Linux, a process gone). Reading a dlm server's
+// allocations is an HTTP request that costs it CPU time: a reading that
+// opens a measured span (opening) takes them before the CPU times, one
+// that closes it after, so that the span holds none of that request's CPU
+// time (its allocations, see scrapeAllocs, it cannot avoid).
+func readUsage(ctx context.Context, procs []*testenv.DLM, pids []int, opening bool) (u usage) {
 	u.dlmOK = len(procs) > 0
 	for _, d := range procs {
+		var allocs float64
+		var err error
+		if opening {
+			if allocs, err = mallocs(ctx, d.HTTPAddr()); err != nil {
+				u.dlmOK = false
+				break
+			}
+		}
 		cpu, err := testenv.ProcessCPU(d.PID())
 		if err != nil {
 			u.dlmOK = false
 			break
 		}
-		allocs, err := mallocs(ctx, d.HTTPAddr())
-		if err != nil {
-			u.dlmOK = false
-			break
+		if !opening {
+			if allocs, err = mallocs(ctx, d.HTTPAddr()); err != nil {
+				u.dlmOK = false
+				break
+			}
 		}
 		u.cpu += cpu
 		u.allocs += allocs
@@ -60,6 +73,34 @@ func readUsage(ctx context.Context, procs []*testenv.DLM, pids []int) (u usage) 
 		u.storeCPU += cpu
 	}
 	return u
+}
+
+// scrapeAllocs returns the allocations that reading procs' allocation
+// counters costs them: two readings in a row differ by one request's worth
+// on each server. A span between two readings holds as many (the end of
+// the first request and the start of the last), which matters for a span
+// of a few hundred cycles.
+func scrapeAllocs(ctx context.Context, procs []*testenv.DLM) float64 {
+	if len(procs) == 0 {
+		return 0
+	}
+	a := readUsage(ctx, procs, nil, true)
+	b := readUsage(ctx, procs, nil, true)
+	if !a.dlmOK || !b.dlmOK {
+		return 0
+	}
+	return max(b.allocs-a.allocs, 0)
+}
+
+// add adds to u what the span between two readings cost, less scrape
+// allocations (see scrapeAllocs). u starts ok for the sets it measures;
+// one reading that fails spoils its set for good.
+func (u *usage) add(before, after usage, scrape float64) {
+	u.dlmOK = u.dlmOK && before.dlmOK && after.dlmOK
+	u.storeOK = u.storeOK && before.storeOK && after.storeOK
+	u.cpu += after.cpu - before.cpu
+	u.allocs += max(after.allocs-before.allocs-scrape, 0)
+	u.storeCPU += after.storeCPU - before.storeCPU
 }
 
 // per returns the cost of ops acquisitions between two readings.

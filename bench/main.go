@@ -28,7 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/internal/workload"
 )
 
@@ -180,13 +179,12 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 		if n%2 == 1 {
 			slices.Reverse(order)
 		}
-		for _, t := range order {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			row := runTarget(ctx, cfg, t, srv)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		for _, row := range runRound(ctx, cfg, order, srv) {
 			logRow(log, n+1, row)
-			rounds[t.id] = append(rounds[t.id], row)
+			rounds[row.ID] = append(rounds[row.ID], row)
 		}
 	}
 	for _, t := range chosen {
@@ -221,38 +219,28 @@ func logRow(log *slog.Logger, round int, row row) {
 	}
 }
 
-// runTarget runs the workloads on one target.
-func runTarget(ctx context.Context, cfg config, t target, srv *servers) row {
-	r := row{ID: t.id, Name: t.name, DLM: t.dlm}
-	lk, closeLocker, err := t.open(ctx, srv)
-	if err != nil {
-		r.Err = err.Error()
-		return r
-	}
-	defer closeLocker()
+// runTarget runs the workloads after the uncontended one (which runs in
+// turns, see runRound) on one opened target, whose uncontended result and
+// cost r holds already.
+func runTarget(ctx context.Context, cfg config, t target, srv *servers, lk workload.Locker, r row) row {
 	var errs []error
-	for _, w := range workloads {
+	if r.Err != "" {
+		errs = append(errs, errors.New(r.Err))
+	}
+	for _, w := range workloads[1:] {
 		name := "bench/" + t.id + "/" + w
 		var res workload.Result
-		var procs []*testenv.DLM
-		if t.procs != nil {
-			procs = t.procs(srv)
-		}
-		var pids []int
-		if t.store != nil {
-			pids = t.store(srv)
-		}
-		before := readUsage(ctx, procs, pids)
+		var err error
+		procs, pids := t.processes(srv)
+		before := readUsage(ctx, procs, pids, true)
 		switch w {
-		case "uncontended":
-			res, err = workload.Uncontended(ctx, lk, name, cfg.budget)
 		case "distinct-keys":
 			res, err = workload.DistinctKeys(ctx, lk, name, cfg.lockers, cfg.budget)
 		case "contended":
 			res, err = workload.Contended(ctx, lk, name, cfg.waiters, workload.Hold, cfg.budget)
 		}
 		r.Results = append(r.Results, res)
-		r.Costs = append(r.Costs, per(before, readUsage(ctx, procs, pids), res.Ops))
+		r.Costs = append(r.Costs, per(before, readUsage(ctx, procs, pids, false), res.Ops))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", w, err))
 		}

@@ -191,3 +191,15 @@ func openRedislock(s *servers, retry time.Duration) (workload.Locker, func(), er
 	c := redisClients(addrs)[0]
 	return redislockLocker{c: redislock.New(c), retry: retry}, func() { c.Close() }, nil
 }
+
+// processes returns the dlm server processes and the store's server
+// processes that t's workloads are charged with.
+func (t target) processes(s *servers) (procs []*testenv.DLM, pids []int) {
+	if t.procs != nil {
+		procs = t.procs(s)
+	}
+	if t.store != nil {
+		pids = t.store(s)
+	}
+	return procs, pids
+}

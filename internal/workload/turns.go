@@ -1,0 +1,98 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// UncontendedTurns runs Uncontended on several lockers in turns: locker 0
+// runs cycles for turn, then locker 1, and so on round the list, until each
+// has spent the budget (Duration counts a locker's own turns, Ops its own
+// cycles). A drift in the machine's speed, which on a shared machine moves
+// a cycle's time by tens of percent within seconds, then falls on every
+// locker alike; runs one after the other compare the lockers at different
+// moments instead. Each turn runs at least one cycle. lks[i] cycles on
+// names[i].
+//
+// around, if not nil, is called before each turn of locker i, and the
+// function it returns right after that turn: a caller reads there what a
+// turn cost (the servers' CPU time). Results and errors are in the order
+// of lks; a locker that fails leaves the turns with its error, and its
+// result holds the cycles before.
+func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budget, turn time.Duration, around func(i int) func()) ([]Result, []error) {
+	res := make([]Result, len(lks))
+	errs := make([]error, len(lks))
+	if err := b.check(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return res, errs
+	}
+	if len(names) != len(lks) || turn <= 0 {
+		err := fmt.Errorf("workload: turns need a name per locker and a positive turn, got %d names for %d lockers and %s", len(names), len(lks), turn)
+		for i := range errs {
+			errs[i] = err
+		}
+		return res, errs
+	}
+	took := make([][]time.Duration, len(lks))
+	fences := make([]fence, len(lks))
+	left := 0
+	for i, lk := range lks {
+		res[i] = Result{Workload: "uncontended", Workers: 1}
+		if errs[i] = prepare(ctx, lk, 1); errs[i] == nil {
+			left++
+		}
+	}
+	done := func(i int) bool {
+		return errs[i] != nil ||
+			(b.Duration > 0 && res[i].Elapsed >= b.Duration) ||
+			(b.Ops > 0 && len(took[i]) >= b.Ops)
+	}
+	for left > 0 && ctx.Err() == nil {
+		for i, lk := range lks {
+			if done(i) || ctx.Err() != nil {
+				continue
+			}
+			var after func()
+			if around != nil {
+				after = around(i)
+			}
+			start := time.Now()
+			for {
+				t0 := time.Now()
+				if err := cycle(ctx, lk, 0, names[i], &fences[i], nil); err != nil {
+					errs[i] = err
+					break
+				}
+				took[i] = append(took[i], time.Since(t0))
+				if time.Since(start) >= turn || (b.Ops > 0 && len(took[i]) >= b.Ops) {
+					break
+				}
+			}
+			res[i].Elapsed += time.Since(start)
+			if after != nil {
+				after()
+			}
+			if done(i) {
+				left--
+			}
+		}
+	}
+	for i := range res {
+		res[i].Violations = int(fences[i].violations.Load())
+		res[i].finish(took[i])
+		errs[i] = res[i].err(errors.Join(errs[i], ctxErr(ctx, done(i))))
+	}
+	return res, errs
+}
+
+// ctxErr is ctx's error for a locker whose budget ctx cut short.
+func ctxErr(ctx context.Context, finished bool) error {
+	if finished {
+		return nil
+	}
+	return ctx.Err()
+}

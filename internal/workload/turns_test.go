@@ -1,0 +1,105 @@
+package workload_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm"
+	"github.com/dlmhq/dlm/internal/workload"
+	"github.com/dlmhq/dlm/memory"
+)
+
+// failAfter is a Locker that fails every Lock after its first n.
+type failAfter struct {
+	workload.Locker
+	n, calls int
+}
+
+var errBroken = errors.New("broken")
+
+func (f *failAfter) Lock(ctx context.Context, w int, name string, wait bool) (workload.Unlock, error) {
+	f.calls++
+	if f.n == 0 {
+		return nil, errBroken
+	}
+	f.n--
+	return f.Locker.Lock(ctx, w, name, wait)
+}
+
+func TestUncontendedTurns(t *testing.T) {
+	broken := &failAfter{Locker: workload.Client(dlm.New(memory.New())), n: 5}
+	lks := []workload.Locker{workload.Client(dlm.New(memory.New())), workload.Client(dlm.New(memory.New())), broken}
+	var turns []int
+	open := -1
+	around := func(i int) func() {
+		if open >= 0 {
+			t.Errorf("turn of %d began inside the turn of %d", i, open)
+		}
+		open = i
+		turns = append(turns, i)
+		return func() { open = -1 }
+	}
+	res, errs := workload.UncontendedTurns(t.Context(), lks, []string{"a", "b", "c"},
+		workload.Budget{Ops: 300}, 100*time.Microsecond, around)
+	for i := range 2 {
+		r := res[i]
+		if errs[i] != nil || r.Ops != 300 || r.Workload != "uncontended" || r.P50 <= 0 || r.Elapsed <= 0 || r.PerSecond <= 0 {
+			t.Errorf("locker %d: %+v, %v", i, r, errs[i])
+		}
+	}
+	if !errors.Is(errs[2], errBroken) || res[2].Ops != 5 {
+		t.Errorf("the broken locker: %+v, %v", res[2], errs[2])
+	}
+	// The two sound lockers take turns: neither runs twice in a row while
+	// the other still has cycles to run.
+	var pair []int
+	for _, i := range turns {
+		if i < 2 {
+			pair = append(pair, i)
+		}
+	}
+	if len(pair) < 3 {
+		t.Fatalf("turns %v: turns of 100µs ran 300 cycles at once", turns)
+	}
+	for k := 1; k < len(pair); k++ {
+		if pair[k] == pair[k-1] && slices.Contains(pair[k:], 1-pair[k]) {
+			t.Fatalf("turns %v: locker %d ran twice in a row while the other was not done", turns, pair[k])
+		}
+	}
+	// The broken locker left after the turn in which it failed.
+	if turns[0] != 0 || turns[1] != 1 || turns[2] != 2 || broken.calls != 6 {
+		t.Errorf("turns %v, %d calls of the broken locker: wrong order, or it kept its turns", turns, broken.calls)
+	}
+}
+
+func TestUncontendedTurnsDuration(t *testing.T) {
+	lks := []workload.Locker{workload.Client(dlm.New(memory.New())), workload.Client(dlm.New(memory.New()))}
+	counts := make([]int, 2)
+	res, errs := workload.UncontendedTurns(t.Context(), lks, []string{"a", "b"},
+		workload.Budget{Duration: 20 * time.Millisecond}, 2*time.Millisecond,
+		func(i int) func() { counts[i]++; return func() {} })
+	for i, r := range res {
+		if errs[i] != nil || r.Elapsed < 20*time.Millisecond || r.Ops == 0 {
+			t.Errorf("locker %d: %+v, %v", i, r, errs[i])
+		}
+		if counts[i] < 2 {
+			t.Errorf("locker %d had %d turns for a 20ms budget of 2ms turns", i, counts[i])
+		}
+	}
+}
+
+func TestUncontendedTurnsBadInput(t *testing.T) {
+	lk := []workload.Locker{workload.Client(dlm.New(memory.New()))}
+	if _, errs := workload.UncontendedTurns(t.Context(), lk, []string{"a"}, workload.Budget{}, time.Millisecond, nil); errs[0] == nil {
+		t.Error("an empty budget was accepted")
+	}
+	if _, errs := workload.UncontendedTurns(t.Context(), lk, nil, workload.Budget{Ops: 1}, time.Millisecond, nil); errs[0] == nil {
+		t.Error("lockers without names were accepted")
+	}
+	if _, errs := workload.UncontendedTurns(t.Context(), lk, []string{"a"}, workload.Budget{Ops: 1}, 0, nil); errs[0] == nil {
+		t.Error("a zero turn was accepted")
+	}
+}
