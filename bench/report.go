@@ -181,7 +181,7 @@ func (rep *report) markdown(w io.Writer) error {
 	p("Waiting acquisitions take a %s TTL. Libraries without a waiting queue poll; their retry setting is in the row's name.\n\n", workload.WaitTTL)
 
 	p("## Uncontended: one locker, acquire (without waiting) and release\n\n")
-	p("Within a round the targets take turns of %s each until every one has run for the budget, so that all of them are measured at the same moments: on a shared machine one cycle's time drifts by tens of percent within seconds, more than the differences compared here. Cycles/s counts a target's own turns.\n\n", turn)
+	p("Within a round the targets take turns of %s each, every target once per sweep in a fresh random order, until every one has run for the budget, so that all of them are measured at the same moments: on a shared machine one cycle's time drifts by tens of percent within seconds, more than the differences compared here. Cycles/s counts a target's own turns.\n\n", turn)
 	p("| store / library | p50 | p99 | cycles/s | violations |\n|---|--:|--:|--:|--:|\n")
 	for _, r := range rep.Rows {
 		if res, ok := r.result("uncontended"); ok {

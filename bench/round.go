@@ -23,7 +23,8 @@ type opened struct {
 }
 
 // runRound runs one round of the targets in order. It opens them all, runs
-// the uncontended workload on them in turns of 100 ms, so that an
+// the uncontended workload on them in turns of 100 ms (in a random order
+// each sweep, see workload.UncontendedTurns), so that an
 // uncontended cycle's time, which a shared machine's drift moves by tens
 // of percent within seconds, compares the targets at the same moments; then
 // runs the other workloads on each target in turn, one at a time, and

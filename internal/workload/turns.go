@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
-// UncontendedTurns runs Uncontended on several lockers in turns: locker 0
-// runs cycles for turn, then locker 1, and so on round the list, until each
-// has spent the budget (Duration counts a locker's own turns, Ops its own
-// cycles). A drift in the machine's speed, which on a shared machine moves
-// a cycle's time by tens of percent within seconds, then falls on every
-// locker alike; runs one after the other compare the lockers at different
-// moments instead. Each turn runs at least one cycle. lks[i] cycles on
+// UncontendedTurns runs Uncontended on several lockers in turns: each runs
+// cycles for turn, then the next takes over, every locker once per sweep,
+// sweep after sweep until each has spent the budget (Duration counts a
+// locker's own turns, Ops its own cycles). A drift in the machine's speed,
+// which on a shared machine moves a cycle's time by tens of percent within
+// seconds, then falls on every locker alike; runs one after the other
+// compare the lockers at different moments instead. Each sweep visits the
+// lockers in a fresh random order, so that what one turn leaves behind (a
+// server's background work after a burst) does not always fall on the
+// same next locker. Each turn runs at least one cycle. lks[i] cycles on
 // names[i].
 //
 // around, if not nil, is called before each turn of locker i, and the
@@ -51,8 +55,14 @@ func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budge
 			(b.Duration > 0 && res[i].Elapsed >= b.Duration) ||
 			(b.Ops > 0 && len(took[i]) >= b.Ops)
 	}
+	order := make([]int, len(lks))
+	for i := range order {
+		order[i] = i
+	}
 	for left > 0 && ctx.Err() == nil {
-		for i, lk := range lks {
+		rand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, i := range order {
+			lk := lks[i]
 			if done(i) || ctx.Err() != nil {
 				continue
 			}

@@ -53,25 +53,23 @@ func TestUncontendedTurns(t *testing.T) {
 	if !errors.Is(errs[2], errBroken) || res[2].Ops != 5 {
 		t.Errorf("the broken locker: %+v, %v", res[2], errs[2])
 	}
-	// The two sound lockers take turns: neither runs twice in a row while
-	// the other still has cycles to run.
-	var pair []int
-	for _, i := range turns {
-		if i < 2 {
-			pair = append(pair, i)
+	// Every sweep gives each locker with cycles left one turn: the turn
+	// counts of the lockers not yet done never differ by more than one.
+	counts := make([]int, 3)
+	for k, i := range turns {
+		counts[i]++
+		for j := range 2 {
+			if slices.Contains(turns[k+1:], j) && slices.Contains(turns[k+1:], 1-j) && counts[j] > counts[1-j]+1 {
+				t.Fatalf("turns %v: locker %d ran %d turns to the other's %d while both had cycles left", turns, j, counts[j], counts[1-j])
+			}
 		}
 	}
-	if len(pair) < 3 {
+	if counts[0] < 2 || counts[1] < 2 {
 		t.Fatalf("turns %v: turns of 100µs ran 300 cycles at once", turns)
 	}
-	for k := 1; k < len(pair); k++ {
-		if pair[k] == pair[k-1] && slices.Contains(pair[k:], 1-pair[k]) {
-			t.Fatalf("turns %v: locker %d ran twice in a row while the other was not done", turns, pair[k])
-		}
-	}
 	// The broken locker left after the turn in which it failed.
-	if turns[0] != 0 || turns[1] != 1 || turns[2] != 2 || broken.calls != 6 {
-		t.Errorf("turns %v, %d calls of the broken locker: wrong order, or it kept its turns", turns, broken.calls)
+	if !slices.Contains(turns[:3], 2) || broken.calls != 6 {
+		t.Errorf("turns %v, %d calls of the broken locker: it had no turn in the first sweep, or it kept its turns", turns, broken.calls)
 	}
 }
 
