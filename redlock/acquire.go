@@ -124,6 +124,13 @@ func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []an
 	if err != nil {
 		return silent, 0, 0, err
 	}
+	if _, ok := res.(string); ok { // the short way's grant: the token alone
+		tok, err := parseToken(res)
+		if err != nil {
+			return silent, 0, 0, err
+		}
+		return yes, tok, 0, nil
+	}
 	reply, _ := res.([]any)
 	if len(reply) == 3 {
 		if clock, err = nodeClock(reply[2]); err != nil {
@@ -132,14 +139,23 @@ func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []an
 	}
 	switch {
 	case len(reply) >= 2 && reply[0] == int64(1):
-		str, _ := reply[1].(string)
-		tok, err := strconv.ParseUint(str, 10, 64)
+		tok, err := parseToken(reply[1])
 		if err != nil {
-			return silent, 0, 0, fmt.Errorf("bad token %q", str)
+			return silent, 0, 0, err
 		}
 		return yes, tok, clock, nil
 	case len(reply) >= 2 && reply[0] == int64(0):
 		return no, 0, clock, nil
 	}
 	return silent, 0, 0, fmt.Errorf("unexpected reply %v", res)
+}
+
+// parseToken reads a token from a script's reply.
+func parseToken(v any) (uint64, error) {
+	str, _ := v.(string)
+	tok, err := strconv.ParseUint(str, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad token %q", str)
+	}
+	return tok, nil
 }
