@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
@@ -125,7 +124,7 @@ func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []an
 		return silent, 0, 0, err
 	}
 	if _, ok := res.(string); ok { // the short way's grant: the token alone
-		tok, err := parseToken(res)
+		tok, err := replyNumber(res, "token")
 		if err != nil {
 			return silent, 0, 0, err
 		}
@@ -133,13 +132,13 @@ func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []an
 	}
 	reply, _ := res.([]any)
 	if len(reply) == 3 {
-		if clock, err = nodeClock(reply[2]); err != nil {
+		if clock, err = replyNumber(reply[2], "clock"); err != nil {
 			return silent, 0, 0, err
 		}
 	}
 	switch {
 	case len(reply) >= 2 && reply[0] == int64(1):
-		tok, err := parseToken(reply[1])
+		tok, err := replyNumber(reply[1], "token")
 		if err != nil {
 			return silent, 0, 0, err
 		}
@@ -148,14 +147,4 @@ func (s *Store) acquireOn(ctx context.Context, n *node, keys []string, args []an
 		return no, 0, clock, nil
 	}
 	return silent, 0, 0, fmt.Errorf("unexpected reply %v", res)
-}
-
-// parseToken reads a token from a script's reply.
-func parseToken(v any) (uint64, error) {
-	str, _ := v.(string)
-	tok, err := strconv.ParseUint(str, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad token %q", str)
-	}
-	return tok, nil
 }

@@ -103,7 +103,7 @@ func (s *Store) releaseOn(ctx context.Context, n *node, keys []string, args []an
 func released(res any, err error) (answer, uint64, error) {
 	var clock uint64
 	if reply, ok := res.([]any); ok && len(reply) == 2 && err == nil {
-		if clock, err = nodeClock(reply[1]); err != nil {
+		if clock, err = replyNumber(reply[1], "clock"); err != nil {
 			return silent, 0, err
 		}
 		res = reply[0]
@@ -115,14 +115,15 @@ func released(res any, err error) (answer, uint64, error) {
 	return a, clock, err
 }
 
-// nodeClock reads a node's clock in microseconds from a script's reply.
-func nodeClock(v any) (uint64, error) {
+// replyNumber reads a decimal number from a script's reply: a token, or a
+// node's clock in microseconds (what names it in the error).
+func replyNumber(v any, what string) (uint64, error) {
 	str, _ := v.(string)
-	clock, err := strconv.ParseUint(str, 10, 64)
+	n, err := strconv.ParseUint(str, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("bad clock %q", str)
+		return 0, fmt.Errorf("bad %s %q", what, str)
 	}
-	return clock, nil
+	return n, nil
 }
 
 // ownerChecked reads the reply of an owner-checked script (release,
