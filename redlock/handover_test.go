@@ -232,21 +232,31 @@ func TestMutualExclusionWhileNodesPause(t *testing.T) {
 		c, _ := e.client(redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithQueueRefresh(50*time.Millisecond))
 		clients = append(clients, c)
 	}
+	// A node pauses from the start and another every 100 ms, until the
+	// workers are done: however fast they are, they run into a pause.
 	stop := make(chan struct{})
 	pauses := make(chan int, 1)
+	first := make(chan struct{})
 	go func() {
 		n := 0
 		defer func() { pauses <- n }()
 		for i := 0; ; i = (i + 2) % nodes {
+			if err := e.raw[i].Do(context.Background(), "CLIENT", "PAUSE", 150, "ALL").Err(); err != nil {
+				t.Errorf("pause node %d: %v", i, err)
+				close(first)
+				return
+			}
+			if n++; n == 1 {
+				close(first)
+			}
 			select {
 			case <-stop:
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			e.pause(i, 150*time.Millisecond)
-			n++
 		}
 	}()
+	<-first
 	const workers, each = 12, 6
 	var counter, inside, overlaps atomic.Int64
 	var wg sync.WaitGroup
