@@ -16,8 +16,8 @@ import (
 // TestTargets runs every target on real servers: each one excludes (a
 // second worker is refused without waiting while the first holds the
 // lock, and gets it once released), and a round of them all runs the
-// three workloads on a small budget without a violation. Then the report renders with a row
-// per target and the targets evaluated.
+// three workloads on a small budget without a violation. Then the report
+// renders with a row per target and the targets evaluated.
 func TestTargets(t *testing.T) {
 	ctx := t.Context()
 	all := targets()
