@@ -30,7 +30,6 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys
 	start := time.Now()
 	timeout := s.nodeTimeout(req.TTL)
 	keys, args := s.acquireArgs(k, req, w)
-	ukeys, uargs := s.releaseArgs(k, req.Owner, 0, w)
 	r := s.fanout(ctx, timeout,
 		func(ctx context.Context, n *node) (answer, uint64, error) {
 			a, tok, clock, err := s.acquireOn(ctx, n, keys, args)
@@ -47,6 +46,7 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, k redislua.Keys
 			case failed:
 				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
+				ukeys, uargs := s.releaseArgs(k, req.Owner, 0, w)
 				_, clock, err := released(s.eval(ctx, n, false, redislua.RedlockRelease, ukeys, uargs...))
 				if w != nil {
 					w.undone(n.index, clock, err)
@@ -105,14 +105,12 @@ func (s *Store) taken(resource string, t *tally) error {
 // acquireArgs returns the keys and arguments of the acquire script for
 // req, for a waiter when w is set.
 func (s *Store) acquireArgs(k redislua.Keys, req driver.Request, w *waiter) ([]string, []any) {
-	tickets, live, requests := redislua.RedlockQueueKeys(k)
 	waiting, ticket := "0", "0"
 	if w != nil {
 		waiting, ticket = "1", w.ticket
 	}
-	return []string{k.Lock, k.Fence, k.Queue, tickets, live, k.Wake, requests},
-		[]any{req.Owner, req.TTL.Milliseconds(), req.Metadata, s.retention.Milliseconds(),
-			waiting, ticket, s.liveness().Milliseconds(), k.WakeBase}
+	return []string{k.Lock}, []any{req.Owner, req.TTL.Milliseconds(), req.Metadata,
+		s.retention.Milliseconds(), waiting, ticket, s.liveness().Milliseconds()}
 }
 
 // acquireOn runs the acquire script on one node with the keys and

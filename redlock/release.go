@@ -69,14 +69,12 @@ func (s *Store) releaseAll(ctx context.Context, k redislua.Keys, owner string, g
 // zero token raises no counter. With w set (the undo of a waiter's failed
 // attempt) the owner keeps its place in the node's wait list.
 func (s *Store) releaseArgs(k redislua.Keys, owner string, token uint64, w *waiter) ([]string, []any) {
-	tickets, live, requests := redislua.RedlockQueueKeys(k)
 	requeue, ticket, request := "0", "0", ""
 	if w != nil {
 		requeue, ticket, request = "1", w.ticket, w.request
 	}
-	return []string{k.Lock, k.Fence, tickets, live, requests},
-		[]any{owner, strconv.FormatUint(token, 10), s.retention.Milliseconds(),
-			k.WakeBase, s.liveness().Milliseconds(), requeue, ticket, request, s.handsOver()}
+	return []string{k.Lock}, []any{owner, strconv.FormatUint(token, 10), s.retention.Milliseconds(),
+		s.liveness().Milliseconds(), requeue, ticket, request, s.handsOver()}
 }
 
 // handsOver is the release script's argument that makes a node hand the

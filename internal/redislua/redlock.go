@@ -80,7 +80,8 @@ end
 
 // redlockGrantLua returns the token of a grant from the node's clock t
 // (TIME's reply): the clock in microseconds, raised above the resource's
-// counter (KEYS[2], kept for ARGV[4] ms) when the counter is not below it:
+// counter (the fence key, kept for ARGV[4] ms) when the counter is not
+// below it:
 // fence() of redlockQueueLua, written out for the short way of
 // RedlockAcquire, which defines no function. The reply is the token alone,
 // the cheapest reply Redis writes, and its digits are joined from TIME's
@@ -89,10 +90,11 @@ end
 const redlockGrantLua = `
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local token = t[1] .. string.sub('00000' .. t[2], -6)
-  local last = tonumber(redis.call('SET', KEYS[2], token, 'PX', ARGV[4], 'GET') or '0')
+  local fencekey = KEYS[1] .. ':fence'
+  local last = tonumber(redis.call('SET', fencekey, token, 'PX', ARGV[4], 'GET') or '0')
   if last >= us then
     token = string.format('%.0f', last + 1)
-    redis.call('SET', KEYS[2], token, 'PX', ARGV[4])
+    redis.call('SET', fencekey, token, 'PX', ARGV[4])
   end
   return token
 `
@@ -115,20 +117,25 @@ const redlockGrantLua = `
 // blocking pop there. A caller that may not take the free lock wakes the
 // head of the list.
 //
-// KEYS: lock, fence, queue (the redis store's), tickets, live, the caller's
-// wake key, requests. ARGV: owner, ttl ms, metadata, fence retention ms,
-// "1" when waiting, ticket, liveness ms, wake base. Returns the token
+// KEYS: lock; the script builds the resource's other keys from it (the
+// fence, the redis store's queue, the wait list's keys of RedlockQueueKeys,
+// the wake-up lists), which saves every call six keys to send and Redis
+// six to read. ARGV: owner, ttl ms, metadata, fence retention ms, "1" when
+// waiting, ticket, liveness ms. Returns the token
 // alone when the short way grants, {1, token} when the general way grants
 // (or the lock is already held by owner), {0, pttl} when not (pttl 0 when
 // the lock is free but others wait first); to a waiting caller, each
 // reply carries the node's clock in microseconds as a third element.
 var RedlockAcquire = goredis.NewScript(`
-if ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 and
+if ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[1] .. ':queue', KEYS[1] .. ':tickets') == 0 and
     redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
 ` + redlockGrantLua + `
 end
 ` + redlockQueueLua + `
+local fencekey, queue = KEYS[1] .. ':fence', KEYS[1] .. ':queue'
+local tickets, live, requests = KEYS[1] .. ':tickets', KEYS[1] .. ':alive', KEYS[1] .. ':requests'
+local wakebase = KEYS[1] .. ':wake:'
 local owner, waiting = ARGV[1], ARGV[5] == '1'
 local livems = tonumber(ARGV[7])
 local t, ms = nowms()
@@ -140,34 +147,35 @@ local cur = redis.call('GET', KEYS[1])
 if cur then
   if string.sub(cur, 1, 32) == owner then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return reply(1, redis.call('GET', KEYS[2]) or '0')
+    return reply(1, redis.call('GET', fencekey) or '0')
   end
   if waiting then
-    enqueue(KEYS[4], KEYS[5], KEYS[7], owner, ARGV[6], ms, livems, ARGV[2] .. ' ' .. ARGV[3])
+    enqueue(tickets, live, requests, owner, ARGV[6], ms, livems, ARGV[2] .. ' ' .. ARGV[3])
   end
   return reply(0, redis.call('PTTL', KEYS[1]))
 end
-if redis.call('LLEN', KEYS[3]) > 0 then
+if redis.call('LLEN', queue) > 0 then
   return reply(0, 0)
 end
 if waiting then
-  enqueue(KEYS[4], KEYS[5], KEYS[7], owner, ARGV[6], ms, livems, ARGV[2] .. ' ' .. ARGV[3])
+  enqueue(tickets, live, requests, owner, ARGV[6], ms, livems, ARGV[2] .. ' ' .. ARGV[3])
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  local h = head(KEYS[4], KEYS[5], KEYS[7], ms)
+if redis.call('EXISTS', tickets) == 1 then
+  local h = head(tickets, live, requests, ms)
   if h and h ~= owner then
-    wake(ARGV[8], h, livems)
+    wake(wakebase, h, livems)
     return reply(0, 0)
   end
-  if h then dequeue(KEYS[4], KEYS[5], KEYS[7], owner) end
+  if h then dequeue(tickets, live, requests, owner) end
 end
 if waiting then
-  redis.call('DEL', KEYS[6])
-  redis.call('RPUSH', KEYS[6], 'stop')
-  redis.call('PEXPIRE', KEYS[6], livems)
+  local k = wakebase .. owner
+  redis.call('DEL', k)
+  redis.call('RPUSH', k, 'stop')
+  redis.call('PEXPIRE', k, livems)
 end
 redis.call('SET', KEYS[1], owner .. ARGV[3], 'PX', ARGV[2])
-return reply(1, fence(KEYS[2], ARGV[4], t))
+return reply(1, fence(fencekey, ARGV[4], t))
 `)
 
 // RedlockExtend resets the lock's TTL if the owner holds it, and sets the
@@ -199,19 +207,20 @@ return 1
 // a quorum) it keeps its place instead, or takes it again, with its
 // ticket and request.
 //
-// KEYS: lock, fence, tickets, live, requests. ARGV: owner, token ("0" for
-// none), fence retention ms, wake base, liveness ms, "1" to stay queued,
-// ticket, request ("ttl metadata"), "1" to hand over. Returns 1 released,
-// 2 released and a waiter woken, 3 released and handed over, 0 held by
-// another owner, -1 not held by anyone; with ARGV[6] "1", {that, the
-// node's clock in microseconds}.
+// KEYS: lock (the script builds the others from it, as RedlockAcquire
+// does). ARGV: owner, token ("0" for none), fence retention ms, liveness
+// ms, "1" to stay queued, ticket, request ("ttl metadata"), "1" to hand
+// over. Returns 1 released, 2 released and a waiter woken, 3 released and
+// handed over, 0 held by another owner, -1 not held by anyone; with ARGV[5]
+// "1", {that, the node's clock in microseconds}.
 var RedlockRelease = goredis.NewScript(`
-local got = redis.call('MGET', KEYS[1], KEYS[2])
+local fencekey, tickets = KEYS[1] .. ':fence', KEYS[1] .. ':tickets'
+local got = redis.call('MGET', KEYS[1], fencekey)
 local cur, tok = got[1], tonumber(ARGV[2])
 if tok > 0 and tok > tonumber(got[2] or '0') then
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  redis.call('SET', fencekey, ARGV[2], 'PX', ARGV[3])
 end
-local requeue = ARGV[6] == '1'
+local requeue = ARGV[5] == '1'
 local res = -1
 if cur then
   if string.sub(cur, 1, 32) ~= ARGV[1] then
@@ -221,24 +230,25 @@ if cur then
     res = 1
   end
 end
-if not requeue and (res == 0 or redis.call('EXISTS', KEYS[3]) == 0) then
+if not requeue and (res == 0 or redis.call('EXISTS', tickets) == 0) then
   return res
 end
 ` + redlockQueueLua + `
-local livems = tonumber(ARGV[5])
+local live, requests, wakebase = KEYS[1] .. ':alive', KEYS[1] .. ':requests', KEYS[1] .. ':wake:'
+local livems = tonumber(ARGV[4])
 local t, ms = nowms()
 if requeue then
-  enqueue(KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[7], ms, livems, ARGV[8])
+  enqueue(tickets, live, requests, ARGV[1], ARGV[6], ms, livems, ARGV[7])
 else
-  dequeue(KEYS[3], KEYS[4], KEYS[5], ARGV[1])
+  dequeue(tickets, live, requests, ARGV[1])
 end
-if res ~= 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-  local h = head(KEYS[3], KEYS[4], KEYS[5], ms)
+if res ~= 0 and redis.call('EXISTS', tickets) == 1 then
+  local h = head(tickets, live, requests, ms)
   if h and h ~= ARGV[1] then
-    if ARGV[9] == '1' and handoff(KEYS[1], KEYS[2], ARGV[3], KEYS[3], KEYS[4], KEYS[5], ARGV[4], h, t, livems) then
+    if ARGV[8] == '1' and handoff(KEYS[1], fencekey, ARGV[3], tickets, live, requests, wakebase, h, t, livems) then
       if res == 1 then res = 3 end
     else
-      wake(ARGV[4], h, livems)
+      wake(wakebase, h, livems)
       if res == 1 then res = 2 end
     end
   end

@@ -26,8 +26,9 @@ import (
 //	                      change notices for R
 //
 // The redis store's scripts take the lock key alone (except Extend and
-// Leave) and build the others from it, as do redlock's for the wake-up
-// keys; each carries the lock key's hash tag, so all live in its slot.
+// Leave) and build the others from it, as do redlock's acquire and release
+// (the others name theirs, or build the wake-up keys only); each carries
+// the lock key's hash tag, so all live in its slot.
 
 // handoffLua is shared by the redis store's scripts that may free the lock
 // or change the queue's head. The clock is read once per call, and only
