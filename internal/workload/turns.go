@@ -28,14 +28,11 @@ import (
 func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budget, turn time.Duration, around func(i int) func()) ([]Result, []error) {
 	res := make([]Result, len(lks))
 	errs := make([]error, len(lks))
-	if err := b.check(); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return res, errs
+	err := b.check()
+	if err == nil && (len(names) != len(lks) || turn <= 0) {
+		err = fmt.Errorf("workload: turns need a name per locker and a positive turn, got %d names for %d lockers and %s", len(names), len(lks), turn)
 	}
-	if len(names) != len(lks) || turn <= 0 {
-		err := fmt.Errorf("workload: turns need a name per locker and a positive turn, got %d names for %d lockers and %s", len(names), len(lks), turn)
+	if err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
@@ -55,14 +52,8 @@ func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budge
 			(b.Duration > 0 && res[i].Elapsed >= b.Duration) ||
 			(b.Ops > 0 && len(took[i]) >= b.Ops)
 	}
-	order := make([]int, len(lks))
-	for i := range order {
-		order[i] = i
-	}
 	for left > 0 && ctx.Err() == nil {
-		rand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
-		for _, i := range order {
-			lk := lks[i]
+		for _, i := range rand.Perm(len(lks)) {
 			if done(i) || ctx.Err() != nil {
 				continue
 			}
@@ -73,12 +64,12 @@ func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budge
 			start := time.Now()
 			for {
 				t0 := time.Now()
-				if err := cycle(ctx, lk, 0, names[i], &fences[i], nil); err != nil {
+				if err := cycle(ctx, lks[i], 0, names[i], &fences[i], nil); err != nil {
 					errs[i] = err
 					break
 				}
 				took[i] = append(took[i], time.Since(t0))
-				if time.Since(start) >= turn || (b.Ops > 0 && len(took[i]) >= b.Ops) {
+				if time.Since(start) >= turn || done(i) {
 					break
 				}
 			}
