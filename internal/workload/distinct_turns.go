@@ -1,0 +1,155 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DistinctKeysTurns runs DistinctKeys on several lockers in turns, as
+// UncontendedTurns runs Uncontended: in a turn of locker i, lockers
+// workers cycle, each on a resource of its own named names[i]/<w>; then
+// they stop and the next locker takes over, every locker once per sweep,
+// in a fresh random order each sweep, until each has spent the budget
+// (Duration counts a locker's counted time, Ops its counted cycles).
+//
+// The first warm of each turn is not counted: the workers start, and a
+// store wakes the connections that idled through the other lockers'
+// turns, a cost that a run of a few seconds spreads thin and a short turn
+// would not. The cycles that end within the next turn are counted, and
+// the turn's Elapsed is that span. Cycles that straddle its start are
+// counted and those that straddle its end are not, which on a steady load
+// evens out.
+//
+// around, if not nil, is called when the counted span of a turn of locker
+// i begins, and the function it returns when it ends. Results and errors
+// are in the order of lks; a locker that fails leaves the turns with its
+// error.
+func DistinctKeysTurns(ctx context.Context, lks []Locker, names []string, lockers int, b Budget, turn, warm time.Duration, around func(i int) func()) ([]Result, []error) {
+	res := make([]Result, len(lks))
+	errs := make([]error, len(lks))
+	err := b.check()
+	if err == nil && (len(names) != len(lks) || turn <= 0 || warm < 0 || lockers < 1) {
+		err = fmt.Errorf("workload: turns need a name per locker, a positive turn, no negative warm-up and a locker at least, got %d names for %d lockers, turn %s, warm-up %s, %d lockers", len(names), len(lks), turn, warm, lockers)
+	}
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return res, errs
+	}
+	took := make([][]time.Duration, len(lks))
+	fences := make([][]fence, len(lks))
+	left := 0
+	for i, lk := range lks {
+		res[i] = Result{Workload: "distinct-keys", Workers: lockers}
+		fences[i] = make([]fence, lockers)
+		if errs[i] = prepare(ctx, lk, lockers); errs[i] == nil {
+			left++
+		}
+	}
+	done := func(i int) bool {
+		return errs[i] != nil ||
+			(b.Duration > 0 && res[i].Elapsed >= b.Duration) ||
+			(b.Ops > 0 && len(took[i]) >= b.Ops)
+	}
+	for left > 0 && ctx.Err() == nil {
+		for _, i := range rand.Perm(len(lks)) {
+			if done(i) || ctx.Err() != nil {
+				continue
+			}
+			t := distinctTurn{lk: lks[i], name: names[i], fences: fences[i]}
+			samples, elapsed, err := t.run(ctx, turn, warm, func() func() {
+				if around == nil {
+					return nil
+				}
+				return around(i)
+			})
+			took[i] = append(took[i], samples...)
+			res[i].Elapsed += elapsed
+			errs[i] = err
+			if done(i) {
+				left--
+			}
+		}
+	}
+	for i := range res {
+		for f := range fences[i] {
+			res[i].Violations += int(fences[i][f].violations.Load())
+		}
+		res[i].finish(took[i])
+		errs[i] = res[i].err(errors.Join(errs[i], ctxErr(ctx, done(i))))
+	}
+	return res, errs
+}
+
+// distinctTurn is one turn of one locker in DistinctKeysTurns.
+type distinctTurn struct {
+	lk     Locker
+	name   string
+	fences []fence // one per worker
+}
+
+// run runs the turn: the workers cycle through the warm-up and the counted
+// span, then stop. It returns the counted cycles' times, the counted span
+// and the first worker's error. begin is called as the counted span
+// begins, and what it returns, if not nil, as the span ends.
+func (t distinctTurn) run(ctx context.Context, turn, warm time.Duration, begin func() func()) ([]time.Duration, time.Duration, error) {
+	var (
+		counting, stop atomic.Bool
+		mu             sync.Mutex
+		samples        []time.Duration
+		first          error
+		failed         = make(chan struct{})
+		once           sync.Once
+		wg             sync.WaitGroup
+	)
+	for w := range t.fences {
+		key := fmt.Sprintf("%s/%d", t.name, w)
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				samples = append(samples, mine...)
+				mu.Unlock()
+			}()
+			for !stop.Load() {
+				t0 := time.Now()
+				if err := cycle(ctx, t.lk, w, key, &t.fences[w], nil); err != nil {
+					once.Do(func() { first = err; close(failed) })
+					return
+				}
+				if counting.Load() {
+					mine = append(mine, time.Since(t0))
+				}
+			}
+		})
+	}
+	// wait waits for d, a worker's failure or ctx, whichever comes first.
+	wait := func(d time.Duration) {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-failed:
+		case <-ctx.Done():
+		}
+	}
+	wait(warm)
+	end := begin()
+	counting.Store(true)
+	start := time.Now()
+	wait(turn)
+	counting.Store(false)
+	elapsed := time.Since(start)
+	if end != nil {
+		end()
+	}
+	stop.Store(true)
+	wg.Wait()
+	return samples, elapsed, first
+}
