@@ -32,13 +32,15 @@ func TestTargets(t *testing.T) {
 	defer srv.stop()
 	// Few lockers: the test checks the adapters, not the machine's limits,
 	// and runs with the race detector.
-	cfg := config{budget: workload.Budget{Ops: 40}, lockers: 8, waiters: 4, command: "go test"}
+	cfg := config{budget: workload.Budget{Ops: 40}, lockers: 8, waiters: 4, command: "go test",
+		distinctTurn: 20 * time.Millisecond, distinctWarm: 10 * time.Millisecond}
 	rep := newReport(cfg)
 	for _, tg := range all {
 		t.Run(tg.id, func(t *testing.T) { excludes(ctx, t, tg, srv) })
 	}
-	// One round of every target: the uncontended cycles in turns across
-	// them all, then the other workloads target by target.
+	// One round of every target: the uncontended and distinct-keys cycles
+	// in turns across them all, then the contended workload target by
+	// target.
 	rows := runRound(ctx, cfg, all, srv)
 	for i, r := range rows {
 		if r.ID != all[i].id || r.Err != "" || len(r.Results) != len(workloads) {

@@ -14,19 +14,23 @@ import (
 
 // report is the outcome of one run.
 type report struct {
-	Command   string     `json:"command"`
-	Started   time.Time  `json:"started"`
-	Machine   string     `json:"machine"`
-	Go        string     `json:"go"`
-	Libraries []string   `json:"libraries"`
-	Servers   []string   `json:"servers"`
-	Budget    string     `json:"budget"`
-	Floor     floor      `json:"floor"`
-	Lockers   int        `json:"lockers"`
-	Waiters   int        `json:"waiters"`
-	Rows      []row      `json:"rows"`
-	Python    []pyCycle  `json:"python,omitempty"`
-	Failover  []failover `json:"failover,omitempty"`
+	Command   string    `json:"command"`
+	Started   time.Time `json:"started"`
+	Machine   string    `json:"machine"`
+	Go        string    `json:"go"`
+	Libraries []string  `json:"libraries"`
+	Servers   []string  `json:"servers"`
+	Budget    string    `json:"budget"`
+	Floor     floor     `json:"floor"`
+	Lockers   int       `json:"lockers"`
+	Waiters   int       `json:"waiters"`
+	// The distinct-keys workload's turns: the counted span and the
+	// warm-up before it.
+	DistinctTurn time.Duration `json:"distinct_turn"`
+	DistinctWarm time.Duration `json:"distinct_warm"`
+	Rows         []row         `json:"rows"`
+	Python       []pyCycle     `json:"python,omitempty"`
+	Failover     []failover    `json:"failover,omitempty"`
 }
 
 // row is one target's results, one per workload in workloads' order.
@@ -41,7 +45,7 @@ type row struct {
 
 func newReport(cfg config) *report {
 	r := &report{Command: cfg.command, Started: time.Now().UTC(), Machine: machine(), Go: runtime.Version(),
-		Lockers: cfg.lockers, Waiters: cfg.waiters}
+		Lockers: cfg.lockers, Waiters: cfg.waiters, DistinctTurn: cfg.distinctTurn, DistinctWarm: cfg.distinctWarm}
 	switch {
 	case cfg.budget.Ops > 0 && cfg.budget.Duration > 0:
 		r.Budget = fmt.Sprintf("%s or %d acquisitions per workload, whichever comes first", cfg.budget.Duration, cfg.budget.Ops)
@@ -189,6 +193,7 @@ func (rep *report) markdown(w io.Writer) error {
 		}
 	}
 	p("\n## Distinct keys: %d lockers, each on a key of its own\n\n", rep.Lockers)
+	p("The targets take turns here too: in each, a target's lockers run for %s, not counted, then for %s, counted. The first part lets a target wake what idled through the others' turns (a pool of %d PostgreSQL backends, say), which a run of seconds spreads thin and a short turn would not. Cycles/s is the counted cycles over the counted time.\n\n", rep.DistinctWarm, rep.DistinctTurn, rep.Lockers)
 	p("| store / library | cycles/s | p50 | p99 | violations |\n|---|--:|--:|--:|--:|\n")
 	for _, r := range rep.Rows {
 		if res, ok := r.result("distinct-keys"); ok {

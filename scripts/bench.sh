@@ -35,4 +35,4 @@ for a in "$@"; do
 	case "$a" in -out | -out=* | --out | --out=*) out=() ;; esac
 done
 cd bench
-exec go run . "${out[@]}" "${py[@]}" -rounds 3 -failover 3 "$@"
+exec go run . "${out[@]}" "${py[@]}" -rounds 5 -failover 3 "$@"
