@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,39 +43,24 @@ func DistinctKeysTurns(ctx context.Context, lks []Locker, names []string, locker
 	}
 	took := make([][]time.Duration, len(lks))
 	fences := make([][]fence, len(lks))
-	left := 0
 	for i, lk := range lks {
 		res[i] = Result{Workload: "distinct-keys", Workers: lockers}
 		fences[i] = make([]fence, lockers)
-		if errs[i] = prepare(ctx, lk, lockers); errs[i] == nil {
-			left++
-		}
+		errs[i] = prepare(ctx, lk, lockers)
 	}
-	done := func(i int) bool {
-		return errs[i] != nil ||
-			(b.Duration > 0 && res[i].Elapsed >= b.Duration) ||
-			(b.Ops > 0 && len(took[i]) >= b.Ops)
-	}
-	for left > 0 && ctx.Err() == nil {
-		for _, i := range rand.Perm(len(lks)) {
-			if done(i) || ctx.Err() != nil {
-				continue
+	done := func(i int) bool { return b.spent(errs[i], res[i].Elapsed, len(took[i])) }
+	sweep(ctx, len(lks), done, func(i int) {
+		t := distinctTurn{lk: lks[i], name: names[i], fences: fences[i]}
+		samples, elapsed, err := t.run(ctx, turn, warm, func() func() {
+			if around == nil {
+				return nil
 			}
-			t := distinctTurn{lk: lks[i], name: names[i], fences: fences[i]}
-			samples, elapsed, err := t.run(ctx, turn, warm, func() func() {
-				if around == nil {
-					return nil
-				}
-				return around(i)
-			})
-			took[i] = append(took[i], samples...)
-			res[i].Elapsed += elapsed
-			errs[i] = err
-			if done(i) {
-				left--
-			}
-		}
-	}
+			return around(i)
+		})
+		took[i] = append(took[i], samples...)
+		res[i].Elapsed += elapsed
+		errs[i] = err
+	})
 	for i := range res {
 		for f := range fences[i] {
 			res[i].Violations += int(fences[i][f].violations.Load())

@@ -44,20 +44,13 @@ func newCounting(fail int64) *counting {
 
 func TestDistinctKeysTurns(t *testing.T) {
 	lks := []*counting{newCounting(0), newCounting(0), newCounting(50)}
-	var turns []int
-	open := -1
-	around := func(i int) func() {
-		if open >= 0 {
-			t.Errorf("turn of %d began inside the turn of %d", i, open)
-		}
-		open = i
-		turns = append(turns, i)
-		lks[i].open.Store(true)
-		return func() { lks[i].open.Store(false); open = -1 }
-	}
+	log := turnLog{t: t, open: -1,
+		begin: func(i int) { lks[i].open.Store(true) },
+		end:   func(i int) { lks[i].open.Store(false) }}
 	const workers = 4
 	res, errs := workload.DistinctKeysTurns(t.Context(), []workload.Locker{lks[0], lks[1], lks[2]}, []string{"a", "b", "c"},
-		workers, workload.Budget{Ops: 3000}, time.Millisecond, 500*time.Microsecond, around)
+		workers, workload.Budget{Ops: 3000}, time.Millisecond, 500*time.Microsecond, log.around)
+	turns := log.turns
 	for i := range 2 {
 		r := res[i]
 		if errs[i] != nil || r.Ops < 3000 || r.Workload != "distinct-keys" || r.Workers != workers ||

@@ -40,54 +40,68 @@ func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budge
 	}
 	took := make([][]time.Duration, len(lks))
 	fences := make([]fence, len(lks))
-	left := 0
 	for i, lk := range lks {
 		res[i] = Result{Workload: "uncontended", Workers: 1}
-		if errs[i] = prepare(ctx, lk, 1); errs[i] == nil {
-			left++
+		errs[i] = prepare(ctx, lk, 1)
+	}
+	done := func(i int) bool { return b.spent(errs[i], res[i].Elapsed, len(took[i])) }
+	sweep(ctx, len(lks), done, func(i int) {
+		var after func()
+		if around != nil {
+			after = around(i)
 		}
-	}
-	done := func(i int) bool {
-		return errs[i] != nil ||
-			(b.Duration > 0 && res[i].Elapsed >= b.Duration) ||
-			(b.Ops > 0 && len(took[i]) >= b.Ops)
-	}
-	for left > 0 && ctx.Err() == nil {
-		for _, i := range rand.Perm(len(lks)) {
-			if done(i) || ctx.Err() != nil {
-				continue
+		start := time.Now()
+		for {
+			t0 := time.Now()
+			if err := cycle(ctx, lks[i], 0, names[i], &fences[i], nil); err != nil {
+				errs[i] = err
+				break
 			}
-			var after func()
-			if around != nil {
-				after = around(i)
-			}
-			start := time.Now()
-			for {
-				t0 := time.Now()
-				if err := cycle(ctx, lks[i], 0, names[i], &fences[i], nil); err != nil {
-					errs[i] = err
-					break
-				}
-				took[i] = append(took[i], time.Since(t0))
-				if time.Since(start) >= turn || done(i) {
-					break
-				}
-			}
-			res[i].Elapsed += time.Since(start)
-			if after != nil {
-				after()
-			}
-			if done(i) {
-				left--
+			took[i] = append(took[i], time.Since(t0))
+			if time.Since(start) >= turn || done(i) {
+				break
 			}
 		}
-	}
+		res[i].Elapsed += time.Since(start)
+		if after != nil {
+			after()
+		}
+	})
 	for i := range res {
 		res[i].Violations = int(fences[i].violations.Load())
 		res[i].finish(took[i])
 		errs[i] = res[i].err(errors.Join(errs[i], ctxErr(ctx, done(i))))
 	}
 	return res, errs
+}
+
+// sweep gives n lockers turns, each once per sweep in a fresh random
+// order, sweep after sweep until every one is done or ctx ends; turn(i)
+// runs one turn of locker i.
+func sweep(ctx context.Context, n int, done func(i int) bool, turn func(i int)) {
+	left := 0
+	for i := range n {
+		if !done(i) {
+			left++
+		}
+	}
+	for left > 0 && ctx.Err() == nil {
+		for _, i := range rand.Perm(n) {
+			if done(i) || ctx.Err() != nil {
+				continue
+			}
+			turn(i)
+			if done(i) {
+				left--
+			}
+		}
+	}
+}
+
+// spent reports whether a locker taking turns is done: it failed (err),
+// or its counted time or cycles reached the budget.
+func (b Budget) spent(err error, elapsed time.Duration, ops int) bool {
+	return err != nil || (b.Duration > 0 && elapsed >= b.Duration) || (b.Ops > 0 && ops >= b.Ops)
 }
 
 // ctxErr is ctx's error for a locker whose budget ctx cut short.

@@ -29,21 +29,40 @@ func (f *failAfter) Lock(ctx context.Context, w int, name string, wait bool) (wo
 	return f.Locker.Lock(ctx, w, name, wait)
 }
 
+// turnLog records the order of the turns through their around callback,
+// and fails the test if one turn begins inside another. begin and end, if
+// set, run as a turn of locker i begins and ends.
+type turnLog struct {
+	t          *testing.T
+	open       int // the locker whose turn runs, or -1
+	turns      []int
+	begin, end func(i int)
+}
+
+func (l *turnLog) around(i int) func() {
+	if l.open >= 0 {
+		l.t.Errorf("turn of %d began inside the turn of %d", i, l.open)
+	}
+	l.open = i
+	l.turns = append(l.turns, i)
+	if l.begin != nil {
+		l.begin(i)
+	}
+	return func() {
+		if l.end != nil {
+			l.end(i)
+		}
+		l.open = -1
+	}
+}
+
 func TestUncontendedTurns(t *testing.T) {
 	broken := &failAfter{Locker: workload.Client(dlm.New(memory.New())), n: 5}
 	lks := []workload.Locker{workload.Client(dlm.New(memory.New())), workload.Client(dlm.New(memory.New())), broken}
-	var turns []int
-	open := -1
-	around := func(i int) func() {
-		if open >= 0 {
-			t.Errorf("turn of %d began inside the turn of %d", i, open)
-		}
-		open = i
-		turns = append(turns, i)
-		return func() { open = -1 }
-	}
+	log := turnLog{t: t, open: -1}
 	res, errs := workload.UncontendedTurns(t.Context(), lks, []string{"a", "b", "c"},
-		workload.Budget{Ops: 300}, 100*time.Microsecond, around)
+		workload.Budget{Ops: 300}, 100*time.Microsecond, log.around)
+	turns := log.turns
 	for i := range 2 {
 		r := res[i]
 		if errs[i] != nil || r.Ops != 300 || r.Workload != "uncontended" || r.P50 <= 0 || r.Elapsed <= 0 || r.PerSecond <= 0 {
