@@ -40,8 +40,8 @@ type opened struct {
 // of percent within seconds, compares the targets at the same moments;
 // then the distinct-keys workload likewise, in turns of cfg.distinctTurn
 // after a warm-up of cfg.distinctWarm each (workload.DistinctKeysTurns);
-// then runs the
-// contended workload on each target, one at a time, and closes it.
+// then runs the contended workload on each target, one at a time, and
+// closes it.
 func runRound(ctx context.Context, cfg config, order []target, srv *servers) []row {
 	rows := make([]row, len(order))
 	open := make([]*opened, len(order))
