@@ -56,7 +56,28 @@ func NewCluster(bin string, n int, extra ...string) (*Cluster, error) {
 	return c, nil
 }
 
+// newCluster starts the nodes of an n-node cluster. A node can lose one of
+// its ports to another process between freePort and its bind (the machine
+// is shared); the cluster then starts again on new ports, in new
+// directories, up to five times, since its peers know every node's
+// address. Any other failure returns at once, with the nodes started
+// before it, for the caller to stop.
 func newCluster(bin string, n int, dir func() string, extra []string) (*Cluster, error) {
+	var err error
+	for range 5 {
+		var c *Cluster
+		c, err = startNodes(bin, n, dir, extra)
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+		c.Stop()
+	}
+	return &Cluster{}, err
+}
+
+// startNodes starts the nodes of an n-node cluster on ports free a moment
+// ago.
+func startNodes(bin string, n int, dir func() string, extra []string) (*Cluster, error) {
 	c := &Cluster{}
 	var peers []string
 	ports := make([][3]int, n)
