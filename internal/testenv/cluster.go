@@ -179,13 +179,20 @@ func (c *Cluster) Join(t testing.TB, bin string, extra ...string) *DLM {
 		https = append(https, n.HTTPAddr())
 	}
 	id := fmt.Sprintf("node-%d", len(c.Nodes)+1)
-	d := &DLM{bin: bin, dir: t.TempDir(), ready: "dlm server: joined the cluster"}
-	d.addr = "127.0.0.1:" + strconv.Itoa(FreePort(t))
-	d.http = "127.0.0.1:" + strconv.Itoa(FreePort(t))
-	d.raft = "127.0.0.1:" + strconv.Itoa(FreePort(t))
-	d.args = append([]string{"server", "-id", id, "-addr", d.addr, "-http", d.http, "-raft-addr", d.raft,
-		"-join", strings.Join(https, ","), "-data", filepath.Join(d.dir, "data"), "-raft-timeout", "100ms"}, extra...)
-	if err := d.start(); err != nil {
+	var d *DLM
+	var err error
+	for range 5 { // a port lost to another process: new ports (see newCluster)
+		d = &DLM{bin: bin, dir: t.TempDir(), ready: "dlm server: joined the cluster"}
+		d.addr = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+		d.http = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+		d.raft = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+		d.args = append([]string{"server", "-id", id, "-addr", d.addr, "-http", d.http, "-raft-addr", d.raft,
+			"-join", strings.Join(https, ","), "-data", filepath.Join(d.dir, "data"), "-raft-timeout", "100ms"}, extra...)
+		if err = d.start(); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	if err != nil {
 		t.Fatalf("testenv: joining node %s: %v", id, err)
 	}
 	t.Cleanup(d.Kill)
