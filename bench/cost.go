@@ -103,6 +103,12 @@ func (u *usage) add(before, after usage, scrape float64) {
 	u.storeCPU += after.storeCPU - before.storeCPU
 }
 
+// cost returns the cost of ops acquisitions from u, a sum of spans (see
+// add).
+func (u usage) cost(ops int) cost {
+	return per(usage{dlmOK: u.dlmOK, storeOK: u.storeOK}, u, ops)
+}
+
 // per returns the cost of ops acquisitions between two readings.
 func per(before, after usage, ops int) cost {
 	var c cost

@@ -223,19 +223,14 @@ func logRow(log *slog.Logger, round int, row row) {
 	}
 }
 
-// runTarget runs the contended workload on one opened target, whose
-// uncontended and distinct-keys results and costs r holds already (those
-// run in turns, see runRound).
-func runTarget(ctx context.Context, cfg config, t target, srv *servers, lk workload.Locker, r row) row {
+// runContended runs the contended workload on one opened target (the
+// other workloads run in turns, see runRound), and returns its result and
+// what it cost the servers.
+func runContended(ctx context.Context, cfg config, t target, srv *servers, lk workload.Locker) (workload.Result, cost, error) {
 	procs, pids := t.processes(srv)
 	before := readUsage(ctx, procs, pids, true)
 	res, err := workload.Contended(ctx, lk, "bench/"+t.id+"/contended", cfg.waiters, workload.Hold, cfg.budget)
-	r.Results = append(r.Results, res)
-	r.Costs = append(r.Costs, per(before, readUsage(ctx, procs, pids, false), res.Ops))
-	if err != nil {
-		r.Err = strings.TrimPrefix(r.Err+"\ncontended: "+err.Error(), "\n")
-	}
-	return r
+	return res, per(before, readUsage(ctx, procs, pids, false), res.Ops), err
 }
 
 // writeOut writes through fn to the file path, or to stdout if path is "".

@@ -53,8 +53,8 @@ func runRound(ctx context.Context, cfg config, order []target, srv *servers) []r
 		}
 	}()
 	var lks []workload.Locker
-	var names []string
-	var at []int // the index in order of each locker
+	var names, spreadNames []string // of the uncontended and distinct-keys resources
+	var at []int                    // the index in order of each locker
 	for i, t := range order {
 		rows[i] = row{ID: t.id, Name: t.name, DLM: t.dlm}
 		lk, closeLocker, err := t.open(ctx, srv)
@@ -70,39 +70,36 @@ func runRound(ctx context.Context, cfg config, order []target, srv *servers) []r
 		open[i] = o
 		lks = append(lks, lk)
 		names = append(names, "bench/"+t.id+"/uncontended")
+		spreadNames = append(spreadNames, "bench/"+t.id+"/distinct-keys")
 		at = append(at, i)
 	}
-	results, errs := workload.UncontendedTurns(ctx, lks, names, cfg.budget, turn, func(k int) func() {
-		o := open[at[k]]
-		before := readUsage(ctx, o.procs, o.pids, true)
-		return func() { o.spent.add(before, readUsage(ctx, o.procs, o.pids, false), o.scrape) }
-	})
-	for k := range names {
-		names[k] = strings.TrimSuffix(names[k], "/uncontended") + "/distinct-keys"
+	// around adds what each turn of locker k cost the servers behind its
+	// target to the sum that pick chooses of the target's.
+	around := func(pick func(*opened) *usage) func(k int) func() {
+		return func(k int) func() {
+			o := open[at[k]]
+			before := readUsage(ctx, o.procs, o.pids, true)
+			return func() { pick(o).add(before, readUsage(ctx, o.procs, o.pids, false), o.scrape) }
+		}
 	}
-	spread, spreadErrs := workload.DistinctKeysTurns(ctx, lks, names, cfg.lockers, cfg.budget, cfg.distinctTurn, cfg.distinctWarm, func(k int) func() {
-		o := open[at[k]]
-		before := readUsage(ctx, o.procs, o.pids, true)
-		return func() { o.spread.add(before, readUsage(ctx, o.procs, o.pids, false), o.scrape) }
-	})
+	results, errs := workload.UncontendedTurns(ctx, lks, names, cfg.budget, turn,
+		around(func(o *opened) *usage { return &o.spent }))
+	spread, spreadErrs := workload.DistinctKeysTurns(ctx, lks, spreadNames, cfg.lockers, cfg.budget, cfg.distinctTurn, cfg.distinctWarm,
+		around(func(o *opened) *usage { return &o.spread }))
 	for k, i := range at {
 		o := open[i]
-		rows[i].Results = []workload.Result{results[k], spread[k]}
-		rows[i].Costs = []cost{
-			per(usage{dlmOK: o.spent.dlmOK, storeOK: o.spent.storeOK}, o.spent, results[k].Ops),
-			per(usage{dlmOK: o.spread.dlmOK, storeOK: o.spread.storeOK}, o.spread, spread[k].Ops),
-		}
-		var failed []string
-		if errs[k] != nil {
-			failed = append(failed, "uncontended: "+errs[k].Error())
-		}
-		if spreadErrs[k] != nil {
-			failed = append(failed, "distinct-keys: "+spreadErrs[k].Error())
-		}
-		rows[i].Err = strings.Join(failed, "\n")
-		rows[i] = runTarget(ctx, cfg, order[i], srv, o.lk, rows[i])
+		contended, contendedCost, contendedErr := runContended(ctx, cfg, order[i], srv, o.lk)
 		o.close()
 		open[i] = nil
+		rows[i].Results = []workload.Result{results[k], spread[k], contended}
+		rows[i].Costs = []cost{o.spent.cost(results[k].Ops), o.spread.cost(spread[k].Ops), contendedCost}
+		var failed []string
+		for w, err := range []error{errs[k], spreadErrs[k], contendedErr} {
+			if err != nil {
+				failed = append(failed, workloads[w]+": "+err.Error())
+			}
+		}
+		rows[i].Err = strings.Join(failed, "\n")
 	}
 	return rows
 }

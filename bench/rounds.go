@@ -33,7 +33,7 @@ func medianRow(rounds []row) row {
 	if err := errors.Join(errs...); err != nil {
 		out.Err = err.Error()
 	}
-	// runTarget gives every round a result and a cost per workload, in
+	// runRound gives every round a result and a cost per workload, in
 	// the same order.
 	for i := range rounds[0].Results {
 		byFigure := slices.Clone(rounds)

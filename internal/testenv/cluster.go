@@ -67,13 +67,17 @@ func newCluster(bin string, n int, dir func() string, extra []string) (*Cluster,
 	for range 5 {
 		var c *Cluster
 		c, err = startNodes(bin, n, dir, extra)
-		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		if err == nil || !portLost(err) {
 			return c, err
 		}
 		c.Stop()
 	}
 	return &Cluster{}, err
 }
+
+// portLost reports whether a server failed to start because another
+// process took one of its ports first.
+func portLost(err error) bool { return strings.Contains(err.Error(), "address already in use") }
 
 // startNodes starts the nodes of an n-node cluster on ports free a moment
 // ago.
@@ -188,7 +192,7 @@ func (c *Cluster) Join(t testing.TB, bin string, extra ...string) *DLM {
 		d.raft = "127.0.0.1:" + strconv.Itoa(FreePort(t))
 		d.args = append([]string{"server", "-id", id, "-addr", d.addr, "-http", d.http, "-raft-addr", d.raft,
 			"-join", strings.Join(https, ","), "-data", filepath.Join(d.dir, "data"), "-raft-timeout", "100ms"}, extra...)
-		if err = d.start(); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		if err = d.start(); err == nil || !portLost(err) {
 			break
 		}
 	}
