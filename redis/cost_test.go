@@ -17,8 +17,10 @@ import (
 // BenchmarkServerCost reports what the store's scripts cost Redis, from
 // INFO commandstats: µs of server time per EVALSHA (usec_per_call, the
 // time inside the script, network excluded) and the commands each script
-// runs (redis.call). Uncontended: b.N acquisitions of distinct resources,
-// then an extend of each, then a release of each. Contended: the
+// runs (redis.call). Uncontended: b.N acquisitions of distinct resources
+// (each a new token counter), then an extend of each, then a release of
+// each, then an acquisition of each again (acquire-again: the counter
+// exists, the usual case of a lock taken before). Contended: the
 // standard contended workload (8 waiters, 1 ms hold) for b.N grants, every
 // script of it together (acquire, refresh, release, leave).
 func BenchmarkServerCost(b *testing.B) {
@@ -58,6 +60,15 @@ func BenchmarkServerCost(b *testing.B) {
 	})
 	phase("extend", func(i int) error { return s.Extend(ctx, reqs[i], grants[i]) })
 	phase("release", func(i int) error { return s.Release(ctx, reqs[i], grants[i]) })
+	phase("acquire-again", func(i int) (err error) {
+		grants[i], err = s.Acquire(ctx, reqs[i])
+		return err
+	})
+	for i := range reqs {
+		if err := s.Release(ctx, reqs[i], grants[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
 
 	testenv.ResetRedisStats(b, e.rdb)
 	_, err := workload.Contended(ctx, workload.Client(c), storetest.Resource(b), workload.Waiters, workload.Hold, workload.Budget{Ops: b.N})

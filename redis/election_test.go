@@ -152,17 +152,22 @@ func TestRelabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, err := s.Inspect(ctx, name)
+	if err != nil || len(r.Holders) != 1 || r.Holders[0].Since.IsZero() {
+		t.Fatalf("Inspect of the lock = %+v, %v; want its holder with the grant's time", r, err)
+	}
+	since := r.Holders[0].Since
 	if err := s.Relabel(ctx, req, g, "second"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Inspect(ctx, name)
-	if err != nil {
+	if r, err = s.Inspect(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	// The TTL is kept: a SET without it would leave the key without expiry.
+	// The TTL is kept: a SET without it would leave the key without
+	// expiry. So is the grant's time.
 	if len(r.Holders) != 1 || r.Holders[0].Metadata != "second" || r.Holders[0].Owner != req.Owner ||
-		r.Holders[0].Token != g.Token || r.Holders[0].TTL <= 0 || r.Holders[0].TTL > ttl {
-		t.Fatalf("after Relabel: %+v, want metadata %q, token %d, TTL in (0, %s]", r, "second", g.Token, ttl)
+		r.Holders[0].Token != g.Token || r.Holders[0].TTL <= 0 || r.Holders[0].TTL > ttl || !r.Holders[0].Since.Equal(since) {
+		t.Fatalf("after Relabel: %+v, want metadata %q, token %d, TTL in (0, %s], since %s", r, "second", g.Token, ttl, since)
 	}
 	// Another owner may not relabel it.
 	other := request(name, ttl, "")

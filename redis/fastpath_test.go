@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/redis"
 )
 
 // A free lock with a live waiter queued is that waiter's: a try-lock does
@@ -86,40 +87,55 @@ func TestTokenAboveTheClock(t *testing.T) {
 	}
 }
 
-// A token is the Redis server's clock in microseconds at the grant (when no
-// counter is ahead of it): it lies between two TIME readings around the
-// acquisition. Grants go on until one falls in a second's first tenth,
-// where the microseconds have fewer than six digits.
-func TestTokenIsTheServerClock(t *testing.T) {
+// A new resource's counter starts at the Redis server's clock in
+// microseconds: its first token lies between two TIME readings around the
+// acquisition, and is kept for the fence retention. The next grant takes
+// the counter plus one. A counter that is lost (here deleted, as expiry or
+// a restart without persistence would) starts again at the clock, above
+// every token it issued.
+func TestTokenCounterStartsAtTheServerClock(t *testing.T) {
 	e := newEnv(t)
 	_, s := e.client()
 	ctx := storetest.Context(t)
-	req := request(storetest.Resource(t), time.Minute, "")
-	var start time.Time
-	for short := false; !short; {
-		before, err := e.rdb.Time(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if start.IsZero() {
-			start = before
-		} else if before.Sub(start) > time.Minute {
-			t.Fatal("no grant within a second's first tenth in a minute of the server's clock")
-		}
+	name := storetest.Resource(t)
+	fence := "dlm:{" + name + "}:fence"
+	req := request(name, time.Minute, "")
+	cycle := func() uint64 {
+		t.Helper()
 		g, err := s.Acquire(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := s.Release(ctx, req, g); err != nil {
+			t.Fatal(err)
+		}
+		return g.Token
+	}
+	atClock := func(what string) uint64 {
+		t.Helper()
+		before, err := e.rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := cycle()
 		after, err := e.rdb.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lo, hi := uint64(before.UnixMicro()), uint64(after.UnixMicro())+1; g.Token < lo || g.Token > hi {
-			t.Fatalf("token %d outside the server's clock readings [%d, %d]", g.Token, lo, hi)
+		if lo, hi := uint64(before.UnixMicro()), uint64(after.UnixMicro()); tok < lo || tok > hi {
+			t.Fatalf("%s token %d outside the server's clock readings [%d, %d]", what, tok, lo, hi)
 		}
-		short = before.Unix() == after.Unix() && after.Nanosecond() < 100_000_000
-		if err := s.Release(ctx, req, g); err != nil {
-			t.Fatal(err)
+		if ttl := e.rdb.PTTL(ctx, fence).Val(); ttl <= 0 || ttl > redis.DefaultFenceRetention {
+			t.Fatalf("the counter's TTL is %s, want the fence retention", ttl)
 		}
+		return tok
+	}
+	first := atClock("the first")
+	if next := cycle(); next != first+1 {
+		t.Fatalf("the second token is %d after %d, want the counter plus one", next, first)
+	}
+	e.rdb.Del(ctx, fence)
+	if again := atClock("after the counter's loss, the"); again <= first+1 {
+		t.Fatalf("token %d after the counter's loss, not above the %d issued", again, first+1)
 	}
 }

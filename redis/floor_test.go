@@ -27,8 +27,8 @@ import (
 //     (INCR), and set's release: the least a fenced grant that lets
 //     nobody barge can cost;
 //   - scripts: the store's own acquire and release scripts, called
-//     directly: fair plus the grant's date (TIME: the token is the server
-//     clock, floored by the counter) and the release's look at the queue;
+//     directly: fair plus the grant's time in the lock's value, the
+//     counter's floor check, and the release's look at the queue;
 //   - dlm: the store through a dlm client, which adds the lease.
 //
 // It reports each way's median cycle (µs), Redis's CPU per cycle (µs,
@@ -110,8 +110,9 @@ func (l scriptLocker) Lock(ctx context.Context, _ int, name string, _ bool) (wor
 		}
 	} else {
 		// Owner, TTL ms, metadata, no queueing, liveness ms, fence
-		// retention ms, not listening, no attempt name.
-		err = l.acquire.Run(ctx, l.rdb, []string{key}, floorOwner, 10000, "", "0", 2000, 7*24*3600*1000, "0", "").Err()
+		// retention ms, not listening, no attempt name, the grant's time.
+		err = l.acquire.Run(ctx, l.rdb, []string{key}, floorOwner, 10000, "", "0", 2000, 7*24*3600*1000, "0", "",
+			redislua.GrantTime(time.Now())).Err()
 	}
 	if err == goredis.Nil {
 		return nil, workload.ErrBusy
@@ -120,8 +121,8 @@ func (l scriptLocker) Lock(ctx context.Context, _ int, name string, _ bool) (wor
 		return nil, err
 	}
 	return func(ctx context.Context) error {
-		// The owner, then the store's release's liveness and retention
-		// (which set's release ignores).
-		return l.release.Run(ctx, l.rdb, []string{key}, floorOwner, 2000, 7*24*3600*1000).Err()
+		// The owner, then the store's release's liveness, retention and
+		// time (which set's release ignores).
+		return l.release.Run(ctx, l.rdb, []string{key}, floorOwner, 2000, 7*24*3600*1000, redislua.GrantTime(time.Now())).Err()
 	}, nil
 }

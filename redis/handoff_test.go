@@ -17,9 +17,9 @@ import (
 )
 
 // The release hands the lock to the first waiter inside its own script: the
-// moment Release returns, the lock is the waiter's, with its metadata and a
-// TTL that Redis counts from the release, and the waiter's deadline is no
-// later than Redis's.
+// moment Release returns, the lock is the waiter's, with its metadata, the
+// release's time as the grant's, and a TTL that Redis counts from the
+// release, and the waiter's deadline is no later than Redis's.
 func TestReleaseHandsTheLockToTheHead(t *testing.T) {
 	e := newEnv(t)
 	c, _ := e.client()
@@ -31,12 +31,18 @@ func TestReleaseHandsTheLockToTheHead(t *testing.T) {
 	}
 	got := storetest.Acquiring(ctx, t, c, name, dlm.WithTTL(time.Minute), dlm.WithMetadata("the waiter"))
 	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return e.waiting(name) == 1 })
+	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lock := "dlm:{" + name + "}"
-	if v := e.rdb.Get(ctx, lock).Val(); len(v) != 32+len("the waiter") || v[32:] != "the waiter" {
-		t.Fatalf("right after the release the lock holds %q, want the waiter's owner and metadata", v)
+	const head = 32 + redislua.GrantTimeDigits
+	v := e.rdb.Get(ctx, lock).Val()
+	if len(v) != head+len("the waiter") || v[head:] != "the waiter" {
+		t.Fatalf("right after the release the lock holds %q, want the waiter's owner, the grant's time and metadata", v)
+	}
+	if at := redislua.GrantTime(released); v[32:head] < at || v[32:head] > redislua.GrantTime(time.Now()) {
+		t.Fatalf("the handed lock's grant time %s is not the release's (from %s)", v[32:head], at)
 	}
 	if n := e.waiting(name); n != 0 {
 		t.Fatalf("%d waiters still queued after the handoff", n)
@@ -87,7 +93,7 @@ func TestHandedLockOfAWaiterThatLeavesIsFreed(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := e.rdb.Get(ctx, lock).Val(); v != gone+"gone" {
+	if v := e.rdb.Get(ctx, lock).Val(); len(v) != 32+redislua.GrantTimeDigits+len("gone") || !strings.HasPrefix(v, gone) || !strings.HasSuffix(v, "gone") {
 		t.Fatalf("after the release the lock holds %q, want the waiter ahead's", v)
 	}
 	err = redislua.Leave.Run(ctx, e.rdb, []string{lock, lock + ":queue", lock + ":live"}, gone, "2000").Err()

@@ -48,7 +48,7 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 	var out []driver.ResourceInfo
 	for len(names) > 0 && len(out) < limit {
 		n := min(len(names), max(limit-len(out), minListBatch))
-		rs, err := redislua.ReadResources(ctx, s.rdb, s.prefix, names[:n], 0)
+		rs, err := redislua.ReadResources(ctx, s.rdb, redislua.Dated, s.prefix, names[:n], 0)
 		if err != nil {
 			return nil, s.fail(ctx, "list", err)
 		}

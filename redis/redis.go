@@ -10,22 +10,29 @@
 //
 // # Fencing tokens
 //
-// Each grant's token is the resource's counter plus one, floored at the
-// Redis server's clock in microseconds. Tokens of one resource therefore
-// strictly increase while the counter key lives (it is kept for the fence
-// retention after the last grant, 7 days by default) and also after it is
-// gone (expired, FLUSHALL, or a restart without persistence), provided the
-// server's clock has not stepped back past the last token issued. They are
-// not comparable across resources. A failover to a replica that missed the
-// last writes can re-grant a held lock, as with any single-Redis lock; use
-// the dlm server where that matters.
+// Each grant's token is the resource's counter plus one (INCR). A new
+// counter starts at the Redis server's clock in microseconds, and lives for
+// the fence retention (7 days by default); then the next grant starts it
+// again at the clock. Tokens of one resource therefore strictly increase
+// while the counter key lives and also after it is gone (expired,
+// FLUSHALL, or a restart without persistence), provided the server's clock
+// has not stepped back past the last token issued and the resource was not
+// granted more than once a microsecond on average. They are not comparable
+// across resources. A failover to a replica that missed the last writes can
+// re-grant a held lock, as with any single-Redis lock; use the dlm server
+// where that matters.
+//
+// The lock's value records the grant's time beside its owner and metadata:
+// the clock of the client that granted it (the acquirer, or the releaser
+// that handed the lock to a waiter), which Inspect and List report as
+// Since.
 //
 // # What a cycle costs Redis
 //
 // Every call is one script (EVALSHA), one round trip. Without contention
-// an acquisition runs four commands in its script: EXISTS on the queue
-// (no barging past waiters), SET NX PX on the lock, TIME and one SET ...
-// GET on the token counter (the token floored at the clock); a release
+// an acquisition runs three commands in its script: EXISTS on the queue
+// (no barging past waiters), SET NX PX on the lock and INCR on the token
+// counter (two more, TIME and a SET, when the counter is new); a release
 // runs three: GET and DEL (owner-checked) and LINDEX on the queue (whether
 // to wake a waiter). The queue's list and liveness set, and the clock for
 // them, are read only when a queue exists. A renewal runs GET, PEXPIRE
@@ -83,8 +90,8 @@
 // granted. A waiter that dies in the queue counts until its place lapses
 // (four queue refresh intervals).
 //
-// Requires Redis 6.2 or later (SET ... GET, and scripts that read TIME
-// after writing, which needs the replication of a script's effects).
+// Requires Redis 6.2 or later (scripts that read TIME after writing, which
+// needs the replication of a script's effects).
 package redis
 
 import (
@@ -145,8 +152,9 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // least 10 ms; the default is 500 ms.
 func WithQueueRefresh(d time.Duration) Option { return func(s *Store) { s.refresh = d } }
 
-// WithFenceRetention sets how long a resource's token counter is kept after
-// its last grant; the default is 7 days. It must be at least one minute.
+// WithFenceRetention sets how long a resource's token counter is kept from
+// its creation (the next grant after it lapses starts a new one at the
+// server's clock); the default is 7 days. It must be at least one minute.
 func WithFenceRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
 
 // WithWatchInterval sets how often a watch signals even though nobody
@@ -225,13 +233,13 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool, name string) (driver.Grant, time.Duration, bool, error) {
 	res, err := s.batch.Run(ctx, redislua.Acquire, []string{s.lockKey(req.Resource)},
 		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
-		s.livenessMS, s.retentionMS, flag(listening), name,
+		s.livenessMS, s.retentionMS, flag(listening), name, redislua.GrantTime(time.Now()),
 	).Result()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
 	}
 	switch r := res.(type) {
-	case string: // the fast path's grant
+	case int64: // the fast path's grant
 		return tokenGrant(r, 0)
 	case []any:
 		if len(r) != 3 {
@@ -239,9 +247,8 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing,
 		}
 		switch r[0] {
 		case int64(1):
-			tok, _ := r[1].(string)
 			waiting, _ := r[2].(int64)
-			return tokenGrant(tok, waiting)
+			return tokenGrant(r[1], waiting)
 		case int64(0):
 			pttl, _ := r[1].(int64)
 			head, _ := r[2].(int64)
@@ -253,11 +260,24 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing,
 }
 
 // tokenGrant is attempt's result for a grant of the token tok (as the
-// script replies it), with waiting live waiters queued behind it.
-func tokenGrant(tok string, waiting int64) (driver.Grant, time.Duration, bool, error) {
-	t, err := strconv.ParseUint(tok, 10, 64)
+// script replies it: an integer, or the counter's value as a string), with
+// waiting live waiters queued behind it.
+func tokenGrant(tok any, waiting int64) (driver.Grant, time.Duration, bool, error) {
+	var t uint64
+	var err error
+	switch v := tok.(type) {
+	case int64:
+		t = uint64(v)
+		if v <= 0 {
+			err = strconv.ErrRange
+		}
+	case string:
+		t, err = strconv.ParseUint(v, 10, 64)
+	default:
+		err = strconv.ErrSyntax
+	}
 	if err != nil {
-		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %q", driver.ErrUnavailable, tok)
+		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %v", driver.ErrUnavailable, tok)
 	}
 	return newGrant(t, waiting > 0), 0, false, nil
 }
@@ -288,7 +308,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 		return s.bad
 	}
 	n, err := s.batch.Run(ctx, redislua.Release, []string{s.lockKey(req.Resource)},
-		req.Owner, s.livenessMS, s.retentionMS).Int64()
+		req.Owner, s.livenessMS, s.retentionMS, redislua.GrantTime(time.Now())).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}

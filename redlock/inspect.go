@@ -43,7 +43,7 @@ func (s *Store) Inspect(ctx context.Context, resource string) (driver.ResourceIn
 	nodes := slices.Clone(s.nodes)
 	reads := make([]redislua.Resource, len(nodes))
 	answered, errs := s.onNodes(ctx, nodes, nil, each, func(ctx context.Context, i int, n *node) error {
-		r, err := redislua.ReadOne(ctx, n.rdb, s.prefix, resource, each)
+		r, err := redislua.ReadOne(ctx, n.rdb, redislua.Plain, s.prefix, resource, each)
 		reads[i] = r
 		return err
 	})

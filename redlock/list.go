@@ -88,7 +88,7 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]driver.Re
 		reads := make([][]redislua.Resource, len(live))
 		var answered []*node
 		answered, errs = s.onNodes(ctx, live, errs, each, func(ctx context.Context, i int, n *node) error {
-			rs, err := redislua.ReadResources(ctx, n.rdb, s.prefix, batch, each)
+			rs, err := redislua.ReadResources(ctx, n.rdb, redislua.Plain, s.prefix, batch, each)
 			reads[i] = rs
 			return err
 		})

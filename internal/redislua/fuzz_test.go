@@ -39,20 +39,28 @@ func FuzzNameOf(f *testing.F) {
 }
 
 // FuzzParseResource: a read script's reply of any shape (strings, integers,
-// nil, nested arrays, errors, as go-redis decodes them) is read without a
-// panic: a short one is an error; otherwise the owner is at most the 32
-// bytes of the lock's value, the metadata the rest unless a label of the
-// same owner has a version, the TTL never negative, Since never after the
-// clock, and the waiters are the strings after the fifth element.
+// nil, nested arrays, errors, as go-redis decodes them), in either layout,
+// is read without a panic: a short one is an error; otherwise the owner is
+// at most the 32 bytes of the lock's value, the metadata the rest (after
+// the grant's time, when Dated and the value has one) unless a label of
+// the same owner has a version, the TTL never negative, Since (Plain)
+// never after the clock, and the waiters are the strings after the fifth
+// element.
 func FuzzParseResource(f *testing.F) {
-	f.Add("r", []byte("s\x00i\x01s\x02s\x09s\x0as\x03s\x04"))
-	f.Add("r", []byte("s\x02i\x01s\x09s\x0as\x0bs\x03"))
-	f.Add("r", []byte("n\x00i\x00n\x00n\x00n\x00"))
-	f.Add("r", []byte("s\x05i\x09s\x06a\x00e\x00s\x03"))
-	f.Add("", []byte("s"))
-	f.Fuzz(func(t *testing.T, name string, shape []byte) {
+	f.Add("r", false, []byte("s\x00i\x01s\x02s\x09s\x0as\x03s\x04"))
+	f.Add("r", false, []byte("s\x02i\x01s\x09s\x0as\x0bs\x03"))
+	f.Add("r", false, []byte("n\x00i\x00n\x00n\x00n\x00"))
+	f.Add("r", false, []byte("s\x05i\x09s\x06a\x00e\x00s\x03"))
+	f.Add("", false, []byte("s"))
+	f.Add("r", true, []byte("s\x0ci\x01s\x09s\x0as\x0bs\x03"))
+	f.Add("r", true, []byte("s\x02i\x01s\x09s\x0an\x00"))
+	f.Fuzz(func(t *testing.T, name string, dated bool, shape []byte) {
 		reply := buildReply(shape)
-		r, err := parseResource(name, reply)
+		layout := Plain
+		if dated {
+			layout = Dated
+		}
+		r, err := parseResource(layout, name, reply)
 		if len(reply) < 5 {
 			if err == nil {
 				t.Fatalf("short reply %v accepted", reply)
@@ -63,6 +71,14 @@ func FuzzParseResource(f *testing.F) {
 			t.Fatalf("parseResource(%q, %v) = %+v, %v", name, reply, r, err)
 		}
 		cur, ok := reply[0].(string)
+		if ok && dated && len(cur) >= 32+GrantTimeDigits {
+			if at, isTime := parseGrantTime(cur[32 : 32+GrantTimeDigits]); isTime {
+				if !r.Since.Equal(at) || GrantTime(r.Since) != cur[32:32+GrantTimeDigits] {
+					t.Fatalf("lock value %q read with since %s", cur, r.Since)
+				}
+				cur = cur[:32] + cur[32+GrantTimeDigits:]
+			}
+		}
 		switch {
 		case ok && r.Version == 0 && r.Owner+r.Metadata != cur:
 			t.Fatalf("lock value %q read as owner %q and metadata %q", cur, r.Owner, r.Metadata)
@@ -71,7 +87,7 @@ func FuzzParseResource(f *testing.F) {
 		case !ok && (r.Owner != "" || r.Metadata != "" || r.Token != 0 || r.Version != 0 || !r.Since.IsZero()):
 			t.Fatalf("free lock read as %+v", r)
 		}
-		if !r.Since.IsZero() {
+		if !r.Since.IsZero() && !dated {
 			clock, _ := reply[3].(string)
 			if now, err := strconv.ParseUint(clock, 10, 64); err != nil || uint64(r.Since.UnixMicro()) > now || r.Since.UnixMicro() != int64(r.Token) {
 				t.Fatalf("since %s with token %d and the clock %q", r.Since, r.Token, clock)
@@ -92,7 +108,7 @@ func FuzzParseResource(f *testing.F) {
 // values are the strings and integers buildReply picks from.
 var values = []string{"", "0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdefmeta", "w1", "w2",
 	"12345678901234567890", "x", "-1", "ü", "1732000000000000", "1732000000000001",
-	"0123456789abcdef0123456789abcdef0000000000000007new"}
+	"0123456789abcdef0123456789abcdef0000000000000007new", "0123456789abcdef0123456789abcdef1795747072592486meta"}
 
 // buildReply makes a reply from pairs of bytes: a type (s string, i
 // integer, n nil, a array, e error) and the index of a value.

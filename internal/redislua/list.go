@@ -56,11 +56,13 @@ type Resource struct {
 	// Token is the resource's token counter, the holder's token while the
 	// lock is held (0 once the counter key has expired).
 	Token uint64
-	// Since is when the holder was granted the lock, read from Token,
-	// which the acquire scripts floor at the node's clock in microseconds:
-	// it is that clock at the grant, or later than the grant if the clock
-	// had stepped back (or grants came faster than one a microsecond).
-	// It is zero when Token is not a past reading of the node's clock.
+	// Since is when the holder was granted the lock. Dated: the grant's
+	// time written in the lock value (the granting caller's clock), zero
+	// for a value without one. Plain: read from Token, which redlock's
+	// acquire script floors at the node's clock in microseconds: that
+	// clock at the grant, or later than the grant if the clock had
+	// stepped back (or grants came faster than one a microsecond); zero
+	// when Token is not a past reading of the node's clock.
 	Since time.Time
 	// Version is the version of the holder's last relabel recorded in the
 	// label key (redlock), 0 for none; Metadata is then that relabel's.
@@ -179,11 +181,22 @@ func ScanNames(ctx context.Context, rdb goredis.UniversalClient, prefix, namePre
 	return names, nil
 }
 
+// Layout is how a store writes a lock's value.
+type Layout int
+
+const (
+	// Plain is owner (32 hex) followed by metadata: redlock's.
+	Plain Layout = iota
+	// Dated is owner, the grant's time (GrantTime), metadata: the redis
+	// store's.
+	Dated
+)
+
 // ReadResources reads names (under the key prefix) from rdb with
 // ReadResource, in one pipeline, and returns what it found in the same
-// order: a resource that is gone is Empty. each, when positive, bounds
-// each pipeline.
-func ReadResources(ctx context.Context, rdb goredis.UniversalClient, prefix string, names []string, each time.Duration) ([]Resource, error) {
+// order, each lock value read as layout: a resource that is gone is Empty.
+// each, when positive, bounds each pipeline.
+func ReadResources(ctx context.Context, rdb goredis.UniversalClient, layout Layout, prefix string, names []string, each time.Duration) ([]Resource, error) {
 	keys := make([][]string, len(names))
 	for i, name := range names {
 		keys[i] = KeysFor(prefix, name, "").readKeys()
@@ -219,7 +232,7 @@ func ReadResources(ctx context.Context, rdb goredis.UniversalClient, prefix stri
 		if err != nil {
 			return nil, err
 		}
-		r, err := parseResource(names[i], reply)
+		r, err := parseResource(layout, names[i], reply)
 		if err != nil {
 			return nil, err
 		}
@@ -254,16 +267,16 @@ func readPipelined(ctx context.Context, rdb goredis.UniversalClient, keys [][]st
 }
 
 // ReadOne reads the resource name (under the key prefix) from rdb with
-// ReadResource; a resource that is gone is Empty. each, when positive,
-// bounds the call.
-func ReadOne(ctx context.Context, rdb goredis.Scripter, prefix, name string, each time.Duration) (Resource, error) {
+// ReadResource, its lock value read as layout; a resource that is gone is
+// Empty. each, when positive, bounds the call.
+func ReadOne(ctx context.Context, rdb goredis.Scripter, layout Layout, prefix, name string, each time.Duration) (Resource, error) {
 	ctx, cancel := bound(ctx, each)
 	defer cancel()
 	reply, err := ReadResource.Run(ctx, rdb, KeysFor(prefix, name, "").readKeys()).Slice()
 	if err != nil {
 		return Resource{}, err
 	}
-	return parseResource(name, reply)
+	return parseResource(layout, name, reply)
 }
 
 // minClockToken is the smallest token read as a clock: 10^15 µs is
@@ -276,8 +289,10 @@ const maxPTTL = int64(math.MaxInt64 / time.Millisecond)
 // readLen is the length of a ReadResource reply before its waiters.
 const readLen = 5
 
-// parseResource reads a ReadResource reply.
-func parseResource(name string, reply []any) (Resource, error) {
+// parseResource reads a ReadResource reply, the lock value as layout. A
+// Dated value without a grant's time (written before the layout had one)
+// reads as Plain's, with no Since.
+func parseResource(layout Layout, name string, reply []any) (Resource, error) {
 	r := Resource{Name: name}
 	if len(reply) < readLen {
 		return r, errors.New("redis read: short reply from the read script")
@@ -285,15 +300,22 @@ func parseResource(name string, reply []any) (Resource, error) {
 	if cur, ok := reply[0].(string); ok {
 		r.Owner = cur[:min(len(cur), 32)]
 		r.Metadata = cur[len(r.Owner):]
+		if layout == Dated && len(r.Metadata) >= GrantTimeDigits {
+			if t, ok := parseGrantTime(r.Metadata[:GrantTimeDigits]); ok {
+				r.Since, r.Metadata = t, r.Metadata[GrantTimeDigits:]
+			}
+		}
 		if pttl, _ := reply[1].(int64); pttl > 0 && pttl <= maxPTTL {
 			r.TTL = time.Duration(pttl) * time.Millisecond
 		}
 		if fence, ok := reply[2].(string); ok {
 			r.Token, _ = strconv.ParseUint(fence, 10, 64)
 		}
-		clock, _ := reply[3].(string)
-		if now, err := strconv.ParseUint(clock, 10, 64); err == nil && r.Token >= minClockToken && r.Token <= now {
-			r.Since = time.UnixMicro(int64(r.Token))
+		if layout == Plain {
+			clock, _ := reply[3].(string)
+			if now, err := strconv.ParseUint(clock, 10, 64); err == nil && r.Token >= minClockToken && r.Token <= now {
+				r.Since = time.UnixMicro(int64(r.Token))
+			}
 		}
 		if label, ok := reply[4].(string); ok && len(r.Owner) == 32 {
 			r.Version, r.Metadata = relabelled(label, r.Owner, r.Metadata)

@@ -10,7 +10,10 @@ import (
 
 // Key layout of one resource R, all in one hash slot through the tag {R}:
 //
-//	<prefix>{R}           the lock: owner (32 hex) followed by metadata, PX ttl
+//	<prefix>{R}           the lock: owner (32 hex) followed by metadata, PX
+//	                      ttl; in the redis store, owner, the grant's time
+//	                      (GrantTimeDigits decimal digits, µs since the
+//	                      epoch), metadata
 //	<prefix>{R}:fence     the last fencing token issued for R
 //	<prefix>{R}:queue     waiters in arrival order (a list of owner values)
 //	<prefix>{R}:live      waiter -> liveness deadline in ms (a sorted set)
@@ -79,24 +82,22 @@ end
 `
 
 // tokenLua issues a grant's fencing token: the resource's counter plus
-// one, floored at the server clock in microseconds, so that tokens keep
-// growing when the counter is lost (expiry, restart without persistence).
-// It writes the clock first with SET ... GET, and writes again only when
-// the old counter was not below it (the clock stepped back, or grants came
-// faster than one a microsecond): one write in the usual case. The clock's
-// digits are joined from TIME's two fields rather than formatted from a
-// number, which costs Redis a printf per grant.
+// one (INCR), floored at the server clock in microseconds when the counter
+// is new, so that tokens keep growing when the counter is lost (expiry,
+// restart without persistence): one command in the usual case. The counter
+// then lives for the fence retention from its creation; a busy resource's
+// counter that lapses is floored again, above every token it issued, unless
+// grants came faster than one a microsecond on average or the clock stepped
+// back. A new counter reads 1; anything below minClockToken is one.
 const tokenLua = `
 local function token(fence, retention)
-  local t = clock()
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local tok = t[1] .. string.sub('00000' .. t[2], -6)
-  local last = tonumber(redis.call('SET', fence, tok, 'PX', retention, 'GET') or '')
-  if last and last >= us then
-    tok = string.format('%.0f', last + 1)
-    redis.call('SET', fence, tok, 'PX', retention)
+  local n = redis.call('INCR', fence)
+  if n < 1e15 then
+    local t = clock()
+    n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', fence, string.format('%.0f', n), 'PX', retention)
   end
-  return tok
+  return n
 end
 `
 
@@ -107,14 +108,15 @@ end
 // fast path), liveness ms, fence retention ms, "1" if the caller listens
 // on its wake-up list (it is then sent "stop" on a grant, ending its
 // blocking pop), the caller's name for this attempt (queueing attempts
-// only: a release that hands the lock over echoes it).
+// only: a release that hands the lock over echoes it), the caller's clock
+// (GrantTime), written in the lock as the grant's time.
 //
 // It grants when the lock is free and nobody live is queued ahead of the
 // caller (no barging), with the token of tokenLua. When the resource has
-// no queue at all, the usual case without contention, that is one EXISTS
-// and one SET NX before the token's TIME and SET (the fast path, written
-// out before the helpers so that it defines none); the queue is read only
-// when there is one.
+// no queue at all, the usual case without contention, that is one EXISTS,
+// one SET NX and the token's INCR (the fast path, written out before the
+// helpers so that it defines none); the queue is read only when there is
+// one.
 //
 // A waiter's every attempt leaves its request (the attempt's name, TTL and
 // metadata) for the release that will hand it the lock (see Release). A
@@ -122,28 +124,26 @@ end
 // earlier attempt's reply was lost) is granted again with its TTL renewed
 // from this call.
 //
-// Returns the token alone when the fast path grants (a bare string is the
-// cheapest reply Redis writes), {1, token, waiting} when the queue's path
-// grants, waiting the number of live waiters left in the queue behind the
-// grant, and {0, pttl, isHead} when not, pttl read only for the head of
-// the queue (0 otherwise).
+// Returns the token alone when the fast path grants (an integer, the
+// cheapest reply), {1, token, waiting} when the queue's path grants,
+// waiting the number of live waiters left in the queue behind the grant,
+// and {0, pttl, isHead} when not, pttl read only for the head of the queue
+// (0 otherwise).
 var Acquire = goredis.NewScript(`
-if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[9] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   local fence = KEYS[1] .. ':fence'
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local tok = t[1] .. string.sub('00000' .. t[2], -6)
-  local last = tonumber(redis.call('SET', fence, tok, 'PX', ARGV[6], 'GET') or '')
-  if last and last >= us then
-    tok = string.format('%.0f', last + 1)
-    redis.call('SET', fence, tok, 'PX', ARGV[6])
+  local n = redis.call('INCR', fence)
+  if n < 1e15 then
+    local t = redis.call('TIME')
+    n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', fence, string.format('%.0f', n), 'PX', ARGV[6])
   end
   if ARGV[7] == '1' then
     local k = KEYS[1] .. ':wake:' .. ARGV[1]
     redis.call('RPUSH', k, 'stop')
     redis.call('PEXPIRE', k, ARGV[5])
   end
-  return tok
+  return n
 end
 ` + handoffLua + waitingLua + tokenLua + `
 local fence, queue, live = KEYS[1] .. ':fence', KEYS[1] .. ':queue', KEYS[1] .. ':live'
@@ -174,7 +174,7 @@ if not cur and (not head or head == owner) then
     redis.call('HDEL', KEYS[1] .. ':req', owner)
     behind = waiting(live)
   end
-  redis.call('SET', KEYS[1], owner .. ARGV[3], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], owner .. ARGV[9] .. ARGV[3], 'PX', ARGV[2])
   return granted(behind)
 end
 if not cur and head then
@@ -203,11 +203,12 @@ return {0, redis.call('PTTL', KEYS[1]), 1}
 // queue and pushes "g <token> <waiting> <attempt>" to its wake-up list, so
 // that the waiter has the lock the moment it pops, without another call.
 // The attempt named is one that ran before this release, so the waiter
-// counts its TTL from that attempt's send time. A waiter whose request is
-// not recorded is woken instead ("1") to try for itself. Without a queue
-// it reads no clock. KEYS: lock (the script builds the others from it).
-// ARGV: owner, liveness ms, fence retention ms. Returns 1 released, 0 held
-// by another owner, -1 not held by anyone.
+// counts its TTL from that attempt's send time. The handed lock's grant
+// time is the releasing caller's clock. A waiter whose request is not
+// recorded is woken instead ("1") to try for itself. Without a queue it
+// reads no clock. KEYS: lock (the script builds the others from it). ARGV:
+// owner, liveness ms, fence retention ms, the caller's clock (GrantTime).
+// Returns 1 released, 0 held by another owner, -1 not held by anyone.
 var Release = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 local res = -1
@@ -232,12 +233,12 @@ if not b then
   wake(head, livems)
   return res
 end
-redis.call('SET', KEYS[1], head .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
+redis.call('SET', KEYS[1], head .. ARGV[4] .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
 redis.call('LPOP', queue)
 redis.call('ZREM', live, head)
 redis.call('HDEL', req, head)
 local k = KEYS[1] .. ':wake:' .. head
-redis.call('RPUSH', k, 'g ' .. token(KEYS[1] .. ':fence', ARGV[3]) .. ' ' .. waiting(live) .. ' ' .. string.sub(r, 1, a - 1))
+redis.call('RPUSH', k, 'g ' .. string.format('%.0f', token(KEYS[1] .. ':fence', ARGV[3])) .. ' ' .. waiting(live) .. ' ' .. string.sub(r, 1, a - 1))
 redis.call('PEXPIRE', k, livems)
 return res
 `)
@@ -283,14 +284,14 @@ if redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%.0f', nowms), '+inf') > 
 return 1
 `)
 
-// Relabel sets the metadata of the lock in place, keeping its TTL, if the
-// owner holds it. KEYS: lock. ARGV: owner, metadata. Returns 1 relabelled,
-// 0 held by another owner, -1 not held.
+// Relabel sets the metadata of the lock in place, keeping its TTL and its
+// grant time, if the owner holds it. KEYS: lock. ARGV: owner, metadata.
+// Returns 1 relabelled, 0 held by another owner, -1 not held.
 var Relabel = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1] .. ARGV[2], 'KEEPTTL')
+redis.call('SET', KEYS[1], string.sub(cur, 1, 32 + ` + grantTimeLen + `) .. ARGV[2], 'KEEPTTL')
 return 1
 `)
 
