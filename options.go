@@ -40,11 +40,14 @@ type config struct {
 	poll time.Duration
 }
 
+// defaultRetry is the default RetryStrategy, made once: it is stateless.
+var defaultRetry = ExponentialBackoff(10*time.Millisecond, time.Second)
+
 func defaultConfig() config {
 	return config{
 		ttl:   DefaultTTL,
 		wait:  waitForever,
-		retry: ExponentialBackoff(10*time.Millisecond, time.Second),
+		retry: defaultRetry,
 		mode:  EX,
 
 		unavailable: DefaultUnavailableTimeout,

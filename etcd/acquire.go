@@ -62,18 +62,25 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 		return nil, nil, 0, err
 	}
 	asked := time.Now()
-	key := s.keyOf(ss, req.Resource, req.Owner)
-	list := clientv3.OpGet(s.dir(req.Resource), queueOps()...)
+	dir := s.dir(req.Resource)
+	key := s.keyOf(ss, req.Resource, dir, req.Owner)
+	list := clientv3.OpGet(dir, queueOps()...)
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	// CreateRevision(k) alone compares k's create revision with 0 for
+	// equality (the comparison's zero values), as Compare(...,"=", 0)
+	// would, without the copy of the message Compare makes (etcd's client
+	// copies it again in If and in WithPrefix).
+	var cmp clientv3.Cmp
 	then := []clientv3.Op{clientv3.OpPut(key, value(req), clientv3.WithLease(ss.id)), list}
 	if ifEmpty {
 		// Nobody queued: no key under the directory, the request's own
 		// included. After the put the queue is that key alone, which the
 		// reply need not list: two reads fewer in etcd's apply.
-		cmp = clientv3.Compare(clientv3.CreateRevision(s.dir(req.Resource)), "=", 0).WithPrefix()
+		cmp = clientv3.CreateRevision(dir).WithPrefix()
 		then = then[:1]
+	} else {
+		cmp = clientv3.CreateRevision(key)
 	}
 	resp, err := s.cli.Txn(cctx).If(cmp).Then(then...).Else(list).Commit()
 	if err != nil {

@@ -23,8 +23,6 @@ func (s *Store) Features() driver.Feature { return driver.FeatureBlocking }
 // a stream's create and cancel, which a holder that never looks should not
 // pay for.
 func (s *Store) granted(req driver.Request, t *ticket, behind []*mvccpb.KeyValue, rev int64) driver.Grant {
-	t.lost = make(chan struct{})
-	s.hold(t)
 	g := t.grant()
 	blocking := make(chan struct{})
 	g.Blocking = blocking

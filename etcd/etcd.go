@@ -204,8 +204,11 @@ func (s *Store) check(req driver.Request) error {
 }
 
 // call returns a context for one call to etcd, bounded by the request
-// timeout.
+// timeout: ctx itself when its deadline comes first.
 func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
+		return ctx, func() {} // ctx ends the call first: no timer of its own
+	}
 	return context.WithTimeout(ctx, s.timeout)
 }
 

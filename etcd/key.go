@@ -19,11 +19,12 @@ func (s *Store) dir(resource string) string {
 	return s.prefix + escaper.Replace(resource) + "/"
 }
 
-// slotKey returns the key of slot n of the session with lease id on
-// resource: the resource's directory, then the lease in hex, a dash and n
-// (why keys are reused: the package documentation; how: slotSet).
-func (s *Store) slotKey(resource string, lease clientv3.LeaseID, n int) string {
-	return s.dir(resource) + strconv.FormatInt(int64(lease), 16) + "-" + strconv.Itoa(n)
+// slotKey returns the key of slot n of the session with lease id in the
+// directory dir of a resource (see Store.dir): dir, then the lease in hex,
+// a dash and n (why keys are reused: the package documentation; how:
+// slotSet).
+func slotKey(dir string, lease clientv3.LeaseID, n int) string {
+	return dir + strconv.FormatInt(int64(lease), 16) + "-" + strconv.Itoa(n)
 }
 
 // value is what the key of req holds: the mode's name, a space, the owner,

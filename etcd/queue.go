@@ -24,8 +24,6 @@ type ticket struct {
 	// renewed is when a request was sent that found the key in place:
 	// the grant counts its TTL from then.
 	renewed time.Time
-	// lost is the grant's Lost channel, closed when its session ends.
-	lost chan struct{}
 	// stop ends the watch of a granted ticket's Blocking channel; nil
 	// when there is none (Store.mu).
 	stop context.CancelFunc
@@ -35,9 +33,12 @@ type ticket struct {
 	swept    bool // the store deleted the key after a Release failed (Store.mu)
 }
 
-// grant returns the grant of a ticket whose turn has come.
+// grant returns the grant of a ticket whose turn has come. Its Lost
+// channel is the session's done channel: the grant is lost when its
+// session ends (at once if it has ended already), and it is closed for
+// every grant under the session at that moment.
 func (t *ticket) grant() driver.Grant {
-	return driver.Grant{Token: uint64(t.rev), Handle: t, Start: t.renewed, Lost: t.lost}
+	return driver.Grant{Token: uint64(t.rev), Handle: t, Start: t.renewed, Lost: t.ss.done}
 }
 
 // kv returns the ticket's key as created.

@@ -27,7 +27,6 @@ type session struct {
 	used       bool      // a request took the session since the last keep-alive
 	ended      bool
 	err        error                // why the session ended
-	held       map[*ticket]struct{} // grants whose Lost closes when the session ends
 	orphans    map[*ticket]struct{} // keys whose deletion failed, retried at each keep-alive
 	slots      map[string]*slotSet  // by resource: the keys its requests use
 }
@@ -62,7 +61,7 @@ func (s *Store) session(ctx context.Context, ttl time.Duration) (*session, error
 	ss := &session{
 		id: resp.ID, seconds: n, ttl: ttl, done: make(chan struct{}), stop: stop,
 		validUntil: sent.Add(ttl - drift(ttl)), refs: 1, used: true,
-		held: make(map[*ticket]struct{}), orphans: make(map[*ticket]struct{}),
+		orphans: make(map[*ticket]struct{}),
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -211,24 +210,9 @@ func (s *Store) endLocked(ss *session, cause error) {
 	if s.sessions[ss.seconds] == ss {
 		delete(s.sessions, ss.seconds)
 	}
-	for t := range ss.held {
-		close(t.lost)
-	}
-	ss.held, ss.orphans, ss.slots = nil, nil, nil
-	close(ss.done)
+	ss.orphans, ss.slots = nil, nil
+	close(ss.done) // every grant under the session is lost
 	ss.stop()
-}
-
-// hold records a granted ticket, whose Lost channel then closes when its
-// session ends; at once if it has ended already.
-func (s *Store) hold(t *ticket) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t.ss.ended {
-		close(t.lost)
-		return
-	}
-	t.ss.held[t] = struct{}{}
 }
 
 // forget gives back the reference of a ticket whose key is gone.
@@ -248,7 +232,6 @@ func (s *Store) forgetLocked(t *ticket) {
 	t.gone = true
 	t.ss.refs--
 	if !t.ss.ended {
-		delete(t.ss.held, t)
 		delete(t.ss.orphans, t)
 	}
 }

@@ -1,5 +1,7 @@
 package etcd
 
+import "slices"
+
 // slotSet is what a session's requests on one resource use of its keys
 // (see Store.slotKey): slot n is the key ending in "-n". A request keeps its
 // slot while it lives, so that its retries reuse its key and a lost reply
@@ -11,40 +13,61 @@ package etcd
 // request's key. The next session has keys of its own (its lease is in
 // their names).
 type slotSet struct {
-	owners map[string]*slotUse // request owner -> its slot
-	taken  map[int]struct{}    // slots in use or retired
+	uses    []slotUse // the requests holding a slot, usually one
+	retired []int     // slots retired for the session's life
 }
 
 // slotUse is one request's slot.
 type slotUse struct {
+	owner  string // the request's owner
 	n      int
 	unsure bool // a call of the request failed without an answer
 }
 
-// keyOf returns the key of req's request on its resource under session ss:
-// the request's slot if it has one, else the lowest free slot, which it
-// takes.
-func (s *Store) keyOf(ss *session, resource, owner string) string {
+// use returns the index in set.uses of owner's slot, or -1.
+func (set *slotSet) use(owner string) int {
+	for i := range set.uses {
+		if set.uses[i].owner == owner {
+			return i
+		}
+	}
+	return -1
+}
+
+// taken reports whether slot n is in use or retired.
+func (set *slotSet) taken(n int) bool {
+	for _, u := range set.uses {
+		if u.n == n {
+			return true
+		}
+	}
+	return slices.Contains(set.retired, n)
+}
+
+// keyOf returns the key of owner's request on resource, whose directory is
+// dir, under session ss: the request's slot if it has one, else the lowest
+// free slot, which it takes.
+func (s *Store) keyOf(ss *session, resource, dir, owner string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set := ss.slots[resource]
 	if set == nil {
-		set = &slotSet{owners: make(map[string]*slotUse), taken: make(map[int]struct{})}
+		set = &slotSet{}
 		if ss.slots == nil {
 			ss.slots = make(map[string]*slotSet)
 		}
 		ss.slots[resource] = set
 	}
-	u := set.owners[owner]
-	if u == nil {
-		u = &slotUse{}
-		for _, ok := set.taken[u.n]; ok; _, ok = set.taken[u.n] {
-			u.n++
+	i := set.use(owner)
+	if i < 0 {
+		n := 0
+		for set.taken(n) {
+			n++
 		}
-		set.owners[owner] = u
-		set.taken[u.n] = struct{}{}
+		set.uses = append(set.uses, slotUse{owner: owner, n: n})
+		i = len(set.uses) - 1
 	}
-	return s.slotKey(resource, ss.id, u.n)
+	return slotKey(dir, ss.id, set.uses[i].n)
 }
 
 // unsure records that a call of owner's request under ss failed without an
@@ -52,8 +75,10 @@ func (s *Store) keyOf(ss *session, resource, owner string) string {
 func (s *Store) unsure(ss *session, resource, owner string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if set := ss.slots[resource]; set != nil && set.owners[owner] != nil {
-		set.owners[owner].unsure = true
+	if set := ss.slots[resource]; set != nil {
+		if i := set.use(owner); i >= 0 {
+			set.uses[i].unsure = true
+		}
 	}
 }
 
@@ -74,16 +99,17 @@ func leaveSlotLocked(ss *session, resource, owner string, free bool) {
 	if set == nil {
 		return
 	}
-	u := set.owners[owner]
-	if u == nil {
+	i := set.use(owner)
+	if i < 0 {
 		return
 	}
-	delete(set.owners, owner)
+	u := set.uses[i]
+	set.uses = slices.Delete(set.uses, i, i+1)
 	if !free || u.unsure {
-		return // retired: the slot stays taken
+		set.retired = append(set.retired, u.n) // the slot stays taken
+		return
 	}
-	delete(set.taken, u.n)
-	if len(set.taken) == 0 {
+	if len(set.uses) == 0 && len(set.retired) == 0 {
 		delete(ss.slots, resource)
 	}
 }

@@ -5,7 +5,7 @@ import "testing"
 func TestSlots(t *testing.T) {
 	s := &Store{prefix: "p/"}
 	ss := &session{id: 0xab}
-	key := func(owner string) string { return s.keyOf(ss, "r", owner) }
+	key := func(owner string) string { return s.keyOf(ss, "r", s.dir("r"), owner) }
 	want := func(owner, k string) {
 		t.Helper()
 		if got := key(owner); got != k {
@@ -29,7 +29,7 @@ func TestSlots(t *testing.T) {
 	s.leaveSlot(ss, "r", "C", true)
 	s.leaveSlot(ss, "r", "E", true)
 	want("F", "p/r/ab-0")
-	if got := s.keyOf(&session{id: 0xcd}, "r", "F"); got != "p/r/cd-0" {
+	if got := s.keyOf(&session{id: 0xcd}, "r", s.dir("r"), "F"); got != "p/r/cd-0" {
 		t.Fatalf("another session's key = %q, want its own lease in it", got)
 	}
 }

@@ -1,0 +1,47 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/storetest"
+)
+
+// A call to an etcd that does not answer (stopped with SIGSTOP) ends at
+// the request timeout, as the store being unavailable, when the caller's
+// context allows longer; and at the caller's deadline, as the caller's
+// context, when that comes first.
+func TestRequestTimeoutAndTheCallersDeadline(t *testing.T) {
+	e := ownEnv(t)
+	_, s := e.client(etcdTimeout) // 300 ms
+	ctx := storetest.Context(t)
+	req := request(storetest.Resource(t), "a")
+	req.TTL = time.Minute // the session stays valid while etcd is stopped
+	g, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := e.srv.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	long, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = s.Extend(long, req, g)
+	if !errors.Is(err, driver.ErrUnavailable) || long.Err() != nil {
+		t.Fatalf("Extend with a minute to go, etcd stopped: %v (context: %v), want ErrUnavailable at the request timeout", err, long.Err())
+	}
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err = s.Extend(short, req, g)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("Extend with 50 ms to go, etcd stopped: %v, want the context's deadline", err)
+	}
+}
