@@ -2,6 +2,7 @@ package redislua
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -10,23 +11,14 @@ import (
 // holds every time until the year 2286.
 const GrantTimeDigits = 16
 
-// grantTimeLen is GrantTimeDigits as the scripts' source spells it.
-const grantTimeLen = "16"
-
 // GrantTime formats t as the redis store's scripts take a grant's time:
 // GrantTimeDigits decimal digits of microseconds since the epoch.
 func GrantTime(t time.Time) string {
-	var b [GrantTimeDigits]byte
-	d := strconv.AppendInt(b[:0:GrantTimeDigits], max(t.UnixMicro(), 0), 10)
-	if len(d) > GrantTimeDigits {
-		d = d[len(d)-GrantTimeDigits:]
+	us := strconv.FormatInt(max(t.UnixMicro(), 0), 10)
+	if len(us) >= GrantTimeDigits {
+		return us[len(us)-GrantTimeDigits:]
 	}
-	pad := GrantTimeDigits - len(d)
-	copy(b[pad:], d)
-	for i := range pad {
-		b[i] = '0'
-	}
-	return string(b[:])
+	return strings.Repeat("0", GrantTimeDigits-len(us)) + us
 }
 
 // parseGrantTime reads a time that GrantTime wrote, and reports whether it

@@ -3,6 +3,7 @@
 package redislua
 
 import (
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -88,7 +89,8 @@ end
 // then lives for the fence retention from its creation; a busy resource's
 // counter that lapses is floored again, above every token it issued, unless
 // grants came faster than one a microsecond on average or the clock stepped
-// back. A new counter reads 1; anything below minClockToken is one.
+// back. INCR on a new counter reads 1: any reading below minClockToken
+// (10^15) is taken for a new counter.
 const tokenLua = `
 local function token(fence, retention)
   local n = redis.call('INCR', fence)
@@ -291,7 +293,7 @@ var Relabel = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], string.sub(cur, 1, 32 + ` + grantTimeLen + `) .. ARGV[2], 'KEEPTTL')
+redis.call('SET', KEYS[1], string.sub(cur, 1, 32 + ` + strconv.Itoa(GrantTimeDigits) + `) .. ARGV[2], 'KEEPTTL')
 return 1
 `)
 
