@@ -139,3 +139,29 @@ func TestTokenCounterStartsAtTheServerClock(t *testing.T) {
 		t.Fatalf("token %d after the counter's loss, not above the %d issued", again, first+1)
 	}
 }
+
+// An attempt by the owner that holds the lock already (an earlier
+// attempt's reply was lost) is granted again, with the same token and its
+// TTL renewed from this call.
+func TestHolderAskingAgainKeepsItsToken(t *testing.T) {
+	e := newEnv(t)
+	_, s := e.client()
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	req := request(name, time.Minute, "")
+	g, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rdb.PExpire(ctx, "dlm:{"+name+"}", time.Second)
+	again, err := s.Acquire(ctx, req)
+	if err != nil || again.Token != g.Token {
+		t.Fatalf("the holder's second attempt = token %d, %v; want token %d", again.Token, err, g.Token)
+	}
+	if ttl := e.rdb.PTTL(ctx, "dlm:{"+name+"}").Val(); ttl <= time.Second {
+		t.Fatalf("the lock's TTL is %s after the second attempt, want it renewed to a minute", ttl)
+	}
+	if err := s.Release(ctx, req, again); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -98,7 +98,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -247,8 +246,9 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing,
 		}
 		switch r[0] {
 		case int64(1):
+			tok, _ := r[1].(int64)
 			waiting, _ := r[2].(int64)
-			return tokenGrant(r[1], waiting)
+			return tokenGrant(tok, waiting)
 		case int64(0):
 			pttl, _ := r[1].(int64)
 			head, _ := r[2].(int64)
@@ -259,27 +259,13 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing,
 	return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: unexpected reply %v", driver.ErrUnavailable, res)
 }
 
-// tokenGrant is attempt's result for a grant of the token tok (as the
-// script replies it: an integer, or the counter's value as a string), with
+// tokenGrant is attempt's result for a grant of the token tok, with
 // waiting live waiters queued behind it.
-func tokenGrant(tok any, waiting int64) (driver.Grant, time.Duration, bool, error) {
-	var t uint64
-	var err error
-	switch v := tok.(type) {
-	case int64:
-		t = uint64(v)
-		if v <= 0 {
-			err = strconv.ErrRange
-		}
-	case string:
-		t, err = strconv.ParseUint(v, 10, 64)
-	default:
-		err = strconv.ErrSyntax
+func tokenGrant(tok, waiting int64) (driver.Grant, time.Duration, bool, error) {
+	if tok < 0 {
+		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %d", driver.ErrUnavailable, tok)
 	}
-	if err != nil {
-		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %v", driver.ErrUnavailable, tok)
-	}
-	return newGrant(t, waiting > 0), 0, false, nil
+	return newGrant(uint64(tok), waiting > 0), 0, false, nil
 }
 
 // Extend resets the lock's TTL if req.Owner holds it, and closes the

@@ -127,7 +127,8 @@ end
 // from this call.
 //
 // Returns the token alone when the fast path grants (an integer, the
-// cheapest reply), {1, token, waiting} when the queue's path grants,
+// cheapest reply), {1, token, waiting} when the queue's path grants (or
+// the caller held the lock already: the counter's value),
 // waiting the number of live waiters left in the queue behind the grant,
 // and {0, pttl, isHead} when not, pttl read only for the head of the queue
 // (0 otherwise).
@@ -162,7 +163,7 @@ end
 local cur = redis.call('GET', KEYS[1])
 if cur and string.sub(cur, 1, 32) == owner then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, redis.call('GET', fence) or '0', waiting(live)}
+  return {1, tonumber(redis.call('GET', fence) or '0'), waiting(live)}
 end
 if cur and not queueing then
   return {0, 0, 0}
