@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/redislua"
 	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/redis"
 )
 
@@ -163,5 +166,61 @@ func TestHolderAskingAgainKeepsItsToken(t *testing.T) {
 	}
 	if err := s.Release(ctx, req, again); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A lock granted with no queue is marked MarkAlone, and its release runs
+// GET and DEL alone. A caller that queues for it marks it MarkQueued, and
+// the release hands the lock to that caller, with no refresh to help it
+// (the queue refresh is an hour); the handed lock is marked MarkQueued.
+func TestQueueMark(t *testing.T) {
+	e := newEnv(t)
+	c, s := e.client(redis.WithQueueRefresh(time.Hour))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	lock := "dlm:{" + name + "}"
+	mark := func(want, when string) {
+		t.Helper()
+		if v := e.rdb.Get(ctx, lock).Val(); len(v) < 32+redislua.StampLen || v[32:33] != want {
+			t.Fatalf("%s the lock holds %q, want the mark %s after the owner", when, v, want)
+		}
+	}
+
+	req := request(name, time.Minute, "")
+	g, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark(redislua.MarkAlone, "granted with no queue,")
+	testenv.ResetRedisStats(t, e.rdb)
+	if err := s.Release(ctx, req, g); err != nil {
+		t.Fatal(err)
+	}
+	if st := testenv.RedisScriptStats(t, e.rdb); st.Scripts != 1 || st.Inner != 2 {
+		t.Fatalf("the release of a lock nobody queued for ran %v commands in %v scripts, want GET and DEL in one", st.Inner, st.Scripts)
+	}
+
+	holder, err := c.Acquire(ctx, name, dlm.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark(redislua.MarkAlone, "granted with no queue,")
+	got := storetest.Acquiring(ctx, t, c, name, dlm.WithTTL(time.Minute))
+	storetest.Await(t, 5*time.Second, "waiter queued", func() bool { return e.waiting(name) == 1 })
+	mark(redislua.MarkQueued, "with a caller queued,")
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		mark(redislua.MarkQueued, "handed to the waiter,")
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter queued behind a lock marked alone was not handed it at the release")
 	}
 }

@@ -36,13 +36,13 @@ func TestReleaseHandsTheLockToTheHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock := "dlm:{" + name + "}"
-	const head = 32 + redislua.GrantTimeDigits
+	const head = 32 + redislua.StampLen
 	v := e.rdb.Get(ctx, lock).Val()
-	if len(v) != head+len("the waiter") || v[head:] != "the waiter" {
-		t.Fatalf("right after the release the lock holds %q, want the waiter's owner, the grant's time and metadata", v)
+	if len(v) != head+len("the waiter") || v[head:] != "the waiter" || v[32:33] != redislua.MarkQueued {
+		t.Fatalf("right after the release the lock holds %q, want the waiter's owner, the queue mark, the grant's time and metadata", v)
 	}
-	if at := redislua.GrantTime(released); v[32:head] < at || v[32:head] > redislua.GrantTime(time.Now()) {
-		t.Fatalf("the handed lock's grant time %s is not the release's (from %s)", v[32:head], at)
+	if at := redislua.GrantTime(released); v[33:head] < at || v[33:head] > redislua.GrantTime(time.Now()) {
+		t.Fatalf("the handed lock's grant time %s is not the release's (from %s)", v[33:head], at)
 	}
 	if n := e.waiting(name); n != 0 {
 		t.Fatalf("%d waiters still queued after the handoff", n)
@@ -93,7 +93,7 @@ func TestHandedLockOfAWaiterThatLeavesIsFreed(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := e.rdb.Get(ctx, lock).Val(); len(v) != 32+redislua.GrantTimeDigits+len("gone") || !strings.HasPrefix(v, gone) || !strings.HasSuffix(v, "gone") {
+	if v := e.rdb.Get(ctx, lock).Val(); len(v) != 32+redislua.StampLen+len("gone") || !strings.HasPrefix(v, gone) || !strings.HasSuffix(v, "gone") {
 		t.Fatalf("after the release the lock holds %q, want the waiter ahead's", v)
 	}
 	err = redislua.Leave.Run(ctx, e.rdb, []string{lock, lock + ":queue", lock + ":live"}, gone, "2000").Err()

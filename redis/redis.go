@@ -33,13 +33,16 @@
 // an acquisition runs three commands in its script: EXISTS on the queue
 // (no barging past waiters), SET NX PX on the lock and INCR on the token
 // counter (two more, TIME and a SET, when the counter is new); a release
-// runs three: GET and DEL (owner-checked) and LINDEX on the queue (whether
-// to wake a waiter). The queue's list and liveness set, and the clock for
-// them, are read only when a queue exists. A renewal runs GET, PEXPIRE
-// and EXISTS on the liveness set, and stops looking for waiters once its
-// grant's Blocking channel is closed. A lock library with neither tokens
-// nor a queue (bsm/redislock) runs one command to acquire and two to
-// release; the token and the queue check are what dlm's cycle adds.
+// runs two, GET and DEL (owner-checked), as bsm/redislock's does. The
+// lock's value carries a queue mark, set by the first caller that queues
+// for the lock: only the release of a marked lock looks at the queue
+// (LINDEX), to hand the lock to the first waiter. The queue's list and
+// liveness set, and the clock for them, are read only when a queue
+// exists. A renewal runs GET, PEXPIRE and EXISTS on the liveness set, and
+// stops looking for waiters once its grant's Blocking channel is closed. A
+// lock library with neither tokens nor a queue (bsm/redislock) runs one
+// command to acquire; the token and the queue check are what dlm's
+// acquisition adds.
 //
 // Concurrent calls share round trips: the scripts that calls send while
 // another is in flight go together in one pipeline once it has answered,

@@ -42,10 +42,10 @@ func FuzzNameOf(f *testing.F) {
 // nil, nested arrays, errors, as go-redis decodes them), in either layout,
 // is read without a panic: a short one is an error; otherwise the owner is
 // at most the 32 bytes of the lock's value, the metadata the rest (after
-// the grant's time, when Dated and the value has one) unless a label of
-// the same owner has a version, the TTL never negative, Since (Plain)
-// never after the clock, and the waiters are the strings after the fifth
-// element.
+// the queue mark and the grant's time, when Dated and the value has them)
+// unless a label of the same owner has a version, the TTL never negative,
+// Since (Plain) never after the clock, and the waiters are the strings
+// after the fifth element.
 func FuzzParseResource(f *testing.F) {
 	f.Add("r", false, []byte("s\x00i\x01s\x02s\x09s\x0as\x03s\x04"))
 	f.Add("r", false, []byte("s\x02i\x01s\x09s\x0as\x0bs\x03"))
@@ -54,6 +54,8 @@ func FuzzParseResource(f *testing.F) {
 	f.Add("", false, []byte("s"))
 	f.Add("r", true, []byte("s\x0ci\x01s\x09s\x0as\x0bs\x03"))
 	f.Add("r", true, []byte("s\x02i\x01s\x09s\x0an\x00"))
+	f.Add("r", true, []byte("s\x0di\x01s\x09s\x0as\x0bs\x03"))
+	f.Add("r", true, []byte("s\x0ei\x01s\x09s\x0an\x00"))
 	f.Fuzz(func(t *testing.T, name string, dated bool, shape []byte) {
 		reply := buildReply(shape)
 		layout := Plain
@@ -71,12 +73,12 @@ func FuzzParseResource(f *testing.F) {
 			t.Fatalf("parseResource(%q, %v) = %+v, %v", name, reply, r, err)
 		}
 		cur, ok := reply[0].(string)
-		if ok && dated && len(cur) >= 32+GrantTimeDigits {
-			if at, isTime := parseGrantTime(cur[32 : 32+GrantTimeDigits]); isTime {
-				if !r.Since.Equal(at) || GrantTime(r.Since) != cur[32:32+GrantTimeDigits] {
+		if ok && dated && len(cur) >= 32+StampLen && (cur[32:33] == MarkAlone || cur[32:33] == MarkQueued) {
+			if at, isTime := parseGrantTime(cur[33 : 32+StampLen]); isTime {
+				if !r.Since.Equal(at) || GrantTime(r.Since) != cur[33:32+StampLen] {
 					t.Fatalf("lock value %q read with since %s", cur, r.Since)
 				}
-				cur = cur[:32] + cur[32+GrantTimeDigits:]
+				cur = cur[:32] + cur[32+StampLen:]
 			}
 		}
 		switch {
@@ -108,7 +110,8 @@ func FuzzParseResource(f *testing.F) {
 // values are the strings and integers buildReply picks from.
 var values = []string{"", "0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdefmeta", "w1", "w2",
 	"12345678901234567890", "x", "-1", "ü", "1732000000000000", "1732000000000001",
-	"0123456789abcdef0123456789abcdef0000000000000007new", "0123456789abcdef0123456789abcdef1795747072592486meta"}
+	"0123456789abcdef0123456789abcdef0000000000000007new", "0123456789abcdef0123456789abcdef1795747072592486meta",
+	"0123456789abcdef0123456789abcdef00000000000000007new", "0123456789abcdef0123456789abcdef11795747072592486meta"}
 
 // buildReply makes a reply from pairs of bytes: a type (s string, i
 // integer, n nil, a array, e error) and the index of a value.

@@ -187,8 +187,8 @@ type Layout int
 const (
 	// Plain is owner (32 hex) followed by metadata: redlock's.
 	Plain Layout = iota
-	// Dated is owner, the grant's time (GrantTime), metadata: the redis
-	// store's.
+	// Dated is owner, the queue mark, the grant's time (GrantTime),
+	// metadata: the redis store's.
 	Dated
 )
 
@@ -290,8 +290,8 @@ const maxPTTL = int64(math.MaxInt64 / time.Millisecond)
 const readLen = 5
 
 // parseResource reads a ReadResource reply, the lock value as layout. A
-// Dated value without a grant's time (written before the layout had one)
-// reads as Plain's, with no Since.
+// Dated value without a stamp (written before the layout had one) reads as
+// Plain's, with no Since.
 func parseResource(layout Layout, name string, reply []any) (Resource, error) {
 	r := Resource{Name: name}
 	if len(reply) < readLen {
@@ -300,10 +300,8 @@ func parseResource(layout Layout, name string, reply []any) (Resource, error) {
 	if cur, ok := reply[0].(string); ok {
 		r.Owner = cur[:min(len(cur), 32)]
 		r.Metadata = cur[len(r.Owner):]
-		if layout == Dated && len(r.Metadata) >= GrantTimeDigits {
-			if t, ok := parseGrantTime(r.Metadata[:GrantTimeDigits]); ok {
-				r.Since, r.Metadata = t, r.Metadata[GrantTimeDigits:]
-			}
+		if layout == Dated {
+			r.Since, r.Metadata = parseStamp(r.Metadata)
 		}
 		if pttl, _ := reply[1].(int64); pttl > 0 && pttl <= maxPTTL {
 			r.TTL = time.Duration(pttl) * time.Millisecond

@@ -12,7 +12,8 @@ import (
 // Key layout of one resource R, all in one hash slot through the tag {R}:
 //
 //	<prefix>{R}           the lock: owner (32 hex) followed by metadata, PX
-//	                      ttl; in the redis store, owner, the grant's time
+//	                      ttl; in the redis store, owner, the queue mark
+//	                      (MarkAlone or MarkQueued), the grant's time
 //	                      (GrantTimeDigits decimal digits, µs since the
 //	                      epoch), metadata
 //	<prefix>{R}:fence     the last fencing token issued for R
@@ -118,7 +119,10 @@ end
 // no queue at all, the usual case without contention, that is one EXISTS,
 // one SET NX and the token's INCR (the fast path, written out before the
 // helpers so that it defines none); the queue is read only when there is
-// one.
+// one. The fast path's grant is marked MarkAlone; a grant from the queue's
+// path, and a lock held by another when the caller queues, are marked
+// MarkQueued (the latter by SETRANGE, only while it reads MarkAlone), so
+// that the release of a lock nobody queued for skips the queue.
 //
 // A waiter's every attempt leaves its request (the attempt's name, TTL and
 // metadata) for the release that will hand it the lock (see Release). A
@@ -133,7 +137,7 @@ end
 // and {0, pttl, isHead} when not, pttl read only for the head of the queue
 // (0 otherwise).
 var Acquire = goredis.NewScript(`
-if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[9] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. '` + MarkAlone + `' .. ARGV[9] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   local fence = KEYS[1] .. ':fence'
   local n = redis.call('INCR', fence)
   if n < 1e15 then
@@ -177,7 +181,7 @@ if not cur and (not head or head == owner) then
     redis.call('HDEL', KEYS[1] .. ':req', owner)
     behind = waiting(live)
   end
-  redis.call('SET', KEYS[1], owner .. ARGV[9] .. ARGV[3], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], owner .. '` + MarkQueued + `' .. ARGV[9] .. ARGV[3], 'PX', ARGV[2])
   return granted(behind)
 end
 if not cur and head then
@@ -186,6 +190,9 @@ end
 local isHead = 0
 if queueing then
   local req = KEYS[1] .. ':req'
+  if cur and string.sub(cur, 33, 33) == '` + MarkAlone + `' then
+    redis.call('SETRANGE', KEYS[1], 32, '` + MarkQueued + `')
+  end
   if head ~= owner and (ARGV[4] == '1' or not redis.call('ZSCORE', live, owner)) then
     redis.call('RPUSH', queue, owner)
   end
@@ -209,7 +216,9 @@ return {0, redis.call('PTTL', KEYS[1]), 1}
 // counts its TTL from that attempt's send time. The handed lock's grant
 // time is the releasing caller's clock. A waiter whose request is not
 // recorded is woken instead ("1") to try for itself. Without a queue it
-// reads no clock. KEYS: lock (the script builds the others from it). ARGV:
+// reads no clock; a lock marked MarkAlone (nobody queued for it since its
+// grant) is freed without looking for one: GET and DEL, as an unfair
+// lock's release. KEYS: lock (the script builds the others from it). ARGV:
 // owner, liveness ms, fence retention ms, the caller's clock (GrantTime).
 // Returns 1 released, 0 held by another owner, -1 not held by anyone.
 var Release = goredis.NewScript(`
@@ -218,6 +227,7 @@ local res = -1
 if cur then
   if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
   redis.call('DEL', KEYS[1])
+  if string.sub(cur, 33, 33) == '` + MarkAlone + `' then return 1 end
   res = 1
 end
 local queue = KEYS[1] .. ':queue'
@@ -236,7 +246,7 @@ if not b then
   wake(head, livems)
   return res
 end
-redis.call('SET', KEYS[1], head .. ARGV[4] .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
+redis.call('SET', KEYS[1], head .. '` + MarkQueued + `' .. ARGV[4] .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
 redis.call('LPOP', queue)
 redis.call('ZREM', live, head)
 redis.call('HDEL', req, head)
@@ -287,14 +297,14 @@ if redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%.0f', nowms), '+inf') > 
 return 1
 `)
 
-// Relabel sets the metadata of the lock in place, keeping its TTL and its
-// grant time, if the owner holds it. KEYS: lock. ARGV: owner, metadata.
+// Relabel sets the metadata of the lock in place, keeping its TTL, its
+// queue mark and its grant time, if the owner holds it. KEYS: lock. ARGV: owner, metadata.
 // Returns 1 relabelled, 0 held by another owner, -1 not held.
 var Relabel = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if string.sub(cur, 1, 32) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], string.sub(cur, 1, 32 + ` + strconv.Itoa(GrantTimeDigits) + `) .. ARGV[2], 'KEEPTTL')
+redis.call('SET', KEYS[1], string.sub(cur, 1, 32 + ` + strconv.Itoa(StampLen) + `) .. ARGV[2], 'KEEPTTL')
 return 1
 `)
 
