@@ -157,7 +157,7 @@ func (c *Client) acquire(ctx context.Context, resource string, base, opts []Opti
 		Permits:  cfg.permits,
 		Group:    cfg.group,
 	}
-	l, err := c.attempts(ctx, req, &cfg)
+	l, err := c.attempts(ctx, req, &cfg, began)
 	outcome := OutcomeAcquired
 	var token uint64
 	switch {
@@ -181,7 +181,10 @@ func (c *Client) acquire(ctx context.Context, resource string, base, opts []Opti
 // this call: until then each attempt is a single one, bounded by what is
 // left of the unavailable timeout, so that a store that accepts and never
 // answers cannot hold the call longer than that.
-func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) (*Lease, error) {
+//
+// began is when the call began, which the first attempt takes for its
+// start: a lease counts its TTL from no later than its request.
+func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config, began time.Time) (*Lease, error) {
 	waitCtx := ctx
 	if cfg.wait > 0 {
 		var cancel context.CancelFunc
@@ -202,8 +205,7 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config) 
 		}
 		return c.giveUp(ctx, req, last)
 	}
-	for attempt := 1; ; attempt++ {
-		start := time.Now()
+	for attempt, start := 1, began; ; attempt, start = attempt+1, time.Now() {
 		var g driver.Grant
 		var err error
 		cut := false // the bound ended the attempt

@@ -25,6 +25,11 @@ import (
 func CheckName(s string) error {
 	for i, r := range s {
 		switch {
+		case r < utf8.RuneSelf:
+			// ASCII: control characters only (no Bidi_Control below U+061C).
+			if r < 0x20 || r == 0x7f {
+				return fmt.Errorf("control character %U at byte %d", r, i)
+			}
 		case r == utf8.RuneError && !validAt(s, i):
 			return fmt.Errorf("byte %d (%#02x) is not valid UTF-8", i, s[i])
 		case unicode.IsControl(r):

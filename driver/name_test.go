@@ -3,6 +3,8 @@ package driver
 import (
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestCheckName(t *testing.T) {
@@ -32,6 +34,17 @@ func TestCheckName(t *testing.T) {
 		err := CheckName(bad)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CheckName(%q): %v, want %q", bad, err, want)
+		}
+	}
+}
+
+// CheckName's shortcut for ASCII refuses exactly what the Unicode rule
+// refuses there.
+func TestCheckNameASCII(t *testing.T) {
+	for r := rune(0); r < utf8.RuneSelf; r++ {
+		refused := unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+		if err := CheckName("x" + string(r)); (err != nil) != refused {
+			t.Errorf("CheckName(%q): %v, want refused %v", "x"+string(r), err, refused)
 		}
 	}
 }
