@@ -22,8 +22,12 @@ type Lease struct {
 	maxHold  time.Duration
 
 	// ended is closed when the lease is released or lost; made only for
-	// a grant whose store reports its loss (watch waits on it).
-	ended       chan struct{}
+	// a grant whose store reports its loss on a channel alone (watch waits
+	// on it).
+	ended chan struct{}
+	// unwatch stops the report of the loss of a grant whose store gives
+	// it as a context (LostContext); nil otherwise.
+	unwatch     func() bool
 	stopRenew   context.CancelFunc // stops the renewer; nil without auto-renew
 	renewerDone chan struct{}      // closed when the renewer has returned; nil without auto-renew
 
@@ -73,16 +77,20 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 		renewCtx, l.stopRenew = context.WithCancel(context.Background())
 		l.renewerDone = make(chan struct{})
 	}
-	if g.Lost != nil {
+	if g.Lost != nil && g.LostContext == nil {
 		l.ended = make(chan struct{})
 	}
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	if g.LostContext != nil {
+		// No goroutine: the store's context runs storeLost when it ends.
+		l.unwatch = context.AfterFunc(g.LostContext, l.storeLost)
+	}
 	l.mu.Unlock()
 	if renewCtx != nil {
 		go l.renew(renewCtx)
 	}
-	if g.Lost != nil {
+	if l.ended != nil {
 		go l.watch(g.Lost)
 	}
 	if c.log.Enabled(context.Background(), slog.LevelDebug) { // the arguments cost allocations even when not logged
@@ -277,9 +285,7 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		if l.held {
 			l.held = false
 			l.expiry.Stop()
-			if l.ended != nil {
-				close(l.ended)
-			}
+			l.unwatchLocked()
 		}
 		return l.err
 	case errors.Is(err, driver.ErrNotHeld):
@@ -334,11 +340,28 @@ func (l *Lease) expire() {
 func (l *Lease) watch(gone <-chan struct{}) {
 	select {
 	case <-gone:
-		l.mu.Lock()
-		l.loseLocked(fmt.Errorf("%w: the store reports that %q is no longer held for this lease", ErrLost, l.req.Resource))
-		l.mu.Unlock()
+		l.storeLost()
 	case <-l.ended:
 	}
+}
+
+// unwatchLocked stops watching for the store's report of a loss, the
+// lease having ended.
+func (l *Lease) unwatchLocked() {
+	if l.ended != nil {
+		close(l.ended)
+	}
+	if l.unwatch != nil {
+		l.unwatch()
+	}
+}
+
+// storeLost ends the lease as lost, the store having reported the grant
+// gone.
+func (l *Lease) storeLost() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loseLocked(fmt.Errorf("%w: the store reports that %q is no longer held for this lease", ErrLost, l.req.Resource))
 }
 
 // loseLocked ends a held lease as lost with cause.
@@ -356,9 +379,7 @@ func (l *Lease) loseLocked(cause error) {
 	if l.lost != nil {
 		close(l.lost)
 	}
-	if l.ended != nil {
-		close(l.ended)
-	}
+	l.unwatchLocked()
 	if l.stopRenew != nil {
 		l.stopRenew()
 	}

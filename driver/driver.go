@@ -65,6 +65,12 @@ type Grant struct {
 	// ends the lease as lost at once instead of at its next renewal. A
 	// Converter returns the same channel for the converted grant.
 	Lost <-chan struct{}
+	// LostContext, if not nil, is done when the grant is lost, and Lost is
+	// its Done channel. Package dlm then learns of the loss through
+	// context.AfterFunc, which costs no goroutine per lease: a store whose
+	// grants share one loss (a session's lease) sets it, so that its many
+	// leases do not each keep a goroutine waiting on the same channel.
+	LostContext context.Context
 	// Blocking, if not nil, is closed by the store when a request queues
 	// behind this grant in a mode that conflicts with it (another
 	// requester waits for the holder to yield). A Converter returns a

@@ -33,12 +33,12 @@ type ticket struct {
 	swept    bool // the store deleted the key after a Release failed (Store.mu)
 }
 
-// grant returns the grant of a ticket whose turn has come. Its Lost
-// channel is the session's done channel: the grant is lost when its
-// session ends (at once if it has ended already), and it is closed for
-// every grant under the session at that moment.
+// grant returns the grant of a ticket whose turn has come. Its loss is
+// the session's (LostContext, and Lost its Done channel): the grant is
+// lost when its session ends (at once if it has ended already), together
+// with every grant under the session at that moment.
 func (t *ticket) grant() driver.Grant {
-	return driver.Grant{Token: uint64(t.rev), Handle: t, Start: t.renewed, Lost: t.ss.done}
+	return driver.Grant{Token: uint64(t.rev), Handle: t, Start: t.renewed, Lost: t.ss.lost.Done(), LostContext: t.ss.lost}
 }
 
 // kv returns the ticket's key as created.

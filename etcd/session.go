@@ -16,9 +16,10 @@ import (
 // are put under it, as concurrency.Session does for concurrency.Mutex.
 type session struct {
 	id      clientv3.LeaseID
-	seconds int64         // the lease seconds asked for: its key in Store.sessions
-	ttl     time.Duration // the lease's TTL as etcd granted it
-	done    chan struct{} // closed when the session ends (lost, idle, closed)
+	seconds int64              // the lease seconds asked for: its key in Store.sessions
+	ttl     time.Duration      // the lease's TTL as etcd granted it
+	lost    context.Context    // done when the session ends (lost, idle, closed)
+	lose    context.CancelFunc // ends lost
 	stop    context.CancelFunc
 
 	// Guarded by Store.mu.
@@ -58,8 +59,9 @@ func (s *Store) session(ctx context.Context, ttl time.Duration) (*session, error
 	}
 	ttl = time.Duration(resp.TTL) * time.Second
 	kctx, stop := context.WithCancel(s.ctx)
+	lost, lose := context.WithCancel(context.Background())
 	ss := &session{
-		id: resp.ID, seconds: n, ttl: ttl, done: make(chan struct{}), stop: stop,
+		id: resp.ID, seconds: n, ttl: ttl, lost: lost, lose: lose, stop: stop,
 		validUntil: sent.Add(ttl - drift(ttl)), refs: 1, used: true,
 		orphans: make(map[*ticket]struct{}),
 	}
@@ -211,7 +213,7 @@ func (s *Store) endLocked(ss *session, cause error) {
 		delete(s.sessions, ss.seconds)
 	}
 	ss.orphans, ss.slots = nil, nil
-	close(ss.done) // every grant under the session is lost
+	ss.lose() // every grant under the session is lost
 	ss.stop()
 }
 

@@ -106,7 +106,7 @@ func (s *Store) await(ctx context.Context, resource string, t *ticket, pred *mvc
 					return cmp.Or(err, vanished(resource))
 				}
 			}
-		case <-t.ss.done:
+		case <-t.ss.lost.Done():
 			return fmt.Errorf("%w: etcd: the session of the waiting request for %q ended: %w",
 				driver.ErrUnavailable, resource, t.ss.err)
 		case <-ctx.Done():
