@@ -74,13 +74,20 @@ func blocker(kvs []*mvccpb.KeyValue, rev int64, m driver.Mode) *mvccpb.KeyValue 
 	return nil
 }
 
+// queueList is the options of a read of a resource's queue, made once
+// (WithSort's option is a closure) and never changed.
+var queueList = []clientv3.OpOption{
+	clientv3.WithPrefix(),
+	clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
+}
+
 // queueOps are the options of a read of a resource's queue: every key under
-// its directory, in create revision order.
+// its directory, in create revision order, then opts.
 func queueOps(opts ...clientv3.OpOption) []clientv3.OpOption {
-	return append([]clientv3.OpOption{
-		clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
-	}, opts...)
+	if len(opts) == 0 {
+		return queueList
+	}
+	return append(queueList[:len(queueList):len(queueList)], opts...) // a copy: queueList stays as it is
 }
 
 // queue reads the keys of resource created up to rev, in create revision
