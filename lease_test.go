@@ -97,14 +97,12 @@ func TestStoreReportedLoss(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
 			st := reporting{Driver: memory.New()}
-			report := func() {}
+			var report func() // the store's report of the loss
 			if kind == "channel" {
 				st.lost = make(chan struct{})
 				report = func() { close(st.lost) }
 			} else {
-				var cancel context.CancelFunc
-				st.ctx, cancel = context.WithCancel(ctx)
-				report = cancel
+				st.ctx, report = context.WithCancel(ctx)
 			}
 			c := dlm.New(st)
 			held, err := c.Acquire(ctx, "held", dlm.WithWait(0))
