@@ -11,6 +11,7 @@ import (
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/internal/workload"
+	"github.com/dlmhq/dlm/redis"
 )
 
 // go test -run '^$' -bench CycleFloor -benchtime 20000x ./redis/
@@ -27,8 +28,9 @@ import (
 //     (INCR), and set's release: the least a fenced grant that lets
 //     nobody barge can cost;
 //   - scripts: the store's own acquire and release scripts, called
-//     directly: fair plus the grant's time in the lock's value, the
-//     counter's floor check, and the release's look at the queue;
+//     directly: fair plus the queue mark and the grant's time in the
+//     lock's value, the counter's floor check, and the release's check of
+//     the mark;
 //   - dlm: the store through a dlm client, which adds the lease.
 //
 // It reports each way's median cycle (µs), Redis's CPU per cycle (µs,
@@ -80,7 +82,7 @@ func BenchmarkCycleFloor(b *testing.B) {
 
 var (
 	fairAcquire = goredis.NewScript(`
-if redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+if redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[1] .. ':fence')
 end
 return false`)
@@ -91,6 +93,9 @@ return 0`)
 
 // floorOwner is the owner every floor lock is taken for.
 const floorOwner = "0123456789abcdef0123456789abcdef"
+
+// floorSettings are the store's default settings as its scripts take them.
+var floorSettings = redislua.Settings(4*redis.DefaultQueueRefresh, redis.DefaultFenceRetention)
 
 // scriptLocker takes a lock with acquire (SET NX PX when nil), with the
 // store's arguments, and releases it with release, under the store's key
@@ -109,10 +114,10 @@ func (l scriptLocker) Lock(ctx context.Context, _ int, name string, _ bool) (wor
 			err = goredis.Nil
 		}
 	} else {
-		// Owner, TTL ms, metadata, no queueing, liveness ms, fence
-		// retention ms, not listening, no attempt name, the grant's time.
-		err = l.acquire.Run(ctx, l.rdb, []string{key}, floorOwner, 10000, "", "0", 2000, 7*24*3600*1000, "0", "",
-			redislua.GrantTime(time.Now())).Err()
+		// Owner, TTL ms, the grant's time and no metadata, no
+		// queueing, not listening, the store's default settings, no
+		// attempt name.
+		err = l.acquire.Run(ctx, l.rdb, []string{key}, floorOwner, 10000, redislua.TimeThen(time.Now(), ""), "0", "0", floorSettings, "").Err()
 	}
 	if err == goredis.Nil {
 		return nil, workload.ErrBusy
@@ -121,8 +126,8 @@ func (l scriptLocker) Lock(ctx context.Context, _ int, name string, _ bool) (wor
 		return nil, err
 	}
 	return func(ctx context.Context) error {
-		// The owner, then the store's release's liveness, retention and
-		// time (which set's release ignores).
-		return l.release.Run(ctx, l.rdb, []string{key}, floorOwner, 2000, 7*24*3600*1000, redislua.GrantTime(time.Now())).Err()
+		// The owner, then the store's release's time and settings
+		// (which set's release ignores).
+		return l.release.Run(ctx, l.rdb, []string{key}, floorOwner, redislua.TimeThen(time.Now(), floorSettings)).Err()
 	}, nil
 }

@@ -132,10 +132,12 @@ type Store struct {
 	watchTick time.Duration
 	bad       error // a configuration error reported by every call
 
-	// livenessMS and retentionMS are the liveness of a waiter's place
-	// and the fence retention in milliseconds, as the scripts take them
-	// (boxed once).
-	livenessMS, retentionMS any
+	// livenessMS is the liveness of a waiter's place in milliseconds,
+	// and settings the scripts' redislua.Settings, as the scripts take
+	// them (boxed once).
+	livenessMS, settings any
+	// settingsText is settings unboxed, for the release's argument.
+	settingsText string
 
 	life  context.Context // ends with Close, and the watches with it
 	end   context.CancelFunc
@@ -187,7 +189,8 @@ func New(rdb goredis.UniversalClient, opts ...Option) *Store {
 	case s.watchTick < 10*time.Millisecond:
 		s.bad = fmt.Errorf("%w: watch interval %s is below 10ms", driver.ErrInvalid, s.watchTick)
 	}
-	s.livenessMS, s.retentionMS = ms(s.liveness().Milliseconds()), ms(s.retention.Milliseconds())
+	s.settingsText = redislua.Settings(s.liveness(), s.retention)
+	s.livenessMS, s.settings = ms(s.liveness().Milliseconds()), s.settingsText
 	return s
 }
 
@@ -234,8 +237,8 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 // echoes (queueing only).
 func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool, name string) (driver.Grant, time.Duration, bool, error) {
 	res, err := s.batch.Run(ctx, redislua.Acquire, []string{s.lockKey(req.Resource)},
-		req.Owner, ms(req.TTL.Milliseconds()), req.Metadata, queue.arg(),
-		s.livenessMS, s.retentionMS, flag(listening), name, redislua.GrantTime(time.Now()),
+		req.Owner, ms(req.TTL.Milliseconds()), redislua.TimeThen(time.Now(), req.Metadata), queue.arg(),
+		flag(listening), s.settings, name,
 	).Result()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
@@ -297,7 +300,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request, _ driver.Grant)
 		return s.bad
 	}
 	n, err := s.batch.Run(ctx, redislua.Release, []string{s.lockKey(req.Resource)},
-		req.Owner, s.livenessMS, s.retentionMS, redislua.GrantTime(time.Now())).Int64()
+		req.Owner, redislua.TimeThen(time.Now(), s.settingsText)).Int64()
 	if err != nil {
 		return s.fail(ctx, "release", err)
 	}

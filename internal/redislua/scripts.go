@@ -14,8 +14,8 @@ import (
 //	<prefix>{R}           the lock: owner (32 hex) followed by metadata, PX
 //	                      ttl; in the redis store, owner, the queue mark
 //	                      (MarkAlone or MarkQueued), the grant's time
-//	                      (GrantTimeDigits decimal digits, µs since the
-//	                      epoch), metadata
+//	                      (GrantTimeLen digits, µs since the epoch),
+//	                      metadata
 //	<prefix>{R}:fence     the last fencing token issued for R
 //	<prefix>{R}:queue     waiters in arrival order (a list of owner values)
 //	<prefix>{R}:live      waiter -> liveness deadline in ms (a sorted set)
@@ -105,14 +105,16 @@ end
 `
 
 // Acquire makes one attempt. KEYS: lock (the script builds the resource's
-// other keys from it, as KeysFor lays them out). ARGV: owner, ttl ms,
-// metadata, queueing ("0" not to queue if not granted, "1" to queue, "2"
-// to refresh the place of a caller that queued before, which skips the
-// fast path), liveness ms, fence retention ms, "1" if the caller listens
-// on its wake-up list (it is then sent "stop" on a grant, ending its
-// blocking pop), the caller's name for this attempt (queueing attempts
-// only: a release that hands the lock over echoes it), the caller's clock
-// (GrantTime), written in the lock as the grant's time.
+// other keys from it, as KeysFor lays them out). ARGV: owner, ttl ms, the
+// caller's clock followed by the metadata (TimeThen: the clock is written
+// in the lock as the grant's time), queueing ("0" not to queue if not
+// granted, "1" to queue, "2" to refresh the place of a caller that queued
+// before, which skips the fast path), "1" if the caller listens on its
+// wake-up list (it is then sent "stop" on a grant, ending its blocking
+// pop), the store's Settings, the caller's name for this attempt
+// (queueing attempts only: a release that hands the lock over echoes it).
+// The arguments are few, and the settings one, because every argument
+// costs Redis a string to parse and to make in Lua on every call.
 //
 // It grants when the lock is free and nobody live is queued ahead of the
 // caller (no barging), with the token of tokenLua. When the resource has
@@ -137,32 +139,33 @@ end
 // and {0, pttl, isHead} when not, pttl read only for the head of the queue
 // (0 otherwise).
 var Acquire = goredis.NewScript(`
-if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. '` + MarkAlone + `' .. ARGV[9] .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.call('SET', KEYS[1], ARGV[1] .. '` + MarkAlone + `' .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   local fence = KEYS[1] .. ':fence'
   local n = redis.call('INCR', fence)
   if n < 1e15 then
     local t = redis.call('TIME')
     n = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', fence, string.format('%.0f', n), 'PX', ARGV[6])
+    redis.call('SET', fence, string.format('%.0f', n), 'PX', string.match(ARGV[6], ' (%d+)$'))
   end
-  if ARGV[7] == '1' then
+  if ARGV[5] == '1' then
     local k = KEYS[1] .. ':wake:' .. ARGV[1]
     redis.call('RPUSH', k, 'stop')
-    redis.call('PEXPIRE', k, ARGV[5])
+    redis.call('PEXPIRE', k, string.match(ARGV[6], '^%d+'))
   end
   return n
 end
 ` + handoffLua + waitingLua + tokenLua + `
 local fence, queue, live = KEYS[1] .. ':fence', KEYS[1] .. ':queue', KEYS[1] .. ':live'
-local owner, queueing, listening = ARGV[1], ARGV[4] ~= '0', ARGV[7] == '1'
-local livems = tonumber(ARGV[5])
+local owner, queueing, listening = ARGV[1], ARGV[4] ~= '0', ARGV[5] == '1'
+local livems, retention = string.match(ARGV[6], '^(%d+) (%d+)$')
+livems = tonumber(livems)
 local function granted(behind)
   if listening then
     local k = KEYS[1] .. ':wake:' .. owner
     redis.call('RPUSH', k, 'stop')
     redis.call('PEXPIRE', k, livems)
   end
-  return {1, token(fence, ARGV[6]), behind}
+  return {1, token(fence, retention), behind}
 end
 local cur = redis.call('GET', KEYS[1])
 if cur and string.sub(cur, 1, 32) == owner then
@@ -181,7 +184,7 @@ if not cur and (not head or head == owner) then
     redis.call('HDEL', KEYS[1] .. ':req', owner)
     behind = waiting(live)
   end
-  redis.call('SET', KEYS[1], owner .. '` + MarkQueued + `' .. ARGV[9] .. ARGV[3], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], owner .. '` + MarkQueued + `' .. ARGV[3], 'PX', ARGV[2])
   return granted(behind)
 end
 if not cur and head then
@@ -196,7 +199,7 @@ if queueing then
   if head ~= owner and (ARGV[4] == '1' or not redis.call('ZSCORE', live, owner)) then
     redis.call('RPUSH', queue, owner)
   end
-  redis.call('HSET', req, owner, ARGV[8] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+  redis.call('HSET', req, owner, ARGV[7] .. ' ' .. ARGV[2] .. ' ' .. string.sub(ARGV[3], ` + strconv.Itoa(GrantTimeLen+1) + `))
   redis.call('ZADD', live, nowms() + livems, owner)
   redis.call('PEXPIRE', queue, 2 * livems)
   redis.call('PEXPIRE', live, 2 * livems)
@@ -219,7 +222,8 @@ return {0, redis.call('PTTL', KEYS[1]), 1}
 // reads no clock; a lock marked MarkAlone (nobody queued for it since its
 // grant) is freed without looking for one: GET and DEL, as an unfair
 // lock's release. KEYS: lock (the script builds the others from it). ARGV:
-// owner, liveness ms, fence retention ms, the caller's clock (GrantTime).
+// owner, the caller's clock followed by the store's Settings (TimeThen),
+// read only when the lock is handed over.
 // Returns 1 released, 0 held by another owner, -1 not held by anyone.
 var Release = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
@@ -237,7 +241,9 @@ if not w then return res end
 local live = KEYS[1] .. ':live'
 local head = first(queue, live, nil, w)
 if not head then return res end
-local livems = tonumber(ARGV[2])
+local at = string.sub(ARGV[2], 1, ` + strconv.Itoa(GrantTimeLen) + `)
+local livems, retention = string.match(ARGV[2], '^(%d+) (%d+)$', ` + strconv.Itoa(GrantTimeLen+1) + `)
+livems = tonumber(livems)
 local req = KEYS[1] .. ':req'
 local r = redis.call('HGET', req, head)
 local a = r and string.find(r, ' ', 1, true)
@@ -246,12 +252,12 @@ if not b then
   wake(head, livems)
   return res
 end
-redis.call('SET', KEYS[1], head .. '` + MarkQueued + `' .. ARGV[4] .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
+redis.call('SET', KEYS[1], head .. '` + MarkQueued + `' .. at .. string.sub(r, b + 1), 'PX', string.sub(r, a + 1, b - 1))
 redis.call('LPOP', queue)
 redis.call('ZREM', live, head)
 redis.call('HDEL', req, head)
 local k = KEYS[1] .. ':wake:' .. head
-redis.call('RPUSH', k, 'g ' .. string.format('%.0f', token(KEYS[1] .. ':fence', ARGV[3])) .. ' ' .. waiting(live) .. ' ' .. string.sub(r, 1, a - 1))
+redis.call('RPUSH', k, 'g ' .. string.format('%.0f', token(KEYS[1] .. ':fence', retention)) .. ' ' .. waiting(live) .. ' ' .. string.sub(r, 1, a - 1))
 redis.call('PEXPIRE', k, livems)
 return res
 `)
