@@ -115,9 +115,9 @@ func (l scriptLocker) Lock(ctx context.Context, _ int, name string, _ bool) (wor
 		}
 	} else {
 		// Owner, TTL ms, the grant's time and no metadata, no
-		// queueing, not listening, the store's default settings, no
-		// attempt name.
-		err = l.acquire.Run(ctx, l.rdb, []string{key}, floorOwner, 10000, redislua.TimeThen(time.Now(), ""), "0", "0", floorSettings, "").Err()
+		// queueing, the store's default settings: the store's
+		// arguments of an attempt that does not wait.
+		err = l.acquire.Run(ctx, l.rdb, []string{key}, floorOwner, 10000, redislua.TimeThen(time.Now(), ""), "0", floorSettings).Err()
 	}
 	if err == goredis.Nil {
 		return nil, workload.ErrBusy

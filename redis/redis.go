@@ -236,10 +236,12 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 // is the attempt's name, which a release that hands the lock to the caller
 // echoes (queueing only).
 func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing, listening bool, name string) (driver.Grant, time.Duration, bool, error) {
-	res, err := s.batch.Run(ctx, redislua.Acquire, []string{s.lockKey(req.Resource)},
-		req.Owner, ms(req.TTL.Milliseconds()), redislua.TimeThen(time.Now(), req.Metadata), queue.arg(),
-		flag(listening), s.settings, name,
-	).Result()
+	args := make([]any, 0, 7)
+	args = append(args, req.Owner, ms(req.TTL.Milliseconds()), redislua.TimeThen(time.Now(), req.Metadata), queue.arg(), s.settings)
+	if queue != queueNot || listening {
+		args = append(args, flag(listening), name)
+	}
+	res, err := s.batch.Run(ctx, redislua.Acquire, []string{s.lockKey(req.Resource)}, args...).Result()
 	if err != nil {
 		return driver.Grant{}, 0, false, s.fail(ctx, "acquire", err)
 	}

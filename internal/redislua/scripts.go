@@ -109,12 +109,13 @@ end
 // caller's clock followed by the metadata (TimeThen: the clock is written
 // in the lock as the grant's time), queueing ("0" not to queue if not
 // granted, "1" to queue, "2" to refresh the place of a caller that queued
-// before, which skips the fast path), "1" if the caller listens on its
-// wake-up list (it is then sent "stop" on a grant, ending its blocking
-// pop), the store's Settings, the caller's name for this attempt
-// (queueing attempts only: a release that hands the lock over echoes it).
-// The arguments are few, and the settings one, because every argument
-// costs Redis a string to parse and to make in Lua on every call.
+// before, which skips the fast path), the store's Settings, then
+// optionally "1" if the caller listens on its wake-up list (it is then
+// sent "stop" on a grant, ending its blocking pop) and the caller's name
+// for this attempt (queueing attempts only: a release that hands the lock
+// over echoes it). The arguments are few, the settings one, and the last
+// two left out when not needed, because every argument costs Redis a
+// string to parse and to make in Lua on every call.
 //
 // It grants when the lock is free and nobody live is queued ahead of the
 // caller (no barging), with the token of tokenLua. When the resource has
@@ -145,19 +146,19 @@ if ARGV[4] ~= '2' and redis.call('EXISTS', KEYS[1] .. ':queue') == 0 and redis.c
   if n < 1e15 then
     local t = redis.call('TIME')
     n = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', fence, string.format('%.0f', n), 'PX', string.match(ARGV[6], ' (%d+)$'))
+    redis.call('SET', fence, string.format('%.0f', n), 'PX', string.match(ARGV[5], ' (%d+)$'))
   end
-  if ARGV[5] == '1' then
+  if ARGV[6] == '1' then
     local k = KEYS[1] .. ':wake:' .. ARGV[1]
     redis.call('RPUSH', k, 'stop')
-    redis.call('PEXPIRE', k, string.match(ARGV[6], '^%d+'))
+    redis.call('PEXPIRE', k, string.match(ARGV[5], '^%d+'))
   end
   return n
 end
 ` + handoffLua + waitingLua + tokenLua + `
 local fence, queue, live = KEYS[1] .. ':fence', KEYS[1] .. ':queue', KEYS[1] .. ':live'
-local owner, queueing, listening = ARGV[1], ARGV[4] ~= '0', ARGV[5] == '1'
-local livems, retention = string.match(ARGV[6], '^(%d+) (%d+)$')
+local owner, queueing, listening = ARGV[1], ARGV[4] ~= '0', ARGV[6] == '1'
+local livems, retention = string.match(ARGV[5], '^(%d+) (%d+)$')
 livems = tonumber(livems)
 local function granted(behind)
   if listening then
