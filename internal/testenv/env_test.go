@@ -89,7 +89,9 @@ func TestClusterRetriesALostPort(t *testing.T) {
 
 	bin, count = fakeServer(t, 1, true)
 	if c, err := testenv.NewCluster(bin, 1); err == nil || !strings.Contains(err.Error(), "bad flag") {
-		c.Stop()
+		if c != nil {
+			c.Stop()
+		}
 		t.Fatalf("another failure: %v, want it at once", err)
 	}
 	if n := runs(t, count); n != "1" {

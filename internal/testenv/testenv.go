@@ -93,7 +93,9 @@ func startProcess(cmd *exec.Cmd, ready string, timeout time.Duration) (*process,
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	readyc := make(chan struct{})
+	scanned := make(chan struct{}) // closed when every line is in tail
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		seen := false
 		for sc.Scan() {
@@ -114,6 +116,9 @@ func startProcess(cmd *exec.Cmd, ready string, timeout time.Duration) (*process,
 	go func() {
 		_ = cmd.Wait()
 		pw.Close()
+		// The scanner may hold the last lines read but not yet in
+		// tail: a failure message must have them.
+		<-scanned
 		close(p.done)
 	}()
 	t := time.NewTimer(timeout)
