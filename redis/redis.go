@@ -268,9 +268,11 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, queue queueing,
 }
 
 // tokenGrant is attempt's result for a grant of the token tok, with
-// waiting live waiters queued behind it.
+// waiting live waiters queued behind it. Tokens start at 1: a token of 0
+// (a counter that is gone, or a reply that was not an integer) is no
+// grant.
 func tokenGrant(tok, waiting int64) (driver.Grant, time.Duration, bool, error) {
-	if tok < 0 {
+	if tok <= 0 {
 		return driver.Grant{}, 0, false, fmt.Errorf("%w: redis acquire: bad token %d", driver.ErrUnavailable, tok)
 	}
 	return newGrant(uint64(tok), waiting > 0), 0, false, nil
