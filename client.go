@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/alarm"
 )
 
 // Client acquires locks from one store. It is safe for concurrent use.
@@ -20,6 +21,9 @@ type Client struct {
 	metrics  Metrics
 	tracer   Tracer
 	defaults []Option
+	// clock runs the attempts' bounds and the leases' deadlines on one
+	// runtime timer (see package alarm).
+	clock alarm.Clock
 }
 
 // ClientOption configures a Client.
@@ -193,7 +197,7 @@ func (c *Client) attempts(ctx context.Context, req driver.Request, cfg *config, 
 	}
 	waiter, native := c.drv.(driver.Waiter)
 	native = native && cfg.wait != 0
-	out := outage{log: c.log, store: c.store, resource: req.Resource, bound: cfg.unavailable}
+	out := outage{log: c.log, store: c.store, resource: req.Resource, bound: cfg.unavailable, clock: &c.clock}
 	var last error
 	unsure := false   // an attempt failed without a clear answer
 	answered := false // the store answered since it last failed

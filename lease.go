@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/alarm"
 )
 
 // Lease is a held lock. It is safe for concurrent use.
@@ -39,7 +40,7 @@ type Lease struct {
 	// lease; once it has given one, it bounds the deadline even when the
 	// store can no longer tell (the grant lost, the session ended).
 	vouched  time.Time
-	expiry   *time.Timer
+	expiry   *alarm.Alarm
 	lost     chan struct{} // made by the first call of Lost
 	held     bool          // false once released or lost
 	err      error         // why the lease was lost
@@ -81,7 +82,7 @@ func (c *Client) newLease(req driver.Request, g driver.Grant, cfg *config, start
 		l.ended = make(chan struct{})
 	}
 	l.mu.Lock()
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.expiry = c.clock.At(l.deadline, l.expire)
 	if g.LostContext != nil {
 		// No goroutine: the store's context runs storeLost when it ends.
 		l.unwatch = context.AfterFunc(g.LostContext, l.storeLost)
@@ -244,7 +245,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 	case err == nil:
 		if d := start.Add(l.req.TTL - l.c.drift(l.req.TTL)); d.After(l.deadline) {
 			l.deadline = d
-			l.expiry.Reset(time.Until(d))
+			l.expiry.Reset(d)
 		}
 		return nil
 	case errors.Is(err, driver.ErrNotHeld):
@@ -317,8 +318,8 @@ func (l *Lease) expire() {
 		l.mu.Unlock()
 		return
 	}
-	if d := time.Until(l.deadline); d > 0 { // extended meanwhile
-		l.expiry.Reset(d)
+	if time.Now().Before(l.deadline) { // extended meanwhile
+		l.expiry.Reset(l.deadline)
 		l.mu.Unlock()
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/dlmhq/dlm/internal/alarm"
 )
 
 // outage follows one call's view of its store's unavailability: since when
@@ -17,6 +19,7 @@ type outage struct {
 	bound    time.Duration // negative: no bound
 	since    time.Time     // zero while the store answers
 	logged   bool
+	clock    *alarm.Clock // the client's: the bound's timer
 }
 
 // answered notes an answer of the store, which ends an outage.
@@ -65,7 +68,7 @@ func (o *outage) bounded(ctx context.Context) (context.Context, context.CancelFu
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= left {
 		return ctx, func() {} // ctx ends the attempt first: no timer of its own
 	}
-	return context.WithTimeout(ctx, left)
+	return o.clock.WithTimeout(ctx, left)
 }
 
 // err is the error of a call that gave up on an unreachable store after

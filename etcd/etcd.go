@@ -116,6 +116,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -124,6 +125,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/alarm"
 )
 
 // Defaults of the store's options.
@@ -148,6 +150,8 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	bad     error // a configuration error reported by every call
+
+	clock alarm.Clock // the request timeouts
 
 	ctx    context.Context // ends at Close or with the client: the store's goroutines
 	cancel context.CancelFunc
@@ -203,14 +207,24 @@ func (s *Store) check(req driver.Request) error {
 	return nil
 }
 
-// call returns a context for one call to etcd, bounded by the request
-// timeout: ctx itself when its deadline comes first.
+// call returns the context of one call to etcd: it ends with ctx, or at
+// the request timeout if ctx allows longer. It carries ctx's values but no
+// deadline, so that etcd's server does not arm a timer for each request
+// (the request's end reaches the server as its cancellation), and the
+// request timeout runs on the store's clock rather than on a runtime
+// timer per call: together a few percent of an uncontended cycle.
 func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
-		return ctx, func() {} // ctx ends the call first: no timer of its own
+		return cctx, func() { stop(); cancel(nil) } // ctx ends the call first
 	}
-	return context.WithTimeout(ctx, s.timeout)
+	a := s.clock.After(s.timeout, func() { cancel(errNoAnswer) })
+	return cctx, func() { a.Stop(); stop(); cancel(nil) }
 }
+
+// errNoAnswer is the cause of a call that the request timeout ended.
+var errNoAnswer = errors.New("no answer within the request timeout")
 
 // fail classifies an error from etcd's client: the end of the caller's
 // context as such, anything else (including the request timeout) as the
@@ -218,6 +232,10 @@ func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) 
 func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("etcd %s: %w", op, cerr)
+	}
+	if errors.Is(err, context.Canceled) {
+		// ctx lives: the request timeout ended the call.
+		err = fmt.Errorf("%w (%s): %w", errNoAnswer, s.timeout, err)
 	}
 	return fmt.Errorf("%w: etcd %s: %w", driver.ErrUnavailable, op, err)
 }

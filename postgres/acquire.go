@@ -200,7 +200,7 @@ func (s *Store) newGrant(req driver.Request, key int64, h keeper, r result) driv
 	l := &lock{
 		store: s, owner: req.Owner, resource: req.Resource, key: key,
 		sql: s.sql[req.Mode], pid: r.pid, token: r.token, since: r.since,
-		h: h, recorded: r.recorded, slot: -1,
+		h: h, recorded: r.recorded,
 	}
 	start := time.Now() // the store's own TTL timer starts after this
 	l.hold(req.TTL)

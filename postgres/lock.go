@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/alarm"
 )
 
 // Extend checks that the session holding the lock is alive and holds it,
@@ -54,10 +55,9 @@ type lock struct {
 	lost     error     // why the lock is gone, when it was lost
 	expires  time.Time // when the store unlocks it unless extended
 	recorded bool      // the session wrote the holder's row: unlock deletes it
-
-	// Guarded by the store's expiries.mu:
-	due  time.Time // expires, as the store's expiries see it
-	slot int       // the lock's place among them, -1 when out
+	// expiry runs expire at expires, on the store's clock: a grant arms
+	// no runtime timer of its own (see package alarm). Nil until hold.
+	expiry *alarm.Alarm
 }
 
 // keeper is the session that holds a granted lock (shared.go).
@@ -81,10 +81,10 @@ func (l *lock) hold(ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expires = time.Now().Add(ttl)
-	l.store.expiries.set(l, l.expires)
+	l.expiry = l.store.clock.At(l.expires, l.expire)
 }
 
-// expire runs when the lock's expiry is due (expiries.fire): it unlocks a
+// expire runs when the lock's expiry is due: it unlocks a
 // lock whose TTL passed without an extension.
 func (l *lock) expire() {
 	l.mu.Lock()
@@ -93,7 +93,7 @@ func (l *lock) expire() {
 		return
 	}
 	if time.Until(l.expires) > 0 { // extended meanwhile
-		l.store.expiries.set(l, l.expires)
+		l.expiry.Reset(l.expires)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -136,7 +136,7 @@ func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	l.expires = start.Add(ttl)
-	l.store.expiries.set(l, l.expires)
+	l.expiry.Reset(l.expires)
 	return nil
 }
 
@@ -189,7 +189,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	case err == nil && !*unlocked:
 		return l.lose(fmt.Errorf("%w: %q: the session did not hold the lock", driver.ErrNotHeld, l.resource))
 	case err == nil:
-		l.store.expiries.remove(l)
+		l.stopExpiry()
 		l.h.released()
 		l.h = nil
 		return nil
@@ -197,7 +197,7 @@ func (l *lock) unlock(ctx context.Context) error {
 		// A connection of the lock's own is closed, which frees the
 		// lock as soon as the server sees it; on a shared session the
 		// unlock runs all the same. There is nothing left to release.
-		l.store.expiries.remove(l)
+		l.stopExpiry()
 		l.h.dropped()
 		l.h = nil
 		return fmt.Errorf("postgres release: %w (the lock is freed all the same)", ctx.Err())
@@ -210,10 +210,17 @@ func (l *lock) unlock(ctx context.Context) error {
 	}
 }
 
+// stopExpiry keeps expire from running, the lock being gone.
+func (l *lock) stopExpiry() {
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
+}
+
 // lose ends the holding session, so that nothing of the lock can remain,
 // and records why the lock is gone.
 func (l *lock) lose(why error) error {
-	l.store.expiries.remove(l)
+	l.stopExpiry()
 	l.h.end()
 	l.h = nil
 	l.lost = why

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/alarm"
 )
 
 // Defaults of the store's options.
@@ -47,7 +48,7 @@ type Store struct {
 	interval    time.Duration // of Watch
 	sessions    int           // as given
 	shared      *shared       // nil without shared sessions
-	expiries    expiries      // of the granted locks
+	clock       alarm.Clock   // the granted locks' expiries
 	sql         map[driver.Mode]*modeSQL
 	holders     *holderSQL // nil without a holder table
 	createSQL   string
