@@ -25,7 +25,7 @@ func (c *Client) do(ctx context.Context, resource string, fn func(ctx context.Co
 	work, stop := whileHeld(ctx, l)
 	defer func() {
 		stop()
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rctx, rcancel := c.clock.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		rerr := l.Release(rctx)
 		rcancel()
 		if r := recover(); r != nil {

@@ -109,9 +109,12 @@
 //
 // Each call to etcd is bounded by the request timeout (WithRequestTimeout,
 // 5 s by default): etcd's client otherwise waits for a connection as long as
-// the context allows. A call that fails or times out while the caller's
-// context is alive is driver.ErrUnavailable wrapped around the cause;
-// contention is driver.ErrTaken.
+// the context allows. The store enforces it, and the caller's deadline, on
+// the client's side: calls reach etcd without a deadline, which would cost
+// its server a timer per request, and end as cancelled when either runs
+// out. A call that fails or times out while the caller's context is alive
+// is driver.ErrUnavailable wrapped around the cause; contention is
+// driver.ErrTaken.
 package etcd
 
 import (

@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ func TestRequestTimeoutAndTheCallersDeadline(t *testing.T) {
 	err = s.Extend(long, req, g)
 	if !errors.Is(err, driver.ErrUnavailable) || long.Err() != nil {
 		t.Fatalf("Extend with a minute to go, etcd stopped: %v (context: %v), want ErrUnavailable at the request timeout", err, long.Err())
+	}
+	if !strings.Contains(err.Error(), "no answer within the request timeout") {
+		t.Errorf("Extend's error %q does not say that the request timeout ended it", err)
 	}
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)

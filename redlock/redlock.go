@@ -241,6 +241,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/alarm"
 	"github.com/dlmhq/dlm/internal/redislua"
 )
 
@@ -259,6 +260,7 @@ type Store struct {
 	refresh     time.Duration // how often a waiter refreshes its place
 	sequential  bool          // ask the nodes one by one (benchmarks only)
 	bad         error         // a configuration error reported by every call
+	clock       alarm.Clock   // the rounds' per-node deadlines
 }
 
 // New returns a store over clients, one per Redis master, in a fixed order:

@@ -98,7 +98,7 @@ func (s *Store) fanoutAfter(ctx context.Context, timeout time.Duration, wait fun
 				if wait != nil {
 					wait(base, n)
 				}
-				nctx, ncancel := context.WithTimeout(base, timeout)
+				nctx, ncancel := s.clock.WithTimeout(base, timeout)
 				v := call(ctx, nctx, timeout, n, a)
 				close(r.done[n.index])
 				answers = append(answers, v.answer)
@@ -117,7 +117,7 @@ func (s *Store) fanoutAfter(ctx context.Context, timeout time.Duration, wait fun
 	var shared context.Context
 	sharedCancel := context.CancelFunc(func() {})
 	if wait == nil {
-		shared, sharedCancel = context.WithTimeout(base, timeout)
+		shared, sharedCancel = s.clock.WithTimeout(base, timeout)
 	}
 	var left atomic.Int32
 	left.Store(int32(len(s.nodes)))
@@ -135,7 +135,7 @@ func (s *Store) fanoutAfter(ctx context.Context, timeout time.Duration, wait fun
 			nctx, ncancel := shared, context.CancelFunc(func() {})
 			if wait != nil {
 				wait(base, n)
-				nctx, ncancel = context.WithTimeout(base, timeout)
+				nctx, ncancel = s.clock.WithTimeout(base, timeout)
 			}
 			v := call(ctx, nctx, timeout, n, a)
 			ncancel()
