@@ -211,23 +211,24 @@ func (s *Store) check(req driver.Request) error {
 }
 
 // call returns the context of one call to etcd: it ends with ctx, or at
-// the request timeout if ctx allows longer. It carries ctx's values but no
-// deadline, so that etcd's server does not arm a timer for each request
-// (the request's end reaches the server as its cancellation), and the
-// request timeout runs on the store's clock rather than on a runtime
-// timer per call: together a few percent of an uncontended cycle.
+// the request timeout if ctx allows longer, and it hides its deadline, so
+// that etcd's server does not arm a timer for each request (the request's
+// end reaches the server as its cancellation). The request timeout runs on
+// the store's clock rather than on a runtime timer per call. Together a
+// few percent of an uncontended cycle.
 func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
-		return cctx, func() { stop(); cancel(nil) } // ctx ends the call first
+		return noDeadline{ctx}, func() {} // ctx ends the call first
 	}
-	a := s.clock.After(s.timeout, func() { cancel(errNoAnswer) })
-	return cctx, func() { a.Stop(); stop(); cancel(nil) }
+	cctx, cancel := s.clock.WithTimeout(ctx, s.timeout)
+	return noDeadline{cctx}, cancel
 }
 
-// errNoAnswer is the cause of a call that the request timeout ended.
-var errNoAnswer = errors.New("no answer within the request timeout")
+// noDeadline is a context that ends as its parent does but reports no
+// deadline.
+type noDeadline struct{ context.Context }
+
+func (noDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // fail classifies an error from etcd's client: the end of the caller's
 // context as such, anything else (including the request timeout) as the
@@ -236,9 +237,9 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("etcd %s: %w", op, cerr)
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) {
 		// ctx lives: the request timeout ended the call.
-		err = fmt.Errorf("%w (%s): %w", errNoAnswer, s.timeout, err)
+		err = fmt.Errorf("no answer within the request timeout (%s): %w", s.timeout, err)
 	}
 	return fmt.Errorf("%w: etcd %s: %w", driver.ErrUnavailable, op, err)
 }
