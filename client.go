@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/internal/alarm"
+	"github.com/dlmhq/dlm/driver/alarm"
 )
 
 // Client acquires locks from one store. It is safe for concurrent use.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/internal/alarm"
+	"github.com/dlmhq/dlm/driver/alarm"
 )
 
 // Lease is a held lock. It is safe for concurrent use.

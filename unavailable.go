@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlmhq/dlm/internal/alarm"
+	"github.com/dlmhq/dlm/driver/alarm"
 )
 
 // outage follows one call's view of its store's unavailability: since when

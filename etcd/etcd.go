@@ -128,7 +128,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/internal/alarm"
+	"github.com/dlmhq/dlm/driver/alarm"
 )
 
 // Defaults of the store's options.

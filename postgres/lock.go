@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/internal/alarm"
+	"github.com/dlmhq/dlm/driver/alarm"
 )
 
 // Extend checks that the session holding the lock is alive and holds it,

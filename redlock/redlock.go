@@ -241,7 +241,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlmhq/dlm/driver"
-	"github.com/dlmhq/dlm/internal/alarm"
+	"github.com/dlmhq/dlm/driver/alarm"
 	"github.com/dlmhq/dlm/internal/redislua"
 )
 

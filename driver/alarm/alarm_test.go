@@ -23,7 +23,7 @@ func wait(t *testing.T, ch <-chan struct{}, what string) {
 func (c *Clock) pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.alarms.Len()
+	return len(c.alarms)
 }
 
 func TestAlarmsRunOnceAndNeverEarly(t *testing.T) {

@@ -11,13 +11,18 @@
 // the earliest, and only when the earliest moves earlier: alarms that are
 // set and stopped in turn, later each time, arm nothing, and the timer fires
 // once for the whole run of them.
+//
+// Package dlm keeps a Clock per client for its attempts' bounds and its
+// leases' deadlines, and dlm's stores one each for their calls' timeouts;
+// a store of another module may use it the same way. It imports nothing
+// of dlm. Its API is not yet covered by dlm's compatibility promises
+// (docs/compatibility.md).
 package alarm
 
 import (
+	"container/heap"
 	"sync"
 	"time"
-
-	"github.com/dlmhq/dlm/internal/indexheap"
 )
 
 // Clock holds alarms. The zero value is ready to use, and a Clock must not
@@ -27,7 +32,7 @@ import (
 // stopped) arms itself again for the next or ends.
 type Clock struct {
 	mu     sync.Mutex
-	alarms indexheap.Heap[*Alarm]
+	alarms alarms
 	timer  *time.Timer // nil until the first alarm
 	armed  time.Time   // when timer fires; zero when it is not armed
 }
@@ -45,7 +50,7 @@ type Alarm struct {
 func (c *Clock) At(when time.Time, f func()) *Alarm {
 	a := &Alarm{c: c, f: f, when: when, slot: -1}
 	c.mu.Lock()
-	c.alarms.Set(a)
+	heap.Push(&c.alarms, a)
 	c.armLocked()
 	c.mu.Unlock()
 	return a
@@ -65,7 +70,7 @@ func (a *Alarm) Stop() bool {
 	if a.slot < 0 {
 		return false
 	}
-	c.alarms.Remove(a)
+	heap.Remove(&c.alarms, a.slot)
 	// The timer stays armed: if nothing else is due then, it finds so
 	// when it fires, once, instead of a disarm and a rearm per alarm.
 	return true
@@ -79,7 +84,11 @@ func (a *Alarm) Reset(when time.Time) bool {
 	defer c.mu.Unlock()
 	pending := a.slot >= 0
 	a.when = when
-	c.alarms.Set(a)
+	if pending {
+		heap.Fix(&c.alarms, a.slot)
+	} else {
+		heap.Push(&c.alarms, a)
+	}
 	c.armLocked()
 	return pending
 }
@@ -87,10 +96,10 @@ func (a *Alarm) Reset(when time.Time) bool {
 // armLocked makes the timer fire no later than the earliest alarm, arming
 // it only when it is not armed or is armed for a later moment.
 func (c *Clock) armLocked() {
-	if c.alarms.Len() == 0 {
+	if len(c.alarms) == 0 {
 		return
 	}
-	first := c.alarms.Min().when
+	first := c.alarms[0].when
 	if !c.armed.IsZero() && !first.Before(c.armed) {
 		return
 	}
@@ -109,10 +118,8 @@ func (c *Clock) fire() {
 	var due []func()
 	c.mu.Lock()
 	c.armed = time.Time{}
-	for c.alarms.Len() > 0 && !c.alarms.Min().when.After(now) {
-		a := c.alarms.Min()
-		c.alarms.Remove(a)
-		due = append(due, a.f)
+	for len(c.alarms) > 0 && !c.alarms[0].when.After(now) {
+		due = append(due, heap.Pop(&c.alarms).(*Alarm).f)
 	}
 	c.armLocked()
 	c.mu.Unlock()
@@ -125,8 +132,28 @@ func (c *Clock) fire() {
 	}
 }
 
-// Before orders alarms by time, for Clock.alarms.
-func (a *Alarm) Before(other *Alarm) bool { return a.when.Before(other.when) }
+// alarms is a heap of alarms, the earliest first, each knowing its place.
+type alarms []*Alarm
 
-// Slot is the alarm's place in Clock.alarms.
-func (a *Alarm) Slot() *int { return &a.slot }
+func (h alarms) Len() int           { return len(h) }
+func (h alarms) Less(i, j int) bool { return h[i].when.Before(h[j].when) }
+
+func (h alarms) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].slot, h[j].slot = i, j
+}
+
+func (h *alarms) Push(x any) {
+	a := x.(*Alarm)
+	a.slot = len(*h)
+	*h = append(*h, a)
+}
+
+func (h *alarms) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	a.slot = -1
+	return a
+}
