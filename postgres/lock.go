@@ -56,7 +56,8 @@ type lock struct {
 	expires  time.Time // when the store unlocks it unless extended
 	recorded bool      // the session wrote the holder's row: unlock deletes it
 	// expiry runs expire at expires, on the store's clock: a grant arms
-	// no runtime timer of its own (see package alarm). Nil until hold.
+	// no runtime timer of its own (see package alarm). Set by hold, before
+	// the grant is handed out.
 	expiry *alarm.Alarm
 }
 
@@ -189,7 +190,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	case err == nil && !*unlocked:
 		return l.lose(fmt.Errorf("%w: %q: the session did not hold the lock", driver.ErrNotHeld, l.resource))
 	case err == nil:
-		l.stopExpiry()
+		l.expiry.Stop()
 		l.h.released()
 		l.h = nil
 		return nil
@@ -197,7 +198,7 @@ func (l *lock) unlock(ctx context.Context) error {
 		// A connection of the lock's own is closed, which frees the
 		// lock as soon as the server sees it; on a shared session the
 		// unlock runs all the same. There is nothing left to release.
-		l.stopExpiry()
+		l.expiry.Stop()
 		l.h.dropped()
 		l.h = nil
 		return fmt.Errorf("postgres release: %w (the lock is freed all the same)", ctx.Err())
@@ -210,17 +211,10 @@ func (l *lock) unlock(ctx context.Context) error {
 	}
 }
 
-// stopExpiry keeps expire from running, the lock being gone.
-func (l *lock) stopExpiry() {
-	if l.expiry != nil {
-		l.expiry.Stop()
-	}
-}
-
 // lose ends the holding session, so that nothing of the lock can remain,
 // and records why the lock is gone.
 func (l *lock) lose(why error) error {
-	l.stopExpiry()
+	l.expiry.Stop()
 	l.h.end()
 	l.h = nil
 	l.lost = why
