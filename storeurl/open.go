@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/dlmserver"
@@ -335,6 +336,11 @@ func (s *Store) openEtcd() error {
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
+		// Static flow-control windows turn off gRPC's BDP estimation,
+		// which pings etcd after nearly every reply when the calls are
+		// small and one at a time, as a lock's are: a packet each way,
+		// and wake-ups at both ends, for every call.
+		DialOptions: []grpc.DialOption{grpc.WithInitialWindowSize(1 << 20), grpc.WithInitialConnWindowSize(1 << 20)},
 	})
 	if err != nil {
 		return fmt.Errorf("%w: etcd: %v", driver.ErrUnavailable, err)
