@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/dlmhq/dlm/internal/workload"
 )
 
@@ -13,10 +16,10 @@ type goal struct {
 
 // pick returns the result of workload w of the rows with the given ids that
 // best(a, b) prefers, and the row it came from.
-func (rep *report) pick(w string, best func(a, b workload.Result) bool, ids ...string) (workload.Result, string, bool) {
+func (rep *report) pick(w string, best func(a, b workload.Result) bool, ids ...string) (workload.Result, row, bool) {
 	var (
 		out  workload.Result
-		name string
+		from row
 		ok   bool
 	)
 	for _, r := range rep.Rows {
@@ -28,10 +31,10 @@ func (rep *report) pick(w string, best func(a, b workload.Result) bool, ids ...s
 			continue
 		}
 		if res, found := r.result(w); found && (!ok || best(res, out)) {
-			out, name, ok = res, r.Name, true
+			out, from, ok = res, r, true
 		}
 	}
-	return out, name, ok
+	return out, from, ok
 }
 
 func faster(a, b workload.Result) bool  { return a.PerSecond > b.PerSecond }
@@ -46,3 +49,55 @@ func (rep *report) goals() []goal {
 	gs = append(gs, rep.storeGoals()...)
 	return gs
 }
+
+// ratio is a target's figure against an alternative's: the median of the
+// rounds' ratios, each between the two figures of one round.
+type ratio struct {
+	x      float64 // the median; of two middle rounds, the one worse for the target
+	lo, hi float64 // the lowest and highest round's
+	rounds int
+}
+
+// String gives the median, and the range of the rounds when there are
+// several.
+func (r ratio) String() string {
+	if r.rounds < 2 {
+		return fmt.Sprintf("%.2f×", r.x)
+	}
+	return fmt.Sprintf("%.2f× (rounds %.2f-%.2f)", r.x, r.lo, r.hi)
+}
+
+// versus compares workload w of rows a and b by fig (a p50 or a rate).
+// Every round runs both, the uncontended and distinct-keys workloads in
+// interleaved turns, so a round's ratio sets two figures measured side by
+// side; the median of those leaves out what the machine did differently
+// from one round to the next, which the ratio of the two rows' medians
+// (rounds minutes apart) keeps. higher says a higher ratio is better for
+// a (a rate), which decides between two middle rounds. ok is false when
+// no round measured both.
+func versus(w string, a, b row, fig func(workload.Result) float64, higher bool) (ratio, bool) {
+	ra, rb := a.rounds, b.rounds
+	if len(ra) == 0 || len(ra) != len(rb) {
+		ra, rb = []row{a}, []row{b}
+	}
+	var xs []float64
+	for i := range ra {
+		x, okX := ra[i].result(w)
+		y, okY := rb[i].result(w)
+		if okX && okY && fig(y) > 0 && ra[i].Err == "" && rb[i].Err == "" {
+			xs = append(xs, fig(x)/fig(y))
+		}
+	}
+	if len(xs) == 0 {
+		return ratio{}, false
+	}
+	slices.Sort(xs)
+	m := xs[len(xs)/2] // of two middle ones, the higher
+	if len(xs)%2 == 0 && higher {
+		m = xs[len(xs)/2-1]
+	}
+	return ratio{x: m, lo: xs[0], hi: xs[len(xs)-1], rounds: len(xs)}, true
+}
+
+func byP50(r workload.Result) float64  { return float64(r.P50) }
+func byRate(r workload.Result) float64 { return r.PerSecond }

@@ -24,6 +24,7 @@ type report struct {
 	Floor     floor     `json:"floor"`
 	Lockers   int       `json:"lockers"`
 	Waiters   int       `json:"waiters"`
+	Rounds    int       `json:"rounds"`
 	// The distinct-keys workload's turns: the counted span and the
 	// warm-up before it.
 	DistinctTurn time.Duration `json:"distinct_turn"`
@@ -41,11 +42,12 @@ type row struct {
 	Results []workload.Result `json:"results"`
 	Costs   []cost            `json:"costs"` // the dlm server's, per result
 	Err     string            `json:"error,omitempty"`
+	rounds  []row             // the rounds merged into this one, for ratios (see versus)
 }
 
 func newReport(cfg config) *report {
 	r := &report{Command: cfg.command, Started: time.Now().UTC(), Machine: machine(), Go: runtime.Version(),
-		Lockers: cfg.lockers, Waiters: cfg.waiters, DistinctTurn: cfg.distinctTurn, DistinctWarm: cfg.distinctWarm}
+		Lockers: cfg.lockers, Waiters: cfg.waiters, Rounds: cfg.rounds, DistinctTurn: cfg.distinctTurn, DistinctWarm: cfg.distinctWarm}
 	switch {
 	case cfg.budget.Ops > 0 && cfg.budget.Duration > 0:
 		r.Budget = fmt.Sprintf("%s or %d acquisitions per workload, whichever comes first", cfg.budget.Duration, cfg.budget.Ops)
@@ -222,7 +224,11 @@ func (rep *report) markdown(w io.Writer) error {
 	if len(failed) > 0 {
 		p("\n## Failures\n\n%s\n", strings.Join(failed, "\n"))
 	}
-	p("\n## Targets\n\n| target | measured | met |\n|---|---|:-:|\n")
+	p("\n## Targets\n\n")
+	if rep.Rounds > 1 {
+		p("A ratio against another target is judged on the median of the rounds' ratios, each between the two targets' figures in one round (the uncontended and distinct-keys workloads run in interleaved turns); of two middle rounds, the worse. The figures beside it are the two targets' medians, as in the tables above.\n\n")
+	}
+	p("| target | measured | met |\n|---|---|:-:|\n")
 	for _, g := range rep.goals() {
 		met := "no"
 		if g.met {

@@ -23,7 +23,7 @@ func medianRow(rounds []row) row {
 	if len(rounds) == 1 {
 		return rounds[0]
 	}
-	out := row{ID: rounds[0].ID, Name: rounds[0].Name, DLM: rounds[0].DLM}
+	out := row{ID: rounds[0].ID, Name: rounds[0].Name, DLM: rounds[0].DLM, rounds: rounds}
 	var errs []error
 	for _, r := range rounds {
 		if r.Err != "" {

@@ -10,33 +10,33 @@ import (
 // default retry or a 1 ms one).
 func (rep *report) storeGoals() []goal {
 	var gs []goal
-	ratio := func(a, b float64) float64 {
-		if b == 0 {
-			return 0
-		}
-		return a / b
-	}
-	// uncontended: p50 at most max times the alternative's.
+	// uncontended: p50 at most limit times the alternative's.
 	uncontended := func(store, id string, limit float64, alts ...string) {
-		res, _, ok := rep.pick("uncontended", quicker, id)
-		alt, altName, altOK := rep.pick("uncontended", quicker, alts...)
+		res, r, ok := rep.pick("uncontended", quicker, id)
+		alt, altRow, altOK := rep.pick("uncontended", quicker, alts...)
 		if !ok || !altOK {
 			return
 		}
-		x := ratio(float64(res.P50), float64(alt.P50))
-		gs = append(gs, goal{fmt.Sprintf("%s: uncontended p50 ≤ %.2g× %s", store, limit, altName),
-			fmt.Sprintf("%s vs %s: %.2f×", dur(res.P50), dur(alt.P50), x), x > 0 && x <= limit})
+		x, ok := versus("uncontended", r, altRow, byP50, false)
+		if !ok {
+			return
+		}
+		gs = append(gs, goal{fmt.Sprintf("%s: uncontended p50 ≤ %.2g× %s", store, limit, altRow.Name),
+			fmt.Sprintf("%s vs %s: %s", dur(res.P50), dur(alt.P50), x), x.x > 0 && x.x <= limit})
 	}
 	// throughput: workload w's rate at least min times the alternative's.
 	throughput := func(store, id, w string, min float64, alts ...string) {
-		res, _, ok := rep.pick(w, faster, id)
-		alt, altName, altOK := rep.pick(w, faster, alts...)
+		res, r, ok := rep.pick(w, faster, id)
+		alt, altRow, altOK := rep.pick(w, faster, alts...)
 		if !ok || !altOK {
 			return
 		}
-		x := ratio(res.PerSecond, alt.PerSecond)
-		gs = append(gs, goal{fmt.Sprintf("%s, %s: ≥ %.2g× %s", store, w, min, altName),
-			fmt.Sprintf("%.0f/s vs %.0f/s: %.2f×", res.PerSecond, alt.PerSecond, x), x >= min})
+		x, ok := versus(w, r, altRow, byRate, true)
+		if !ok {
+			return
+		}
+		gs = append(gs, goal{fmt.Sprintf("%s, %s: ≥ %.2g× %s", store, w, min, altRow.Name),
+			fmt.Sprintf("%.0f/s vs %.0f/s: %s", res.PerSecond, alt.PerSecond, x), x.x >= min})
 	}
 	// fair: the contended workload's Jain index, and its longest wait
 	// unless wait is 0.
