@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -64,25 +65,22 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 	asked := time.Now()
 	dir := s.dir(req.Resource)
 	key := s.keyOf(ss, req.Resource, dir, req.Owner)
-	list := clientv3.OpGet(dir, queueOps()...)
+	list := listOp(dir)
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	// CreateRevision(k) alone compares k's create revision with 0 for
-	// equality (the comparison's zero values), as Compare(...,"=", 0)
-	// would, without the copy of the message Compare makes (etcd's client
-	// copies it again in If and in WithPrefix).
-	var cmp clientv3.Cmp
-	then := []clientv3.Op{clientv3.OpPut(key, value(req), clientv3.WithLease(ss.id)), list}
+	var cmp *pb.Compare
+	then := []*pb.RequestOp{putOp(key, value(req), ss.id), list}
 	if ifEmpty {
 		// Nobody queued: no key under the directory, the request's own
 		// included. After the put the queue is that key alone, which the
 		// reply need not list: two reads fewer in etcd's apply.
-		cmp = clientv3.CreateRevision(dir).WithPrefix()
+		cmp = absent(dir, clientv3.GetPrefixRangeEnd(dir))
 		then = then[:1]
 	} else {
-		cmp = clientv3.CreateRevision(key)
+		cmp = absent(key, "")
 	}
-	resp, err := s.cli.Txn(cctx).If(cmp).Then(then...).Else(list).Commit()
+	txn := &pb.TxnRequest{Compare: []*pb.Compare{cmp}, Success: then, Failure: []*pb.RequestOp{list}}
+	resp, err := s.kv.txn(cctx, txn)
 	if err != nil {
 		// The transaction may have been applied: package dlm releases
 		// the request with an empty grant (see Release).

@@ -12,3 +12,7 @@ import (
 func WatchBehind(ctx context.Context, s *Store, req driver.Request, g driver.Grant, rev int64) bool {
 	return s.watchBehind(ctx, s.dir(req.Resource), g.Handle.(*ticket), req.Mode, rev)
 }
+
+// Direct reports whether s sends the calls of a cycle straight to etcd's
+// KV service rather than through its client's KV.
+func Direct(s *Store) bool { return s.kv.direct != nil }

@@ -262,7 +262,7 @@ func (s *Store) unref(ss *session) {
 func (s *Store) remove(ctx context.Context, t *ticket) (bool, error) {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	resp, err := s.cli.Delete(cctx, t.key, clientv3.WithPrevKV())
+	resp, err := s.kv.deleteKey(cctx, t.key)
 	if err != nil {
 		s.orphan(t)
 		return false, s.fail(ctx, "delete key", err)
