@@ -150,7 +150,8 @@ const (
 // store.
 type Store struct {
 	cli     *clientv3.Client
-	kv      kv // the calls of every cycle (see kv)
+	kv      kv      // the calls of every cycle (see kv)
+	deletes deletes // releases in flight and waiting (see deleteKey)
 	prefix  string
 	timeout time.Duration
 	bad     error // a configuration error reported by every call

@@ -16,3 +16,17 @@ func WatchBehind(ctx context.Context, s *Store, req driver.Request, g driver.Gra
 // Direct reports whether s sends the calls of a cycle straight to etcd's
 // KV service rather than through its client's KV.
 func Direct(s *Store) bool { return s.kv.direct != nil }
+
+// PendingDeletes returns how many releases wait for the delete in flight.
+func PendingDeletes(s *Store) int {
+	s.deletes.mu.Lock()
+	defer s.deletes.mu.Unlock()
+	return len(s.deletes.pending)
+}
+
+// DeleteInFlight reports whether a delete of s is in flight.
+func DeleteInFlight(s *Store) bool {
+	s.deletes.mu.Lock()
+	defer s.deletes.mu.Unlock()
+	return s.deletes.busy
+}

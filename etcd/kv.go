@@ -10,8 +10,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-// kv sends the two calls of every cycle: the transaction that creates a
-// request's key, and the delete that releases it. When the client's KV is
+// kv sends the calls of every cycle: the transaction that creates a
+// request's key, and the delete that releases it (or a transaction of
+// deletes, see deletes.go). When the client's KV is
 // its own, they go straight to etcd's KV service on the client's
 // connection: the same gRPC calls, through the same interceptors (retries,
 // authentication) and with clientv3's default call options, without
@@ -44,7 +45,7 @@ func newKV(cli *clientv3.Client) kv {
 }
 
 // txn commits r: its comparisons, then its success or failure requests,
-// which are puts and reads (ops says what the other path handles).
+// which are puts, reads and deletes (ops says what the other path handles).
 func (k kv) txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if k.direct != nil {
 		resp, err := k.direct.Txn(ctx, r, defaultCallOptions...)
@@ -58,8 +59,8 @@ func (k kv) txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) 
 	return (*pb.TxnResponse)(resp), err
 }
 
-// deleteKey deletes key and returns it as it was.
-func (k kv) deleteKey(ctx context.Context, key string) (*pb.DeleteRangeResponse, error) {
+// deletePrev deletes key and returns it as it was.
+func (k kv) deletePrev(ctx context.Context, key string) (*pb.DeleteRangeResponse, error) {
 	if k.direct != nil {
 		resp, err := k.direct.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte(key), PrevKv: true}, defaultCallOptions...)
 		return resp, clientv3.ContextError(ctx, err)
@@ -69,7 +70,8 @@ func (k kv) deleteKey(ctx context.Context, key string) (*pb.DeleteRangeResponse,
 }
 
 // ops turns the requests the store puts in a transaction back into
-// clientv3's Ops: a put under a lease, or a read of a range in an order.
+// clientv3's Ops: a put under a lease, a read of a range in an order, a
+// delete of a key that returns it.
 func ops(rs []*pb.RequestOp) []clientv3.Op {
 	out := make([]clientv3.Op, 0, len(rs))
 	for _, r := range rs {
@@ -81,6 +83,8 @@ func ops(rs []*pb.RequestOp) []clientv3.Op {
 			g := r.RequestRange
 			out = append(out, clientv3.OpGet(string(g.Key), clientv3.WithRange(string(g.RangeEnd)),
 				clientv3.WithSort(clientv3.SortTarget(g.SortTarget), clientv3.SortOrder(g.SortOrder))))
+		case *pb.RequestOp_RequestDeleteRange:
+			out = append(out, clientv3.OpDelete(string(r.RequestDeleteRange.Key), clientv3.WithPrevKV()))
 		}
 	}
 	return out
