@@ -8,7 +8,8 @@ import (
 )
 
 // serverGoals are the dlm server's speed targets: against PostgreSQL
-// advisory locks and etcd's Mutex measured in the same run, and against
+// advisory locks and etcd's Mutex measured in the same run (each ratio
+// judged on the rounds' ratios, see versus), and against
 // the physical floor (a sync and two loopback round trips, about 0.3 ms).
 func (rep *report) serverGoals() []goal {
 	var gs []goal

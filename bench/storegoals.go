@@ -6,8 +6,9 @@ import (
 )
 
 // storeGoals are the targets of dlm's stores against the library each
-// replaces, measured in the same run (the alternative's best variant: its
-// default retry or a 1 ms one).
+// replaces, measured in the same run (the alternative's best variant by its
+// median round: its default retry or a 1 ms one), each ratio judged on the
+// rounds' ratios (see versus).
 func (rep *report) storeGoals() []goal {
 	var gs []goal
 	// uncontended: p50 at most limit times the alternative's.

@@ -34,6 +34,9 @@
 // retried every 250 ms); a session that no request used between two
 // keep-alives is revoked. An uncontended acquire is then one transaction and
 // a release one delete: two writes per cycle, as for concurrency.Mutex.
+// Releases that come while one is in flight wait for it, and then go in one
+// transaction of deletes: under many lockers one call and one Raft entry
+// carry many releases, and a lone release is still one delete.
 // Close revokes every session's lease, which deletes all their keys at once.
 //
 // The lock lives as long as its session: Extend renews nothing, and only
