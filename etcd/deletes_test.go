@@ -47,9 +47,10 @@ func (e *env) revision() int64 {
 }
 
 // releaseTogether stops etcd, starts the releases of h, waits until all
-// but the first (in flight) wait for it, lets etcd go on, and returns each
-// release's error and how many revisions etcd made for them.
-func releaseTogether(t *testing.T, e *env, s *etcd.Store, h held, ctxOf func(i int) context.Context) ([]error, int64) {
+// but the first (in flight) wait for it, lets etcd go on, checks that no
+// key is left, and returns each release's error and how many revisions
+// etcd made for them.
+func releaseTogether(t *testing.T, e *env, s *etcd.Store, h held) ([]error, int64) {
 	t.Helper()
 	before := e.revision()
 	pid := e.srv.PID()
@@ -67,11 +68,16 @@ func releaseTogether(t *testing.T, e *env, s *etcd.Store, h held, ctxOf func(i i
 	errs := make([]error, len(h.reqs))
 	var wg sync.WaitGroup
 	for i := range h.reqs {
-		wg.Go(func() { errs[i] = s.Release(ctxOf(i), h.reqs[i], h.grants[i]) })
+		wg.Go(func() { errs[i] = s.Release(storetest.Context(t), h.reqs[i], h.grants[i]) })
 	}
 	storetest.Await(t, 4*time.Second, "all but one release waiting", func() bool { return etcd.PendingDeletes(s) == len(h.reqs)-1 })
 	resume()
 	wg.Wait()
+	for _, req := range h.reqs {
+		if keys := e.keys(req.Resource); len(keys) != 0 {
+			t.Errorf("%s: keys %q left after the releases", req.Resource, keys)
+		}
+	}
 	return errs, e.revision() - before
 }
 
@@ -91,7 +97,7 @@ func TestReleasesTogether(t *testing.T) {
 	if _, err := e.raw.Put(ctx, again[0], "EX\n"); err != nil {
 		t.Fatal(err)
 	}
-	errs, revisions := releaseTogether(t, e, s, h, func(int) context.Context { return ctx })
+	errs, revisions := releaseTogether(t, e, s, h)
 	for i, err := range errs {
 		if want := i == 7; errors.Is(err, driver.ErrNotHeld) != want || (!want && err != nil) {
 			t.Errorf("release %d = %v", i, err)
@@ -99,11 +105,6 @@ func TestReleasesTogether(t *testing.T) {
 	}
 	if revisions != 2 {
 		t.Errorf("etcd made %d revisions for 16 releases, want 2: one delete, then one transaction of 15", revisions)
-	}
-	for _, req := range h.reqs {
-		if keys := e.keys(req.Resource); len(keys) != 0 {
-			t.Errorf("%s: keys %q left", req.Resource, keys)
-		}
 	}
 	// Alone again, a release is one delete.
 	one := acquireMany(t, s, 1)
@@ -123,19 +124,12 @@ func TestReleasesTogetherBeyondMaxTxnOps(t *testing.T) {
 	e := ownEnv(t)
 	_, s := e.client()
 	h := acquireMany(t, s, 8)
-	errs, revisions := releaseTogether(t, e, s, h, func(int) context.Context { return storetest.Context(t) })
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("release %d = %v", i, err)
-		}
+	errs, revisions := releaseTogether(t, e, s, h)
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("releases: %v", err)
 	}
 	if revisions != 8 {
 		t.Errorf("etcd made %d revisions for 8 releases, want 8 (the transaction refused)", revisions)
-	}
-	for _, req := range h.reqs {
-		if keys := e.keys(req.Resource); len(keys) != 0 {
-			t.Errorf("%s: keys %q left", req.Resource, keys)
-		}
 	}
 }
 
