@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/etcd"
 	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
 )
 
 // held is n grants of one store on distinct resources.
@@ -54,14 +54,14 @@ func releaseTogether(t *testing.T, e *env, s *etcd.Store, h held) ([]error, int6
 	t.Helper()
 	before := e.revision()
 	pid := e.srv.PID()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := testenv.Freeze(pid); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			_ = syscall.Kill(pid, syscall.SIGCONT)
+			_ = testenv.Thaw(pid)
 		}
 	}
 	defer resume()
@@ -143,10 +143,10 @@ func TestReleaseWaitingEndsWithItsContext(t *testing.T) {
 	short, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pid := e.srv.PID()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := testenv.Freeze(pid); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	t.Cleanup(func() { _ = testenv.Thaw(pid) })
 	first := make(chan error, 1)
 	go func() { first <- s.Release(ctx, h.reqs[0], h.grants[0]) }()
 	storetest.Await(t, 4*time.Second, "a release in flight", func() bool { return etcd.DeleteInFlight(s) })
@@ -157,7 +157,7 @@ func TestReleaseWaitingEndsWithItsContext(t *testing.T) {
 	if err := <-waiting; !errors.Is(err, context.Canceled) {
 		t.Errorf("the waiting release = %v, want context.Canceled", err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+	if err := testenv.Thaw(pid); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-first; err != nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dlmhq/dlm/driver"
 	"github.com/dlmhq/dlm/internal/storetest"
+	"github.com/dlmhq/dlm/internal/testenv"
 )
 
 // A call to an etcd that does not answer (stopped with SIGSTOP) ends at
@@ -27,10 +27,10 @@ func TestRequestTimeoutAndTheCallersDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := e.srv.PID()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := testenv.Freeze(pid); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	t.Cleanup(func() { _ = testenv.Thaw(pid) })
 
 	long, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
