@@ -19,7 +19,10 @@ import (
 // building clientv3's Op values and converting them to the messages (docs/
 // stores.md: about 1.5% of an uncontended cycle). A KV that the user
 // replaced (a namespace, a tracing wrapper) gets them instead, as it gets
-// every other call.
+// every other call. Two things the type of cli.KV cannot tell: a KV that
+// clientv3.NewKVFromKVClient made over another KV service looks like the
+// client's own, and the message sizes set in the client's Config are not
+// the direct calls' (they use clientv3's defaults).
 type kv struct {
 	direct pb.KVClient // nil: through cli.KV
 	cli    *clientv3.Client
