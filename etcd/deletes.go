@@ -59,14 +59,10 @@ func (s *Store) deleteKey(ctx context.Context, key string) (*mvccpb.KeyValue, er
 	}
 	b.busy = true
 	b.mu.Unlock()
-	cctx, cancel := s.call(ctx)
-	resp, err := s.kv.deletePrev(cctx, key)
-	cancel()
+	d := deletion{key: key}
+	s.deleteAll(ctx, []*deletion{&d})
 	s.sendPending()
-	if err != nil {
-		return nil, err
-	}
-	return first(resp.PrevKvs), nil
+	return d.prev, d.err
 }
 
 // sendPending starts the goroutine that sends the deletes that came while
@@ -86,15 +82,20 @@ func (s *Store) sendPending() {
 		s.wg.Add(1)
 	}
 	s.mu.Unlock()
-	if !closed {
-		go func() {
-			defer s.wg.Done()
-			for s.sendBatch() {
-			}
-		}()
+	if closed {
+		s.drain() // Close waits for no goroutine any more: finish here
 		return
 	}
-	for s.sendBatch() { // Close waits for nothing more: finish here
+	go func() {
+		defer s.wg.Done()
+		s.drain()
+	}()
+}
+
+// drain sends the pending deletes, transaction after transaction, until
+// none is left.
+func (s *Store) drain() {
+	for s.sendBatch() {
 	}
 }
 

@@ -100,7 +100,8 @@ func putOp(key, value string, lease clientv3.LeaseID) *pb.RequestOp {
 }
 
 // listOp is the read of the queue under dir (a resource's directory, see
-// Store.dir): every key under it, in create revision order.
+// Store.dir): every key under it, in create revision order. It is the read
+// that queueOps's options make through cli.KV, as a message.
 func listOp(dir string) *pb.RequestOp {
 	return &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{
 		Key: []byte(dir), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(dir)),

@@ -30,7 +30,13 @@ func ProcessCPU(pid int) (time.Duration, error) {
 // statFields returns the fields of /proc/PID/stat from the third on (the
 // state), so that field n of proc(5) is at index n-3.
 func statFields(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return readStat(fmt.Sprintf("/proc/%d/stat", pid))
+}
+
+// readStat returns the fields of a stat file of /proc (a process's, or
+// one of its threads' under task/) from the third on (the state).
+func readStat(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -38,11 +44,11 @@ func statFields(pid int) ([]string, error) {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return nil, fmt.Errorf("testenv: /proc/%d/stat: no command name", pid)
+		return nil, fmt.Errorf("testenv: %s: no command name", path)
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 15 { // up to cstime, field 17
-		return nil, fmt.Errorf("testenv: /proc/%d/stat: %d fields", pid, len(f)+2)
+		return nil, fmt.Errorf("testenv: %s: %d fields", path, len(f)+2)
 	}
 	return f, nil
 }

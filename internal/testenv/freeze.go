@@ -2,9 +2,7 @@ package testenv
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -39,14 +37,12 @@ func allStopped(pid int) (bool, error) {
 	if err != nil || len(tasks) == 0 {
 		return false, fmt.Errorf("testenv: the threads of process %d: %v", pid, err)
 	}
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
+	for _, task := range tasks {
+		f, err := readStat(task)
 		if err != nil {
 			return false, nil // a thread that ended meanwhile: look again
 		}
-		// The state follows the command's closing parenthesis.
-		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
-		if fields := strings.Fields(rest); len(fields) == 0 || (fields[0] != "T" && fields[0] != "t") {
+		if f[0] != "T" && f[0] != "t" {
 			return false, nil
 		}
 	}
