@@ -99,5 +99,33 @@ func versus(w string, a, b row, fig func(workload.Result) float64, higher bool) 
 	return ratio{x: m, lo: xs[0], hi: xs[len(xs)-1], rounds: len(xs)}, true
 }
 
+// against compares workload w of target id with the best of alts (the
+// lowest p50 uncontended, the highest rate otherwise), judged on the rounds'
+// ratios (see versus): the goal is at most limit times the alternative's
+// p50, or at least limit times its rate. The goal's text is left to the
+// caller, given the alternative's name. ok is false when either was not
+// measured.
+func (rep *report) against(w, id string, limit float64, alts ...string) (g goal, alt string, ok bool) {
+	best, fig, higher := faster, byRate, true
+	if w == "uncontended" {
+		best, fig, higher = quicker, byP50, false
+	}
+	res, r, ok := rep.pick(w, best, id)
+	other, altRow, altOK := rep.pick(w, best, alts...)
+	if !ok || !altOK {
+		return goal{}, "", false
+	}
+	x, ok := versus(w, r, altRow, fig, higher)
+	if !ok {
+		return goal{}, "", false
+	}
+	if higher {
+		g = goal{measured: fmt.Sprintf("%.0f/s vs %.0f/s: %s", res.PerSecond, other.PerSecond, x), met: x.x >= limit}
+	} else {
+		g = goal{measured: fmt.Sprintf("%s vs %s: %s", dur(res.P50), dur(other.P50), x), met: x.x > 0 && x.x <= limit}
+	}
+	return g, altRow.Name, true
+}
+
 func byP50(r workload.Result) float64  { return float64(r.P50) }
 func byRate(r workload.Result) float64 { return r.PerSecond }

@@ -17,26 +17,15 @@ func (rep *report) serverGoals() []goal {
 	p50 := func(text string, res workload.Result, bound time.Duration) goal {
 		return goal{text, dur(res.P50), res.P50 <= bound}
 	}
-	// vs compares workload w of target id with alternative alt: at most
-	// limit times its p50 (uncontended), or at least limit times its rate.
+	// vs compares workload w of target id with alternative alt (see
+	// against).
 	vs := func(text, w, id, alt string, limit float64) []goal {
-		res, r, ok := get(w, id)
-		other, altRow, altOK := get(w, alt)
-		if !ok || !altOK {
-			return nil
-		}
-		if w == "uncontended" {
-			x, ok := versus(w, r, altRow, byP50, false)
-			if !ok {
-				return nil
-			}
-			return []goal{{text, fmt.Sprintf("%s vs %s: %s", dur(res.P50), dur(other.P50), x), x.x > 0 && x.x <= limit}}
-		}
-		x, ok := versus(w, r, altRow, byRate, true)
+		g, _, ok := rep.against(w, id, limit, alt)
 		if !ok {
 			return nil
 		}
-		return []goal{{text, fmt.Sprintf("%.0f/s vs %.0f/s: %s", res.PerSecond, other.PerSecond, x), x.x >= limit}}
+		g.text = text
+		return []goal{g}
 	}
 
 	if res, _, ok := get("uncontended", "dlm-server-1"); ok {

@@ -13,31 +13,17 @@ func (rep *report) storeGoals() []goal {
 	var gs []goal
 	// uncontended: p50 at most limit times the alternative's.
 	uncontended := func(store, id string, limit float64, alts ...string) {
-		res, r, ok := rep.pick("uncontended", quicker, id)
-		alt, altRow, altOK := rep.pick("uncontended", quicker, alts...)
-		if !ok || !altOK {
-			return
+		if g, alt, ok := rep.against("uncontended", id, limit, alts...); ok {
+			g.text = fmt.Sprintf("%s: uncontended p50 ≤ %.2g× %s", store, limit, alt)
+			gs = append(gs, g)
 		}
-		x, ok := versus("uncontended", r, altRow, byP50, false)
-		if !ok {
-			return
-		}
-		gs = append(gs, goal{fmt.Sprintf("%s: uncontended p50 ≤ %.2g× %s", store, limit, altRow.Name),
-			fmt.Sprintf("%s vs %s: %s", dur(res.P50), dur(alt.P50), x), x.x > 0 && x.x <= limit})
 	}
 	// throughput: workload w's rate at least min times the alternative's.
 	throughput := func(store, id, w string, min float64, alts ...string) {
-		res, r, ok := rep.pick(w, faster, id)
-		alt, altRow, altOK := rep.pick(w, faster, alts...)
-		if !ok || !altOK {
-			return
+		if g, alt, ok := rep.against(w, id, min, alts...); ok {
+			g.text = fmt.Sprintf("%s, %s: ≥ %.2g× %s", store, w, min, alt)
+			gs = append(gs, g)
 		}
-		x, ok := versus(w, r, altRow, byRate, true)
-		if !ok {
-			return
-		}
-		gs = append(gs, goal{fmt.Sprintf("%s, %s: ≥ %.2g× %s", store, w, min, altRow.Name),
-			fmt.Sprintf("%.0f/s vs %.0f/s: %s", res.PerSecond, alt.PerSecond, x), x.x >= min})
 	}
 	// fair: the contended workload's Jain index, and its longest wait
 	// unless wait is 0.
