@@ -46,6 +46,10 @@ type Lease struct {
 	err      error         // why the lease was lost
 	holdOver bool          // renewal stopped at the maximum hold
 	watching bool          // the grant's WatchBlocking was called
+	// releasing: a Release failed without an answer (its context ended,
+	// the store did not reply), so the store may have released the lock;
+	// a later Release that the store answers "not held" is then done.
+	releasing bool
 }
 
 // drift is the allowance for clock-rate differences between client and
@@ -258,9 +262,11 @@ func (l *Lease) Extend(ctx context.Context) error {
 
 // Release frees the lock. Releasing twice is not an error. Releasing a lost
 // lease returns its loss (matching ErrLost); an owner check that fails in the
-// store also matches ErrNotHeld. When the store cannot be reached, Release
-// returns that error and may be called again; the lock otherwise expires at
-// the end of its TTL.
+// store also matches ErrNotHeld. When the store cannot be reached, or ctx
+// ends before it answers, Release returns that error and may be called
+// again; the lock otherwise expires at the end of its TTL. A Release called
+// again after one that failed so returns nil when the store no longer
+// holds the lock: the first one may have freed it.
 func (l *Lease) Release(ctx context.Context) (err error) {
 	l.mu.Lock()
 	if !l.held {
@@ -281,7 +287,9 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, driver.ErrNotHeld) && l.releasing:
+		// Released; or not held after a release that failed, which may
+		// have freed it (or the TTL did): either way not held, as asked.
 		l.c.metrics.Released(l.c.store)
 		if l.held {
 			l.held = false
@@ -293,6 +301,7 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		l.loseLocked(fmt.Errorf("%w: the store no longer held %q for this lease at release (expired or taken): %w", ErrLost, l.req.Resource, err))
 		return l.err
 	default:
+		l.releasing = true
 		return err
 	}
 }

@@ -411,3 +411,16 @@ func TestOwnerRings(t *testing.T) {
 		storetest.OwnerRing(t, c, n, ls.waiting)
 	}
 }
+
+// Calls whose contexts end at random points, on both transports: a lease is
+// held until it is released, an acquisition that fails leaves nothing held,
+// a release that returned is done.
+func TestCancellation(t *testing.T) {
+	for _, tr := range []dlmserver.Transport{dlmserver.TransportTCP, dlmserver.TransportGRPC} {
+		t.Run(tr.String(), func(t *testing.T) {
+			c, _ := newClient(t, dlmserver.WithTransport(tr))
+			checker, _ := newClient(t)
+			storetest.Cancellation(t, c, checker, storetest.Cancels{Convert: true, Semaphores: true, Elections: true})
+		})
+	}
+}

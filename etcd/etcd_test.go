@@ -238,3 +238,10 @@ func TestLeaseBlocking(t *testing.T) {
 	c, _ := newEnv(t).client()
 	storetest.Blocking(t, c, true)
 }
+
+func TestCancellation(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	checker, _ := e.client()
+	storetest.Cancellation(t, c, checker, storetest.Cancels{Elections: true})
+}

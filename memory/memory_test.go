@@ -142,3 +142,8 @@ func TestLeaseBlocking(t *testing.T) {
 	c, _ := newClient(t)
 	storetest.Blocking(t, c, true)
 }
+
+func TestCancellation(t *testing.T) {
+	c, s := newClient(t)
+	storetest.Cancellation(t, c, dlm.New(s), storetest.Cancels{Convert: true, Semaphores: true, Elections: true})
+}

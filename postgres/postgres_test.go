@@ -425,3 +425,10 @@ func TestExpiriesInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestCancellation(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	checker, _ := e.client()
+	storetest.Cancellation(t, c, checker, storetest.Cancels{Elections: true})
+}

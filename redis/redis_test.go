@@ -359,3 +359,10 @@ func TestLeaseBlocking(t *testing.T) {
 	// Redis tells a holder at its renewals: every TTL/3.
 	storetest.Blocking(t, c, false, dlm.WithTTL(300*time.Millisecond))
 }
+
+func TestCancellation(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	checker, _ := e.client()
+	storetest.Cancellation(t, c, checker, storetest.Cancels{Elections: true})
+}

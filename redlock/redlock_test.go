@@ -556,3 +556,10 @@ func TestElection(t *testing.T) {
 	c, _ := newEnv(t).client()
 	storetest.Election(t, c, false, dlm.WithPollInterval(20*time.Millisecond))
 }
+
+func TestCancellation(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client()
+	checker, _ := e.client()
+	storetest.Cancellation(t, c, checker, storetest.Cancels{Elections: true})
+}
