@@ -213,6 +213,12 @@ func (s *Store) undoLocked(c *call) {
 	}
 	switch {
 	case c.kind == callLock:
+		// No lease holds it, and none may find it by its owner while
+		// its release is on the way: an acquisition asked again by the
+		// same owner is a new request.
+		if s.st.byOwner[ls.ownerKey] == ls {
+			delete(s.st.byOwner, ls.ownerKey)
+		}
 		rel := s.sendLocked(callRelease, ls, 0, 0, func(seq uint64) *dlmpb.SessionRequest {
 			return &dlmpb.SessionRequest{Msg: &dlmpb.SessionRequest_Release{Release: &dlmpb.ReleaseRequest{
 				Id: s.reqID(seq), LockId: ls.id,

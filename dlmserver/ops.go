@@ -37,11 +37,6 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 	}
 
 	s.mu.Lock()
-	if ls := s.st.byOwner[req.Owner]; ls != nil && ls.granted && !ls.gone {
-		g := s.grantOf(ls)
-		s.mu.Unlock()
-		return g, nil
-	}
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
 		return driver.Grant{}, err
