@@ -368,12 +368,11 @@ func (s *Store) unnamedLocked(sync *dlmpb.SessionSync) map[ownerResource]*dlmpb.
 	return out
 }
 
-// releaseOrphansLocked releases again the session's locks that the store
-// does not know: locks it released whose release the server answered
-// before committing it, then lost with a leader that died or stepped down
-// (the server answers releases early). No request of the store names them,
-// and no lease holds them; left alone they would stay with the session
-// for as long as it lives.
+// releaseOrphansLocked releases the session's locks that the store does
+// not know: locks granted to requests whose answers were lost and that
+// could not be told apart (see unnamedLocked), or that the store gave up
+// meanwhile. No request of the store names them, and no lease holds them;
+// left alone they would stay with the session for as long as it lives.
 func (s *Store) releaseOrphansLocked(sync *dlmpb.SessionSync) {
 	named := make(map[uint64]bool, len(s.st.calls))
 	for _, c := range s.st.calls {
@@ -393,7 +392,7 @@ func (s *Store) releaseOrphansLocked(sync *dlmpb.SessionSync) {
 			}}}
 		})
 		rel.undo = true
-		s.log.Debug("dlm remote: releasing again a lock the server kept after a lost release", "session", s.st.sid, "lock", id, "resource", li.GetResource())
+		s.log.Debug("dlm remote: releasing a lock of the session that no lease holds", "session", s.st.sid, "lock", id, "resource", li.GetResource())
 	}
 }
 

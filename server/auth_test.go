@@ -123,7 +123,7 @@ func (as *authServer) resources() []string {
 }
 
 // holder returns the session holding lock id, 0 if none does, once the
-// requests taken so far are applied (a release is answered early).
+// requests taken so far are applied.
 func (as *authServer) holder(id uint64) uint64 {
 	if err := as.Node().Settle(context.Background()); err != nil {
 		panic(err)

@@ -272,7 +272,7 @@ func TestEventsAreCoalescedAndRefreshed(t *testing.T) {
 
 	// Quiet: the refresh still comes (next waits up to 10 httpapi.EventRefresh for
 	// it), and not before its time (and the TTL left moves).
-	if err := s.Node().Settle(t.Context()); err != nil { // the last release, answered early
+	if err := s.Node().Settle(t.Context()); err != nil { // every request taken
 		t.Fatal(err)
 	}
 	applied := s.Node().FSM().AppliedIndex()

@@ -44,9 +44,6 @@ type sink interface {
 	// end ends the sink with err (nil: the session ended); drain lets
 	// what is queued go out first.
 	end(drain bool, err error)
-	// answeredEarly reports whether release seq was answered before it
-	// was applied (see releaseEarly), and forgets it.
-	answeredEarly(seq uint64) bool
 }
 
 func newHub(limit int, maxBytes int64, budget *queueBudget) *hub {
@@ -114,14 +111,7 @@ func (h *hub) route(c *dlmpb.Command, r *fsm.Result) {
 		reply *dlmpb.SessionResponse
 		skip  func(*locktable.Event) bool
 	)
-	if c.GetRelease() != nil {
-		sid, skip = protocol.ReleasedEvents(c)
-		if ob := h.boxes[sid]; ob == nil || !ob.answeredEarly(c.GetSeq()) {
-			sid, reply, skip = protocol.Answer(c, r)
-		}
-	} else {
-		sid, reply, skip = protocol.Answer(c, r)
-	}
+	sid, reply, skip = protocol.Answer(c, r)
 	if reply == nil && len(r.Events) == 0 {
 		return
 	}

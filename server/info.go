@@ -132,9 +132,8 @@ func keepOf(sc listScope) (keep func(string) bool, ok bool) {
 // most req.Limit resources and req.LockLimit locks (see the page
 // constants); a resource with more locks than are left is cut and
 // continued on the next page, from the cursor in Next. It reads this
-// node's state once the requests it took before the call are applied (a
-// release answered early is then seen released), which on a follower may
-// lag the leader's. With req.Exact, only the resource named req.Prefix is
+// node's state once the requests it took before the call are applied,
+// which on a follower may lag the leader's. With req.Exact, only the resource named req.Prefix is
 // looked up, at the cost of one resource, not of the table. With
 // authentication, it needs the list permission on some prefix
 // (PermissionDenied otherwise) and lists only the resources it covers.

@@ -25,8 +25,7 @@ const maxMailboxEvents = 1024
 // or a stream resumes the session (which ends it, as a newer stream ends
 // an older one).
 type mailbox struct {
-	sid  locktable.SessionID
-	work *lockWork // the calls in flight naming each lock (see releaseEarly)
+	sid locktable.SessionID
 
 	mu     sync.Mutex
 	err    error         // why it ended; nil while open
@@ -51,7 +50,7 @@ type lockWait struct {
 }
 
 func newMailbox(sid locktable.SessionID) *mailbox {
-	return &mailbox{sid: sid, work: newLockWork(), done: make(chan struct{}), waits: make(map[lockKey]*lockWait)}
+	return &mailbox{sid: sid, done: make(chan struct{}), waits: make(map[lockKey]*lockWait)}
 }
 
 // watch registers a call waiting for the outcome of k. Register before
@@ -211,6 +210,3 @@ func (m *mailbox) isOver() bool {
 		return false
 	}
 }
-
-// answeredEarly is false: unary releases are answered once applied.
-func (m *mailbox) answeredEarly(uint64) bool { return false }

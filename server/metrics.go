@@ -31,7 +31,6 @@ type serverMetrics struct {
 	applyLatency  prometheus.Histogram
 	authRefused   *prometheus.CounterVec
 	resumeRefused prometheus.Counter
-	earlyReleases prometheus.Counter
 	withdrawn     prometheus.Counter
 }
 
@@ -72,10 +71,6 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Help: "Calls and requests refused by authentication (reason=\"unauthenticated\") or authorization (reason=\"permission_denied\").",
 		}, []string{"reason"}),
 	}
-	m.earlyReleases = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "dlm_server_releases_answered_early_total",
-		Help: "Releases answered before their log entry committed (the lock was granted to the session and nothing of the stream on it was in flight).",
-	})
 	m.withdrawn = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dlm_server_unary_withdrawn_total",
 		Help: "Requests of the unary API withdrawn because their client hung up while they waited (released, or cancelled for a conversion).",
@@ -96,7 +91,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 		Help: "Session streams ended (ResourceExhausted) because their queue, or the server's, was full: clients too slow to read.",
 	}, func() float64 { return float64(s.queue.slowed.Load()) })
 	m.reg.MustRegister(queued, slowEnded, buildGauge(buildinfo.Read()))
-	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused, m.earlyReleases, m.withdrawn,
+	m.reg.MustRegister(m.events, m.refused, m.expired, m.leaderChanges, m.streams, m.eventStreams, m.applyLatency, m.authRefused, m.resumeRefused, m.withdrawn,
 		tableCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

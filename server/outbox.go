@@ -83,10 +83,7 @@ type outbox struct {
 	// read.
 	aborted chan struct{}
 	ended   bool
-	// early holds the sequence numbers of releases answered early (see
-	// releaseEarly), whose applied answers are not sent.
-	early map[uint64]struct{}
-	drain bool // when ended: send what is queued first
+	drain   bool // when ended: send what is queued first
 	// onAbort, if set, is called when the outbox ends without drain.
 	onAbort func()
 	err     error // why it ended; nil for a normal end (closed, expired)
@@ -121,34 +118,6 @@ func (o *outbox) push(ms ...*dlmpb.SessionResponse) {
 	o.bytes += cost
 	o.msgs = append(o.msgs, ms...)
 	o.signal()
-}
-
-// expectEarly records that request seq is answered early (see
-// releaseEarly), so that its applied answer is not sent; it reports false
-// once the outbox has ended.
-func (o *outbox) expectEarly(seq uint64) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.ended {
-		return false
-	}
-	if o.early == nil {
-		o.early = make(map[uint64]struct{})
-	}
-	o.early[seq] = struct{}{}
-	return true
-}
-
-// answeredEarly reports whether request seq was answered early, and
-// forgets it: its applied answer is not to be sent.
-func (o *outbox) answeredEarly(seq uint64) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, ok := o.early[seq]; !ok || seq == 0 {
-		return false
-	}
-	delete(o.early, seq)
-	return true
 }
 
 // slowLocked ends the outbox of a client too slow for its queue.

@@ -33,7 +33,7 @@ func TestStreamOutcomeReportsOnlyFailures(t *testing.T) {
 		t.Fatalf("take with every slot taken: %v, want the context's error", err)
 	}
 
-	outcome(ob, protocol.RequestID(1, 7), slots, newLockWork(), 0, false)([]fsm.Result{{Index: 3}}, nil)
+	outcome(ob, protocol.RequestID(1, 7), slots)([]fsm.Result{{Index: 3}}, nil)
 	if msgs, _, _ := ob.take(nil); len(msgs) != 0 {
 		t.Fatalf("an applied request's outcome queued %v", msgs)
 	}
@@ -41,16 +41,7 @@ func TestStreamOutcomeReportsOnlyFailures(t *testing.T) {
 		t.Fatalf("the applied request's slot was not given back: %v", err)
 	}
 
-	work := newLockWork()
-	work.begin(5)
-	outcome(ob, protocol.RequestID(1, 9), slots, work, 5, true)(nil, raftnode.ErrLeadershipLost)
-	if msgs, _, _ := ob.take(nil); len(msgs) != 0 || !work.idle(5) {
-		t.Fatalf("a failed early release's outcome queued %v (lock idle: %v), want nothing: it was answered", msgs, work.idle(5))
-	}
-	if err := slots.take(done); err != nil {
-		t.Fatalf("the early release's slot was not given back: %v", err)
-	}
-	outcome(ob, protocol.RequestID(1, 8), slots, newLockWork(), 0, false)(nil, raftnode.ErrLeadershipLost)
+	outcome(ob, protocol.RequestID(1, 8), slots)(nil, raftnode.ErrLeadershipLost)
 	msgs, _, _ := ob.take(nil)
 	if len(msgs) != 1 || msgs[0].GetRefused().GetReason() != dlmpb.Reason_REASON_NOT_LEADER ||
 		msgs[0].GetRefused().GetId().GetSeq() != 8 || msgs[0].GetRefused().GetId().GetSession() != 1 {

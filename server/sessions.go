@@ -69,15 +69,3 @@ func sessionAccess(v fsm.View, p auth.Principal, sid locktable.SessionID, tok []
 	}
 	return accessOK
 }
-
-// releasable returns the lock a release of session sid names, if the
-// release may be answered before it is applied (see releaseEarly): the
-// lock is granted to sid in the applied state and nobody waits on its
-// resource. Call it under FSM.Read.
-func releasable(v fsm.View, sid locktable.SessionID, lock uint64) (locktable.LockInfo, bool) {
-	info, ok := v.Table().Describe(locktable.LockID(lock))
-	if !ok || info.Session != sid || info.State != locktable.LockGranted || v.Table().Waiters(info.Resource) > 0 {
-		return locktable.LockInfo{}, false
-	}
-	return info, true
-}

@@ -248,15 +248,12 @@ func (q inflight) give() { <-q }
 // of the stream's: if it failed, it is refused with REASON_NOT_LEADER (it
 // was not applied, or its outcome is unknown; the client retries it with
 // the same request id on the leader, where a duplicate is answered from the
-// reply cache), unless it was a release answered early (see releaseEarly);
-// either way its slot is given back, and the stream's count of requests
-// naming lock. It never blocks.
-func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight, work *lockWork, lock uint64, early bool) func([]fsm.Result, error) {
+// reply cache); either way its slot is given back. It never blocks.
+func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight) func([]fsm.Result, error) {
 	return func(_ []fsm.Result, err error) {
-		if err != nil && !early {
+		if err != nil {
 			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
 		}
-		work.end(lock)
 		slots.give()
 	}
 }
@@ -271,8 +268,6 @@ func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight, work *lockWork, lo
 func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid locktable.SessionID, ob *outbox, p auth.Principal, token string) {
 	defer s.wg.Done()
 	slots := make(inflight, s.cfg.MaxStreamInflight)
-	work := newLockWork()
-	var top uint64 // the highest sequence number submitted
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -315,28 +310,11 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		if err := slots.take(ctx); err != nil {
 			return // the stream is gone
 		}
-		lock := namedLock(cmd)
-		var early *dlmpb.SessionResponse
-		if lock != 0 && work.idle(lock) {
-			early = s.releaseEarly(sid, ob, id, cmd, top)
-		}
-		top = max(top, id.GetSeq())
-		work.begin(lock)
-		done := outcome(ob, id, slots, work, lock, early != nil)
-		if early != nil {
-			err = s.node.SubmitLazy(ctx, lazyRelease, done, cmd)
-		} else {
-			err = s.node.Submit(ctx, done, cmd)
-		}
-		if err != nil {
-			work.end(lock)
+		if err := s.node.Submit(ctx, outcome(ob, id, slots), cmd); err != nil {
 			slots.give()
 			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
 			ob.end(true, fmt.Errorf("dlm server: session %d: %w", sid, err))
 			return
-		}
-		if early != nil {
-			ob.push(early) // after the submission: see releaseEarly
 		}
 	}
 }

@@ -86,7 +86,7 @@ func (u unary) KeepAlive(ctx context.Context, req *dlmpb.KeepAliveRequest) (*dlm
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	// held is the state after every request submitted before this
-	// keepalive, releases answered early included.
+	// keepalive.
 	if err := u.s.node.Settle(ctx); err != nil {
 		return nil, proposeStatus(err)
 	}
@@ -108,12 +108,7 @@ func (u unary) Release(ctx context.Context, req *dlmpb.ReleaseLockRequest) (*dlm
 		return nil, err
 	}
 	cmd := &dlmpb.Command{Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{Session: uint64(sid), LockId: req.GetLockId()}}}
-	if token, ok := u.releaseEarly(ctx, sid, mb, cmd); ok {
-		return &dlmpb.ReleaseLockResponse{Token: token}, nil
-	}
-	mb.work.begin(req.GetLockId())
 	r, err := u.propose(ctx, cmd)
-	mb.work.end(req.GetLockId())
 	if err != nil {
 		return nil, err
 	}
@@ -128,12 +123,10 @@ func (u unary) Release(ctx context.Context, req *dlmpb.ReleaseLockRequest) (*dlm
 // (the lock is then gone), or a pending conversion (the lock keeps its
 // mode).
 func (u unary) Cancel(ctx context.Context, req *dlmpb.CancelLockRequest) (*dlmpb.CancelLockResponse, error) {
-	_, sid, mb, err := u.session(ctx, req.GetSession())
+	_, sid, _, err := u.session(ctx, req.GetSession())
 	if err != nil {
 		return nil, err
 	}
-	mb.work.begin(req.GetLockId())
-	defer mb.work.end(req.GetLockId())
 	r, err := u.propose(ctx, &dlmpb.Command{Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{Session: uint64(sid), LockId: req.GetLockId()}}})
 	if err != nil {
 		return nil, err
@@ -148,41 +141,6 @@ func (u unary) Cancel(ctx context.Context, req *dlmpb.CancelLockRequest) (*dlmpb
 		}
 	}
 	return resp, nil
-}
-
-// releaseEarly answers release cmd of session sid before it is applied,
-// as a stream's release is (see releaseEarly of the stream): if the lock
-// is granted to the session in the applied state, nobody waits on its
-// resource and no other call of the session naming the lock is in flight.
-// The release is submitted lazily and the caller answers at once with the
-// grant's token. If the entry is lost with a leader, the lock stays with
-// the session, and KeepAlive lists it among the session's locks (held),
-// where the client finds a lock it released and releases it again.
-func (u unary) releaseEarly(ctx context.Context, sid locktable.SessionID, mb *mailbox, cmd *dlmpb.Command) (uint64, bool) {
-	lock := cmd.GetRelease().GetLockId()
-	if !mb.work.idle(lock) {
-		return 0, false
-	}
-	var info locktable.LockInfo
-	ok := false
-	u.s.node.FSM().Read(func(v fsm.View) { info, ok = releasable(v, sid, lock) })
-	if !ok {
-		return 0, false
-	}
-	mb.work.begin(lock)
-	done := func(_ []fsm.Result, err error) {
-		mb.work.end(lock)
-		if err != nil {
-			u.s.log.Warn("dlm server: a release answered early was not applied; the session's next keepalive lists the lock", "session", sid, "lock", lock, "err", err)
-		}
-	}
-	if err := u.s.node.SubmitLazy(context.WithoutCancel(ctx), lazyRelease, done, cmd); err != nil {
-		mb.work.end(lock)
-		return 0, false
-	}
-	mb.forget(lock)
-	u.s.metrics.earlyReleases.Inc()
-	return info.Token, true
 }
 
 // List lists resources, as DLM.List.

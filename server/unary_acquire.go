@@ -68,8 +68,6 @@ func (u unary) Convert(ctx context.Context, req *dlmpb.ConvertLockRequest) (*dlm
 	if err != nil {
 		return nil, err
 	}
-	mb.work.begin(req.GetLockId())
-	defer mb.work.end(req.GetLockId())
 	return u.answer(ctx, mb, cmd, lockKey{lock: req.GetLockId(), conversion: true}, req.GetMode(), 0, req.GetPoll())
 }
 
@@ -193,8 +191,6 @@ func (u unary) withdraw(ctx context.Context, mb *mailbox, k lockKey) {
 		cmd = &dlmpb.Command{Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{Session: uint64(mb.sid), LockId: k.lock}}}
 		mb.forget(k.lock)
 	}
-	mb.work.begin(k.lock)
-	defer mb.work.end(k.lock)
 	if _, err := u.propose(ctx, cmd); err != nil {
 		u.s.log.Warn("dlm server: withdrawing the request of a client that hung up", "session", mb.sid, "lock", k.lock, "err", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/locktable"
+	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/raftnode"
 )
 
@@ -559,9 +560,10 @@ func TestUnaryOnAFollower(t *testing.T) {
 	}
 }
 
-// A release nobody waits for is answered before its entry is written; the
-// next keepalive's list of the session's locks no longer has it.
-func TestUnaryReleaseAnsweredEarly(t *testing.T) {
+// A release is answered once applied: the applied state no longer has the
+// lock when the answer comes, and the next keepalive's list of the
+// session's locks no longer has it.
+func TestUnaryReleaseAnsweredOnceApplied(t *testing.T) {
 	s := startServer(t, Config{})
 	c := locksClient(t, s)
 	ctx := testCtx(t)
@@ -574,13 +576,14 @@ func TestUnaryReleaseAnsweredEarly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := testutil.ToFloat64(s.metrics.earlyReleases)
 	rel, err := c.Release(ctx, &dlmpb.ReleaseLockRequest{Session: a, LockId: x.GetLockId()})
 	if err != nil || rel.GetToken() != x.GetToken() {
 		t.Fatalf("release: %v, %v", rel, err)
 	}
-	if got := testutil.ToFloat64(s.metrics.earlyReleases); got != before+1 {
-		t.Fatalf("releases answered early: %v, want %v", got, before+1)
+	var held bool
+	s.Node().FSM().Read(func(v fsm.View) { _, held = v.Table().Describe(locktable.LockID(x.GetLockId())) })
+	if held {
+		t.Fatalf("lock %d answered released while the applied state still holds it", x.GetLockId())
 	}
 	ka, err := c.KeepAlive(ctx, &dlmpb.KeepAliveRequest{Session: a})
 	if err != nil {

@@ -250,15 +250,6 @@ func ReleasedToken(r *fsm.Result, id locktable.LockID) uint64 {
 	return 0
 }
 
-// ReleasedEvents returns what Answer's third result would be for release
-// command c, without building the answer: for a release answered before it
-// was applied, whose answer is not sent again.
-func ReleasedEvents(c *dlmpb.Command) (locktable.SessionID, func(*locktable.Event) bool) {
-	rel := c.GetRelease()
-	sid := locktable.SessionID(rel.GetSession())
-	return sid, ownLock(sid, locktable.LockID(rel.GetLockId()), locktable.EventReleased, locktable.EventCancelled)
-}
-
 // ownLock matches the events of lock id of session sid of the given kinds.
 func ownLock(sid locktable.SessionID, id locktable.LockID, kinds ...locktable.EventKind) func(*locktable.Event) bool {
 	return func(e *locktable.Event) bool {

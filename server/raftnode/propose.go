@@ -28,7 +28,6 @@ type proposal struct {
 	cmds      [][]byte
 	done      func([]fsm.Result, error) // called once, by the waiter, or by Close
 	submitted time.Time                 // for the apply latency
-	lazy      bool                      // may wait for company: see SubmitLazy
 	num       uint64                    // its place among the node's proposals, from 1
 }
 
@@ -92,27 +91,10 @@ func (n *Node) Propose(ctx context.Context, cmds ...*dlmpb.Command) ([]fsm.Resul
 // node on its way in; while every slot is taken, proposals wait in the
 // queue, and the waiter cuts them into the next entry as a slot frees.
 func (n *Node) Submit(ctx context.Context, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
-	return n.submit(ctx, -1, done, cmds)
-}
-
-// SubmitLazy is Submit for commands whose entry may wait: while only lazy
-// proposals are queued, no entry is cut for them until another proposal
-// comes (and shares their entry: one write, one fsync, one round of
-// replication for both) or within has passed. Nothing overtakes them: a
-// later proposal is cut into the same entry, after them. For requests whose
-// outcome nobody waits for meanwhile, such as a release already answered,
-// of a lock nobody waits for, whose client's next request is likely within
-// a round trip.
-func (n *Node) SubmitLazy(ctx context.Context, within time.Duration, done func([]fsm.Result, error), cmds ...*dlmpb.Command) error {
-	return n.submit(ctx, max(within, 0), done, cmds)
-}
-
-// submit submits cmds, lazily for up to within if it is not negative.
-func (n *Node) submit(ctx context.Context, within time.Duration, done func([]fsm.Result, error), cmds []*dlmpb.Command) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dlm server: propose: %w", err)
 	}
-	p := &proposal{cmds: make([][]byte, len(cmds)), done: done, submitted: time.Now(), lazy: within >= 0}
+	p := &proposal{cmds: make([][]byte, len(cmds)), done: done, submitted: time.Now()}
 	for i, c := range cmds {
 		b, err := proto.Marshal(c)
 		if err != nil {
@@ -145,40 +127,11 @@ func (n *Node) submit(ctx context.Context, within time.Duration, done func([]fsm
 	p.num = q.submitted
 	q.pending = append(q.pending, p)
 	q.count += len(p.cmds)
-	if !p.lazy {
-		q.eager++
-	}
-	switch {
-	case q.free > 0 && (q.eager > 0 || q.due):
-		n.cut()
-	case p.lazy:
-		if due := p.submitted.Add(within); !q.armed || due.Before(q.armedFor) {
-			q.armed, q.armedFor = true, due
-			if q.timer == nil {
-				q.timer = time.AfterFunc(within, n.lazyDue)
-			} else {
-				q.timer.Reset(within)
-			}
-		}
-	}
-	q.mu.Unlock()
-	return nil
-}
-
-// lazyDue runs when the first lazy proposal queued has waited as long as it
-// may: the lazy proposals are cut into an entry as soon as a slot is free.
-func (n *Node) lazyDue() {
-	q := &n.queue
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.armed = false
-	if q.closed || len(q.pending) == 0 {
-		return
-	}
-	q.due = true
 	if q.free > 0 {
 		n.cut()
 	}
+	q.mu.Unlock()
+	return nil
 }
 
 // queue holds the proposals not yet in an entry. Entries are cut from it,
@@ -189,11 +142,6 @@ type queue struct {
 	pending  []*proposal
 	count    int         // commands in pending
 	free     int         // in-flight slots free: MaxInflight less the entries awaiting commit
-	eager    int         // proposals in pending that are not lazy
-	due      bool        // the lazy proposals in pending have waited long enough
-	armed    bool        // timer runs for the lazy proposals in pending
-	armedFor time.Time   // when it fires
-	timer    *time.Timer // calls lazyDue
 	closed   bool        // set by Close: no more entries
 	// submitted counts the proposals taken, answered those told their
 	// outcome (in order); advance, if not nil, is closed when answered
@@ -219,13 +167,8 @@ func (n *Node) cut() {
 			break
 		}
 	}
-	for _, p := range props {
-		if !p.lazy {
-			q.eager--
-		}
-	}
 	if len(props) == len(q.pending) {
-		q.pending, q.due = nil, false
+		q.pending = nil
 	} else {
 		q.pending = append(q.pending[:0:0], q.pending[len(props):]...)
 	}
@@ -246,12 +189,9 @@ func (n *Node) closeQueue() {
 	q := &n.queue
 	q.mu.Lock()
 	pending := q.pending
-	q.pending, q.count, q.eager, q.closed = nil, 0, 0, true
+	q.pending, q.count, q.closed = nil, 0, true
 	if len(pending) > 0 {
 		q.answer(pending[len(pending)-1].num)
-	}
-	if q.timer != nil {
-		q.timer.Stop()
 	}
 	if q.room != nil {
 		close(q.room)
@@ -265,20 +205,13 @@ func (n *Node) closeQueue() {
 }
 
 // Settle waits until every proposal submitted before the call has been
-// told its outcome (applied, for those that succeeded), cutting lazy ones
-// into an entry at once: what a read of the state made after it returns
-// sees. It does not wait for proposals submitted meanwhile. It fails with
-// ErrClosed, or ctx's error wrapped.
+// told its outcome (applied, for those that succeeded): what a read of the
+// state made after it returns sees. It does not wait for proposals
+// submitted meanwhile. It fails with ErrClosed, or ctx's error wrapped.
 func (n *Node) Settle(ctx context.Context) error {
 	q := &n.queue
 	q.mu.Lock()
 	target := q.submitted
-	if len(q.pending) > 0 && !q.closed {
-		q.due = true
-		if q.free > 0 {
-			n.cut()
-		}
-	}
 	for q.answered < target {
 		if q.advance == nil {
 			q.advance = make(chan struct{})
@@ -362,7 +295,7 @@ func (n *Node) await() {
 			q.answer(e.props[len(e.props)-1].num)
 		}
 		q.free++
-		if !q.closed && len(q.pending) > 0 && (q.eager > 0 || q.due) {
+		if !q.closed && len(q.pending) > 0 {
 			n.cut()
 		}
 		q.mu.Unlock()
