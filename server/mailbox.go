@@ -32,6 +32,16 @@ type mailbox struct {
 	done   chan struct{} // closed when it ends
 	waits  map[lockKey]*lockWait
 	events []*dlmpb.LockEvent // for the next KeepAlive, oldest first
+	// grants are the new requests' grants answered or being withdrawn (see
+	// unary.handOver), until their locks are released.
+	grants map[uint64]*handout
+}
+
+// handout is the fate of a grant of a new request: the calls that answered
+// it and whose delivery is not known to have failed, or its withdrawal.
+type handout struct {
+	answered  int
+	withdrawn bool
 }
 
 // lockKey names what a call waits for: a lock's new request, or its
@@ -50,7 +60,7 @@ type lockWait struct {
 }
 
 func newMailbox(sid locktable.SessionID) *mailbox {
-	return &mailbox{sid: sid, done: make(chan struct{}), waits: make(map[lockKey]*lockWait)}
+	return &mailbox{sid: sid, done: make(chan struct{}), waits: make(map[lockKey]*lockWait), grants: make(map[uint64]*handout)}
 }
 
 // watch registers a call waiting for the outcome of k. Register before
@@ -123,15 +133,22 @@ func (m *mailbox) push(msgs ...*dlmpb.SessionResponse) {
 			}
 		case *dlmpb.SessionResponse_TimedOut:
 			t := x.TimedOut
+			if !t.GetConversion() {
+				delete(m.grants, t.GetLockId())
+			}
 			m.outcome(&dlmpb.LockEvent{Kind: dlmpb.LockEvent_KIND_TIMED_OUT, LockId: t.GetLockId(), Mode: t.GetMode(), Conversion: t.GetConversion()})
 		case *dlmpb.SessionResponse_Cancelled:
 			c := x.Cancelled // withdrawn by this session: a waiting call hears it as a time-out
+			if !c.GetConversion() {
+				delete(m.grants, c.GetLockId())
+			}
 			if w := m.waits[lockKey{c.GetLockId(), c.GetConversion()}]; w != nil && w.ev == nil {
 				w.ev = &dlmpb.LockEvent{Kind: dlmpb.LockEvent_KIND_TIMED_OUT, LockId: c.GetLockId(), Mode: c.GetMode(), Conversion: c.GetConversion()}
 				close(w.ready)
 			}
 		case *dlmpb.SessionResponse_Released:
 			m.dropEvents(x.Released.GetLockId(), func(*dlmpb.LockEvent) bool { return true })
+			delete(m.grants, x.Released.GetLockId())
 		case *dlmpb.SessionResponse_Blocking:
 			b := x.Blocking
 			if !m.hasEvent(b.GetLockId(), dlmpb.LockEvent_KIND_BLOCKING) { // one notice per lock until reported
@@ -139,6 +156,76 @@ func (m *mailbox) push(msgs ...*dlmpb.SessionResponse) {
 			}
 		}
 	}
+}
+
+// handOut records that a call answers the grant of k; it reports false
+// if the grant is being withdrawn (it must then be answered to nobody).
+// Conversions are not recorded: withdrawing one takes nothing back.
+func (m *mailbox) handOut(k lockKey) bool {
+	if k.conversion {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.grants[k.lock]
+	if h == nil {
+		h = &handout{}
+		m.grants[k.lock] = h
+	}
+	if h.withdrawn {
+		return false
+	}
+	h.answered++
+	return true
+}
+
+// giveBack records that the answer of a call that handed out the grant of
+// k did not reach its client; it reports whether the caller is to withdraw
+// it: no other call's answer of it may have.
+func (m *mailbox) giveBack(k lockKey) bool {
+	if k.conversion {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.grants[k.lock]
+	if h == nil || h.withdrawn {
+		return false
+	}
+	if h.answered--; h.answered > 0 {
+		return false
+	}
+	h.withdrawn = true
+	return true
+}
+
+// claimWithdraw records that a call whose client is gone withdraws k; it
+// reports false if another call answered k's grant (which then stands) or
+// the withdrawal is under way.
+func (m *mailbox) claimWithdraw(k lockKey) bool {
+	if k.conversion {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.grants[k.lock]
+	if h == nil {
+		h = &handout{}
+		m.grants[k.lock] = h
+	}
+	if h.withdrawn || h.answered > 0 {
+		return false
+	}
+	h.withdrawn = true
+	return true
+}
+
+// keepGrant keeps grant e for the next KeepAlive: a grant answered to a
+// call whose client did not hear it.
+func (m *mailbox) keepGrant(e *dlmpb.LockEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keep(e)
 }
 
 // outcome hands a grant or time-out to the calls waiting for it, or keeps

@@ -305,6 +305,7 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 		grpc.InitialWindowSize(1 << 20),
 		grpc.InitialConnWindowSize(1 << 20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.StatsHandler(deliveryStats{}),
 	}
 	if s.cfg.TLS != nil {
 		c := s.cfg.TLS.Clone()

@@ -120,25 +120,54 @@ func (u unary) answer(ctx context.Context, mb *mailbox, cmd *dlmpb.Command, conv
 		if r.Duplicate && r.Mode != 0 {
 			mode = dlmpb.Mode(r.Mode)
 		}
-		resp := granted(k.lock, r.Token, mode, permits)
-		if ctx.Err() != nil { // gone before it heard: nobody holds it for the client
-			u.withdraw(ctx, mb, k)
-		}
-		return resp, nil
+		return u.handOver(ctx, mb, k, granted(k.lock, r.Token, mode, permits))
 	}
 	return u.await(ctx, mb, k, mode, permits, pollFor)
+}
+
+// handOver ends a call granted k, its caller gone (its context ended)
+// or not, decided once: a caller gone gets its context's error and the
+// grant is withdrawn, never both; otherwise the grant is answered, and
+// recorded for the transport's report of its delivery (see delivery),
+// which withdraws it if the answer does not reach the client. Calls that
+// share k (a retry with the same request id) decide together, through the
+// mailbox: a grant another call answered is not withdrawn for this one,
+// and a grant being withdrawn is answered to nobody.
+func (u unary) handOver(ctx context.Context, mb *mailbox, k lockKey, resp *dlmpb.AcquireResponse) (*dlmpb.AcquireResponse, error) {
+	if err := ctx.Err(); err != nil {
+		if mb.claimWithdraw(k) {
+			u.withdraw(ctx, mb, k, resp)
+		}
+		return nil, status.FromContextError(err).Err()
+	}
+	if !mb.handOut(k) {
+		return nil, refuse(fmt.Errorf("%w: %d: the request was granted as the call that made it hung up, and the grant is withdrawn", locktable.ErrUnknownLock, k.lock))
+	}
+	recordGrant(ctx, func() {
+		if mb.giveBack(k) {
+			u.withdraw(ctx, mb, k, resp)
+		}
+	})
+	return resp, nil
 }
 
 // await waits for the outcome of queued request k.
 func (u unary) await(ctx context.Context, mb *mailbox, k lockKey, mode dlmpb.Mode, permits uint32, poll time.Duration) (*dlmpb.AcquireResponse, error) {
 	w := mb.watch(k)
+	settled := false // granted: handOver decided
 	defer func() {
-		if last := mb.unwatch(k, w); last && ctx.Err() != nil { // the client hung up, and no retry waits on
-			u.withdraw(ctx, mb, k)
+		// The client hung up while its request waited, and no retry waits
+		// on: the request is withdrawn.
+		if last := mb.unwatch(k, w); last && !settled && ctx.Err() != nil && mb.claimWithdraw(k) {
+			u.withdraw(ctx, mb, k, nil)
 		}
 	}()
 	if resp, done := u.current(k, mode, permits); done {
-		return resp, nil
+		if resp.GetOutcome() != dlmpb.AcquireResponse_OUTCOME_GRANTED {
+			return resp, nil
+		}
+		settled = true
+		return u.handOver(ctx, mb, k, resp)
 	}
 	var pollC <-chan time.Time
 	if poll >= 0 {
@@ -150,7 +179,8 @@ func (u unary) await(ctx context.Context, mb *mailbox, k lockKey, mode dlmpb.Mod
 	case <-w.ready:
 		e := w.ev
 		if e.GetKind() == dlmpb.LockEvent_KIND_GRANTED {
-			return granted(k.lock, e.GetToken(), e.GetMode(), e.GetPermits()), nil
+			settled = true
+			return u.handOver(ctx, mb, k, granted(k.lock, e.GetToken(), e.GetMode(), e.GetPermits()))
 		}
 		return &dlmpb.AcquireResponse{Outcome: dlmpb.AcquireResponse_OUTCOME_TIMED_OUT, LockId: k.lock, Mode: e.GetMode()}, nil
 	case <-mb.done:
@@ -179,15 +209,21 @@ func (u unary) current(k lockKey, mode dlmpb.Mode, permits uint32) (*dlmpb.Acqui
 	return granted(k.lock, li.Token, dlmpb.Mode(li.Mode), li.Permits), true
 }
 
-// withdraw takes back the request k of a client that hung up while it
-// waited: a new request is released (whether still queued, or granted
-// meanwhile); a conversion is cancelled (if it was granted meanwhile, the
-// lock keeps its new mode, and KeepAlive reports the grant).
-func (u unary) withdraw(ctx context.Context, mb *mailbox, k lockKey) {
+// withdraw takes back the request k of a client that is gone: a new
+// request is released, whether still queued or granted. A conversion is
+// cancelled; one already granted (grant, the answer the client did not
+// hear) cannot be, and is reported in the session's next KeepAlive, so
+// that the client learns the mode it holds.
+func (u unary) withdraw(ctx context.Context, mb *mailbox, k lockKey, grant *dlmpb.AcquireResponse) {
 	var cmd *dlmpb.Command
-	if k.conversion {
+	switch {
+	case k.conversion && grant != nil:
+		mb.keepGrant(&dlmpb.LockEvent{Kind: dlmpb.LockEvent_KIND_GRANTED, LockId: k.lock, Token: grant.GetToken(),
+			Mode: grant.GetMode(), Conversion: true})
+		return
+	case k.conversion:
 		cmd = &dlmpb.Command{Op: &dlmpb.Command_Cancel{Cancel: &dlmpb.CancelCmd{Session: uint64(mb.sid), LockId: k.lock}}}
-	} else {
+	default:
 		cmd = &dlmpb.Command{Op: &dlmpb.Command_Release{Release: &dlmpb.ReleaseCmd{Session: uint64(mb.sid), LockId: k.lock}}}
 		mb.forget(k.lock)
 	}

@@ -111,7 +111,7 @@ func (s *Server) locksHTTP() (string, http.Handler) {
 			}
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 		}
-		h.ServeHTTP(w, r)
+		deliverHTTP(h, w, r)
 	})
 }
 
