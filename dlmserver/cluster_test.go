@@ -158,3 +158,68 @@ func TestClusterFollowerRedirects(t *testing.T) {
 		return len(h) == 1 && h[0].GetToken() == l.Token()
 	})
 }
+
+// A client holding a lock dies while the leader is killed (and restarted)
+// every half of the client's session TTL: its session still ends, and the
+// waiter is granted, while the leaders keep changing. Each new leader
+// starts from the silence its predecessors recorded instead of giving the
+// dead session a whole TTL again; before, a session outlived every leader
+// that lasted less than its TTL plus the margin.
+func TestDeadClientLosesItsLocksWhileLeadersChange(t *testing.T) {
+	const ttl = 4 * time.Second
+	const election = 200 * time.Millisecond
+	c := testenv.StartCluster(t, bin, 3, "-raft-timeout", election.String())
+	leader := c.Leader(t, 20*time.Second)
+	addrs := c.Addrs()
+	ctx := storetest.Context(t)
+	child := startChild(t, addrs, "flap", ttl)
+
+	// The waiter's session outlasts every election of the run.
+	w := dlm.New(dial(t, addrs, dlmserver.WithSessionTTL(time.Minute)))
+	granted := make(chan time.Time, 1)
+	go func() {
+		l, err := w.Acquire(ctx, "flap", dlm.WithTTL(time.Minute))
+		if err != nil {
+			t.Error(err)
+			close(granted)
+			return
+		}
+		granted <- time.Now()
+		l.Release(ctx)
+	}()
+	lister := newLister(t, leader.Addr())
+	storetest.Await(t, 10*time.Second, "the waiter queued", func() bool { return lister.waiting("flap") == 1 })
+
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	died := time.Now()
+	kills := 0
+	flap := time.NewTicker(ttl / 2)
+	defer flap.Stop()
+	for time.Since(died) < 10*ttl {
+		select {
+		case at, ok := <-granted:
+			if !ok {
+				t.FailNow()
+			}
+			t.Logf("granted %s after the holder died, %d leaders killed meanwhile (2 x TTL + 2 election timeouts = %s)",
+				at.Sub(died).Round(time.Millisecond), kills, 2*ttl+2*election)
+			if kills < 2 {
+				t.Fatalf("only %d leaders killed before the grant: the run did not test leader changes", kills)
+			}
+			return
+		case <-flap.C:
+		}
+		l, err := c.AwaitLeader(5 * time.Second)
+		if err != nil {
+			continue // an election under way: the next tick
+		}
+		l.Kill()
+		kills++
+		if err := l.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("the waiter was not granted within %s of the holder's death while the leader was killed every %s (%d kills)", 10*ttl, ttl/2, kills)
+}

@@ -76,9 +76,15 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		if len(ids) > 0 {
 			s.expire(ctx, ids)
 		}
+		cmd, acks, due := s.live.checkpoint(now)
+		if cmd != nil {
+			s.checkpoint(ctx, cmd, acks)
+		}
 		wait := time.Minute
-		if !next.IsZero() {
-			wait = min(wait, next.Sub(now))
+		for _, t := range []time.Time{next, due} {
+			if !t.IsZero() {
+				wait = min(wait, t.Sub(now))
+			}
 		}
 		if d, ok := s.tableDeadline(); ok {
 			if left := time.Duration(d - now.UnixNano()); left <= 0 {
@@ -145,6 +151,20 @@ func (s *Server) expire(ctx context.Context, ids []locktable.SessionID) {
 	}
 	s.metrics.expired.Add(float64(len(ids)))
 	s.log.Info("dlm server: sessions expired", "sessions", raw)
+}
+
+// checkpoint proposes the record of sessions' silences (see liveness),
+// then tells the acknowledgements waiting for it whether it applied.
+func (s *Server) checkpoint(ctx context.Context, cmd *dlmpb.CheckpointSessionsCmd, acks []func(bool)) {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := s.node.Propose(pctx, &dlmpb.Command{Op: &dlmpb.Command_CheckpointSessions{CheckpointSessions: cmd}})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("dlm server: sessions' silences not recorded", "sessions", len(cmd.GetSessions()), "err", err)
+	}
+	for _, ack := range acks {
+		ack(err == nil)
+	}
 }
 
 // advance proposes an Advance entry, which times out the waits whose
@@ -236,9 +256,7 @@ func (s *Server) confirmKeepalives() {
 		clear(boxes)
 		if err := s.node.VerifyLeader(); err == nil { // else unacknowledged: the clients count down to their loss
 			for _, b := range batch {
-				b.ob.push(&dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_KeepAliveAck{KeepAliveAck: &dlmpb.KeepAliveAck{
-					Seq: b.a.ka.GetSeq(), SentUnixNano: b.a.ka.GetSentUnixNano(), Ttl: pbDuration(b.a.ttl),
-				}}})
+				b.ob.push(keepaliveAckOf(b.a.ka, b.a.ttl))
 			}
 		}
 		clear(batch)
@@ -246,6 +264,14 @@ func (s *Server) confirmKeepalives() {
 			batch = nil
 		}
 	}
+}
+
+// keepaliveAckOf is the acknowledgement of keepalive ka, for a session of
+// ttl.
+func keepaliveAckOf(ka *dlmpb.KeepAlive, ttl time.Duration) *dlmpb.SessionResponse {
+	return &dlmpb.SessionResponse{Msg: &dlmpb.SessionResponse_KeepAliveAck{KeepAliveAck: &dlmpb.KeepAliveAck{
+		Seq: ka.GetSeq(), SentUnixNano: ka.GetSentUnixNano(), Ttl: pbDuration(ttl),
+	}}}
 }
 
 // applied is the FSM observer: it feeds the streams, the liveness record

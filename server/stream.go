@@ -84,8 +84,8 @@ func (s *Server) Session(stream dlmpb.DLM_SessionServer) error {
 	if !s.live.isActive() { // leadership lost since the check above
 		ob.end(false, errNotLeader)
 	}
-	if open.GetSession() != 0 {
-		s.live.touch(sid, time.Now())
+	if open.GetSession() != 0 { // resumed: heard, though nothing is acknowledged
+		s.live.touch(sid, time.Now(), func(time.Duration, bool) {})
 	}
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
@@ -283,7 +283,12 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 			return // a slow client's, or replaced: its requests are no longer taken
 		}
 		if ka := m.GetKeepAlive(); ka != nil {
-			if ttl, ok := s.live.touch(sid, time.Now()); ok {
+			ttl, deferred, ok := s.live.touch(sid, time.Now(), func(ttl time.Duration, ok bool) {
+				if ok { // the checkpoint that records the session heard confirms the leadership too
+					ob.push(keepaliveAckOf(ka, ttl))
+				}
+			})
+			if ok && !deferred {
 				s.kas.add(ob, &keepaliveAck{ka: ka, ttl: ttl})
 			}
 			continue

@@ -74,15 +74,26 @@ func (u unary) KeepAlive(ctx context.Context, req *dlmpb.KeepAliveRequest) (*dlm
 	if err != nil {
 		return nil, err
 	}
-	ttl, ok := u.s.live.touch(sid, time.Now())
+	heard := make(chan bool, 1)
+	ttl, deferred, ok := u.s.live.touch(sid, time.Now(), func(_ time.Duration, ok bool) { heard <- ok })
 	if !ok {
 		return nil, &refusal{code: codes.NotFound, reason: dlmpb.Reason_REASON_UNKNOWN_SESSION,
 			msg: fmt.Sprintf("dlm server: session %d has expired: its locks are lost", sid)}
 	}
 	// Acknowledge only once leadership is confirmed after the keepalive
 	// arrived: a client never counts on an acknowledgement of a deposed
-	// leader.
-	if err := u.s.node.VerifyLeader(); err != nil {
+	// leader. A session recorded silent waits for the entry that records
+	// it heard, which confirms the leadership too.
+	if deferred {
+		select {
+		case ok = <-heard:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		if !ok {
+			return nil, status.Error(codes.Unavailable, "dlm server: the keepalive could not be recorded (leadership changed, or the session ended)")
+		}
+	} else if err := u.s.node.VerifyLeader(); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	// held is the state after every request submitted before this

@@ -5046,6 +5046,7 @@ type Command struct {
 	//	*Command_Advance
 	//	*Command_SetMember
 	//	*Command_Relabel
+	//	*Command_CheckpointSessions
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5192,6 +5193,15 @@ func (x *Command) GetRelabel() *RelabelCmd {
 	return nil
 }
 
+func (x *Command) GetCheckpointSessions() *CheckpointSessionsCmd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CheckpointSessions); ok {
+			return x.CheckpointSessions
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -5236,6 +5246,10 @@ type Command_Relabel struct {
 	Relabel *RelabelCmd `protobuf:"bytes,19,opt,name=relabel,proto3,oneof"`
 }
 
+type Command_CheckpointSessions struct {
+	CheckpointSessions *CheckpointSessionsCmd `protobuf:"bytes,20,opt,name=checkpoint_sessions,json=checkpointSessions,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -5255,6 +5269,8 @@ func (*Command_Advance) isCommand_Op() {}
 func (*Command_SetMember) isCommand_Op() {}
 
 func (*Command_Relabel) isCommand_Op() {}
+
+func (*Command_CheckpointSessions) isCommand_Op() {}
 
 // SetMemberCmd records the addresses a cluster member serves clients on,
 // so that every node can point clients to the leader. A leader proposes its
@@ -5479,6 +5495,109 @@ func (x *ExpireSessionsCmd) GetSessions() []uint64 {
 	return nil
 }
 
+// CheckpointSessionsCmd records how long sessions have been silent (no
+// keepalive) as the leader counted it, so that a new leader goes on
+// counting from there instead of giving them a whole TTL again: a dead
+// client's locks go free however often the leader changes. A silence of 0
+// clears the record: the session was heard again (the leader acknowledges
+// that keepalive only once this entry is applied). Unknown ids are ignored.
+type CheckpointSessionsCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      []*SessionSilence      `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointSessionsCmd) Reset() {
+	*x = CheckpointSessionsCmd{}
+	mi := &file_dlm_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointSessionsCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointSessionsCmd) ProtoMessage() {}
+
+func (x *CheckpointSessionsCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointSessionsCmd.ProtoReflect.Descriptor instead.
+func (*CheckpointSessionsCmd) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *CheckpointSessionsCmd) GetSessions() []*SessionSilence {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+// SessionSilence is one session's silence in a CheckpointSessionsCmd.
+type SessionSilence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	SilentNanos   int64                  `protobuf:"varint,2,opt,name=silent_nanos,json=silentNanos,proto3" json:"silent_nanos,omitempty"` // <= 0: heard, not silent
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionSilence) Reset() {
+	*x = SessionSilence{}
+	mi := &file_dlm_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionSilence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionSilence) ProtoMessage() {}
+
+func (x *SessionSilence) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionSilence.ProtoReflect.Descriptor instead.
+func (*SessionSilence) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *SessionSilence) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SessionSilence) GetSilentNanos() int64 {
+	if x != nil {
+		return x.SilentNanos
+	}
+	return 0
+}
+
 // LockCmd asks for a lock, or for semaphore permits when capacity > 0.
 type LockCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5497,7 +5616,7 @@ type LockCmd struct {
 
 func (x *LockCmd) Reset() {
 	*x = LockCmd{}
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5509,7 +5628,7 @@ func (x *LockCmd) String() string {
 func (*LockCmd) ProtoMessage() {}
 
 func (x *LockCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[65]
+	mi := &file_dlm_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5522,7 +5641,7 @@ func (x *LockCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCmd.ProtoReflect.Descriptor instead.
 func (*LockCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{65}
+	return file_dlm_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LockCmd) GetSession() uint64 {
@@ -5603,7 +5722,7 @@ type ConvertCmd struct {
 
 func (x *ConvertCmd) Reset() {
 	*x = ConvertCmd{}
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5615,7 +5734,7 @@ func (x *ConvertCmd) String() string {
 func (*ConvertCmd) ProtoMessage() {}
 
 func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[66]
+	mi := &file_dlm_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5628,7 +5747,7 @@ func (x *ConvertCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConvertCmd.ProtoReflect.Descriptor instead.
 func (*ConvertCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{66}
+	return file_dlm_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ConvertCmd) GetSession() uint64 {
@@ -5684,7 +5803,7 @@ type ReleaseCmd struct {
 
 func (x *ReleaseCmd) Reset() {
 	*x = ReleaseCmd{}
-	mi := &file_dlm_proto_msgTypes[67]
+	mi := &file_dlm_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5696,7 +5815,7 @@ func (x *ReleaseCmd) String() string {
 func (*ReleaseCmd) ProtoMessage() {}
 
 func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[67]
+	mi := &file_dlm_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5709,7 +5828,7 @@ func (x *ReleaseCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCmd.ProtoReflect.Descriptor instead.
 func (*ReleaseCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{67}
+	return file_dlm_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ReleaseCmd) GetSession() uint64 {
@@ -5737,7 +5856,7 @@ type CancelCmd struct {
 
 func (x *CancelCmd) Reset() {
 	*x = CancelCmd{}
-	mi := &file_dlm_proto_msgTypes[68]
+	mi := &file_dlm_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5749,7 +5868,7 @@ func (x *CancelCmd) String() string {
 func (*CancelCmd) ProtoMessage() {}
 
 func (x *CancelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[68]
+	mi := &file_dlm_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5762,7 +5881,7 @@ func (x *CancelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCmd.ProtoReflect.Descriptor instead.
 func (*CancelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{68}
+	return file_dlm_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CancelCmd) GetSession() uint64 {
@@ -5793,7 +5912,7 @@ type RelabelCmd struct {
 
 func (x *RelabelCmd) Reset() {
 	*x = RelabelCmd{}
-	mi := &file_dlm_proto_msgTypes[69]
+	mi := &file_dlm_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5805,7 +5924,7 @@ func (x *RelabelCmd) String() string {
 func (*RelabelCmd) ProtoMessage() {}
 
 func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[69]
+	mi := &file_dlm_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5818,7 +5937,7 @@ func (x *RelabelCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelabelCmd.ProtoReflect.Descriptor instead.
 func (*RelabelCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{69}
+	return file_dlm_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RelabelCmd) GetSession() uint64 {
@@ -5852,7 +5971,7 @@ type AdvanceCmd struct {
 
 func (x *AdvanceCmd) Reset() {
 	*x = AdvanceCmd{}
-	mi := &file_dlm_proto_msgTypes[70]
+	mi := &file_dlm_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5864,7 +5983,7 @@ func (x *AdvanceCmd) String() string {
 func (*AdvanceCmd) ProtoMessage() {}
 
 func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[70]
+	mi := &file_dlm_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5877,7 +5996,7 @@ func (x *AdvanceCmd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceCmd.ProtoReflect.Descriptor instead.
 func (*AdvanceCmd) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{70}
+	return file_dlm_proto_rawDescGZIP(), []int{72}
 }
 
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
@@ -5895,7 +6014,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[71]
+	mi := &file_dlm_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5907,7 +6026,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[71]
+	mi := &file_dlm_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5920,7 +6039,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{71}
+	return file_dlm_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -5969,7 +6088,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[72]
+	mi := &file_dlm_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5981,7 +6100,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[72]
+	mi := &file_dlm_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5994,7 +6113,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{72}
+	return file_dlm_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -6016,19 +6135,20 @@ type SessionRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	TtlNanos      int64                  `protobuf:"varint,2,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
-	SeqFloor      uint64                 `protobuf:"varint,3,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`      // requests at or below it that are not cached are stale
-	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`                         // recent answers, increasing seq
-	Metadata      []*LockMetadata        `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty"`                       // of the session's locks, increasing lock id
-	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`                             // the identity that opened it (OpenSessionCmd.owner)
-	ResumeHash    []byte                 `protobuf:"bytes,7,opt,name=resume_hash,json=resumeHash,proto3" json:"resume_hash,omitempty"` // SHA-256 of its resume token; empty for sessions opened by older servers (not resumable)
-	Keyed         []*Reply               `protobuf:"bytes,8,rep,name=keyed,proto3" json:"keyed,omitempty"`                             // recent answers to keyed requests (Command.key), oldest first
+	SeqFloor      uint64                 `protobuf:"varint,3,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`          // requests at or below it that are not cached are stale
+	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`                             // recent answers, increasing seq
+	Metadata      []*LockMetadata        `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty"`                           // of the session's locks, increasing lock id
+	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`                                 // the identity that opened it (OpenSessionCmd.owner)
+	ResumeHash    []byte                 `protobuf:"bytes,7,opt,name=resume_hash,json=resumeHash,proto3" json:"resume_hash,omitempty"`     // SHA-256 of its resume token; empty for sessions opened by older servers (not resumable)
+	Keyed         []*Reply               `protobuf:"bytes,8,rep,name=keyed,proto3" json:"keyed,omitempty"`                                 // recent answers to keyed requests (Command.key), oldest first
+	SilentNanos   int64                  `protobuf:"varint,9,opt,name=silent_nanos,json=silentNanos,proto3" json:"silent_nanos,omitempty"` // its silence at the last CheckpointSessionsCmd that recorded one; 0: heard
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[73]
+	mi := &file_dlm_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6040,7 +6160,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[73]
+	mi := &file_dlm_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6053,7 +6173,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{73}
+	return file_dlm_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -6112,6 +6232,13 @@ func (x *SessionRecord) GetKeyed() []*Reply {
 	return nil
 }
 
+func (x *SessionRecord) GetSilentNanos() int64 {
+	if x != nil {
+		return x.SilentNanos
+	}
+	return 0
+}
+
 // Reply is a cached answer to a request, for idempotent retries.
 type Reply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6128,7 +6255,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[74]
+	mi := &file_dlm_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6140,7 +6267,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[74]
+	mi := &file_dlm_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6153,7 +6280,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{74}
+	return file_dlm_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -6585,7 +6712,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\x14CloseSessionResponse\"\\\n" +
 	"\x05Batch\x12+\n" +
 	"\bcommands\x18\x01 \x03(\v2\x0f.dlm.v1.CommandR\bcommands\x12&\n" +
-	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xc1\x04\n" +
+	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\x93\x05\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12;\n" +
@@ -6600,7 +6727,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\aadvance\x18\x11 \x01(\v2\x12.dlm.v1.AdvanceCmdH\x00R\aadvance\x125\n" +
 	"\n" +
 	"set_member\x18\x12 \x01(\v2\x14.dlm.v1.SetMemberCmdH\x00R\tsetMember\x12.\n" +
-	"\arelabel\x18\x13 \x01(\v2\x12.dlm.v1.RelabelCmdH\x00R\arelabelB\x04\n" +
+	"\arelabel\x18\x13 \x01(\v2\x12.dlm.v1.RelabelCmdH\x00R\arelabel\x12P\n" +
+	"\x13checkpoint_sessions\x18\x14 \x01(\v2\x1d.dlm.v1.CheckpointSessionsCmdH\x00R\x12checkpointSessionsB\x04\n" +
 	"\x02op\"\\\n" +
 	"\fSetMemberCmd\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
@@ -6616,7 +6744,12 @@ const file_dlm_proto_rawDesc = "" +
 	"\x0fCloseSessionCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"/\n" +
 	"\x11ExpireSessionsCmd\x12\x1a\n" +
-	"\bsessions\x18\x01 \x03(\x04R\bsessions\"\x97\x02\n" +
+	"\bsessions\x18\x01 \x03(\x04R\bsessions\"K\n" +
+	"\x15CheckpointSessionsCmd\x122\n" +
+	"\bsessions\x18\x01 \x03(\v2\x16.dlm.v1.SessionSilenceR\bsessions\"M\n" +
+	"\x0eSessionSilence\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12!\n" +
+	"\fsilent_nanos\x18\x02 \x01(\x03R\vsilentNanos\"\x97\x02\n" +
 	"\aLockCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\x04R\x05owner\x12\x1a\n" +
@@ -6661,7 +6794,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\amembers\x18\x05 \x03(\v2\x14.dlm.v1.SetMemberCmdR\amembers\";\n" +
 	"\fLockMetadata\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x90\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xb3\x02\n" +
 	"\rSessionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x1b\n" +
@@ -6671,7 +6804,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x1f\n" +
 	"\vresume_hash\x18\a \x01(\fR\n" +
 	"resumeHash\x12#\n" +
-	"\x05keyed\x18\b \x03(\v2\r.dlm.v1.ReplyR\x05keyed\"\xc2\x01\n" +
+	"\x05keyed\x18\b \x03(\v2\r.dlm.v1.ReplyR\x05keyed\x12!\n" +
+	"\fsilent_nanos\x18\t \x01(\x03R\vsilentNanos\"\xc2\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12&\n" +
@@ -6751,7 +6885,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
@@ -6824,34 +6958,36 @@ var file_dlm_proto_goTypes = []any{
 	(*OpenSessionCmd)(nil),        // 68: dlm.v1.OpenSessionCmd
 	(*CloseSessionCmd)(nil),       // 69: dlm.v1.CloseSessionCmd
 	(*ExpireSessionsCmd)(nil),     // 70: dlm.v1.ExpireSessionsCmd
-	(*LockCmd)(nil),               // 71: dlm.v1.LockCmd
-	(*ConvertCmd)(nil),            // 72: dlm.v1.ConvertCmd
-	(*ReleaseCmd)(nil),            // 73: dlm.v1.ReleaseCmd
-	(*CancelCmd)(nil),             // 74: dlm.v1.CancelCmd
-	(*RelabelCmd)(nil),            // 75: dlm.v1.RelabelCmd
-	(*AdvanceCmd)(nil),            // 76: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 77: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 78: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 79: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 80: dlm.v1.Reply
-	nil,                           // 81: dlm.v1.SessionEnd.TrailerEntry
-	(*timestamppb.Timestamp)(nil), // 82: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 83: google.protobuf.Duration
+	(*CheckpointSessionsCmd)(nil), // 71: dlm.v1.CheckpointSessionsCmd
+	(*SessionSilence)(nil),        // 72: dlm.v1.SessionSilence
+	(*LockCmd)(nil),               // 73: dlm.v1.LockCmd
+	(*ConvertCmd)(nil),            // 74: dlm.v1.ConvertCmd
+	(*ReleaseCmd)(nil),            // 75: dlm.v1.ReleaseCmd
+	(*CancelCmd)(nil),             // 76: dlm.v1.CancelCmd
+	(*RelabelCmd)(nil),            // 77: dlm.v1.RelabelCmd
+	(*AdvanceCmd)(nil),            // 78: dlm.v1.AdvanceCmd
+	(*FSMSnapshot)(nil),           // 79: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 80: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 81: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 82: dlm.v1.Reply
+	nil,                           // 83: dlm.v1.SessionEnd.TrailerEntry
+	(*timestamppb.Timestamp)(nil), // 84: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 85: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
 	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
 	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	82,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	82,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	82,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	83,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	84,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	84,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	84,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	85,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
 	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
 	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
 	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	83,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	82,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	83,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	85,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	84,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	85,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
 	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
 	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
 	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
@@ -6860,7 +6996,7 @@ var file_dlm_proto_depIdxs = []int32{
 	8,   // 18: dlm.v1.EventSnapshot.resources:type_name -> dlm.v1.ResourceInfo
 	9,   // 19: dlm.v1.EventSnapshot.sessions:type_name -> dlm.v1.SessionInfo
 	8,   // 20: dlm.v1.WatchEvent.resource:type_name -> dlm.v1.ResourceInfo
-	81,  // 21: dlm.v1.SessionEnd.trailer:type_name -> dlm.v1.SessionEnd.TrailerEntry
+	83,  // 21: dlm.v1.SessionEnd.trailer:type_name -> dlm.v1.SessionEnd.TrailerEntry
 	19,  // 22: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
 	20,  // 23: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
 	21,  // 24: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
@@ -6869,13 +7005,13 @@ var file_dlm_proto_depIdxs = []int32{
 	24,  // 27: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	26,  // 28: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
 	25,  // 29: dlm.v1.SessionRequest.relabel:type_name -> dlm.v1.RelabelRequest
-	83,  // 30: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 30: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	6,   // 31: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 32: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	83,  // 33: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	85,  // 33: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 34: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 35: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	83,  // 36: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	85,  // 36: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 37: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	6,   // 38: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
 	6,   // 39: dlm.v1.RelabelRequest.id:type_name -> dlm.v1.RequestID
@@ -6894,8 +7030,8 @@ var file_dlm_proto_depIdxs = []int32{
 	28,  // 52: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
 	37,  // 53: dlm.v1.SessionResponse.relabeled:type_name -> dlm.v1.Relabeled
 	1,   // 54: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	83,  // 55: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	83,  // 56: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	85,  // 55: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	85,  // 56: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
 	6,   // 57: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
 	0,   // 58: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
 	6,   // 59: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
@@ -6910,77 +7046,79 @@ var file_dlm_proto_depIdxs = []int32{
 	0,   // 68: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
 	7,   // 69: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
 	8,   // 70: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	82,  // 71: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	84,  // 71: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
 	46,  // 72: dlm.v1.StatusResponse.build:type_name -> dlm.v1.BuildInfo
-	82,  // 73: dlm.v1.BuildInfo.time:type_name -> google.protobuf.Timestamp
+	84,  // 73: dlm.v1.BuildInfo.time:type_name -> google.protobuf.Timestamp
 	9,   // 74: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	83,  // 75: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	83,  // 76: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	83,  // 77: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	85,  // 75: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	85,  // 76: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	85,  // 77: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	55,  // 78: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
 	4,   // 79: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
 	0,   // 80: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
 	0,   // 81: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
-	83,  // 82: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	83,  // 83: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	85,  // 82: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	85,  // 83: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
 	5,   // 84: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
 	0,   // 85: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
 	0,   // 86: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
-	83,  // 87: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
-	83,  // 88: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	85,  // 87: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	85,  // 88: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
 	66,  // 89: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
 	68,  // 90: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
 	69,  // 91: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
 	70,  // 92: dlm.v1.Command.expire_sessions:type_name -> dlm.v1.ExpireSessionsCmd
-	71,  // 93: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
-	72,  // 94: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
-	73,  // 95: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
-	74,  // 96: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
-	76,  // 97: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
+	73,  // 93: dlm.v1.Command.lock:type_name -> dlm.v1.LockCmd
+	74,  // 94: dlm.v1.Command.convert:type_name -> dlm.v1.ConvertCmd
+	75,  // 95: dlm.v1.Command.release:type_name -> dlm.v1.ReleaseCmd
+	76,  // 96: dlm.v1.Command.cancel:type_name -> dlm.v1.CancelCmd
+	78,  // 97: dlm.v1.Command.advance:type_name -> dlm.v1.AdvanceCmd
 	67,  // 98: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
-	75,  // 99: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
-	0,   // 100: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,   // 101: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	79,  // 102: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	67,  // 103: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	80,  // 104: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	78,  // 105: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	80,  // 106: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
-	2,   // 107: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,   // 108: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	18,  // 109: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	42,  // 110: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	44,  // 111: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	47,  // 112: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	49,  // 113: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	14,  // 114: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
-	51,  // 115: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
-	53,  // 116: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
-	56,  // 117: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
-	58,  // 118: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
-	59,  // 119: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
-	61,  // 120: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
-	42,  // 121: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
-	63,  // 122: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
-	27,  // 123: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	43,  // 124: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	45,  // 125: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	48,  // 126: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	50,  // 127: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	15,  // 128: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
-	52,  // 129: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
-	54,  // 130: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
-	57,  // 131: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
-	57,  // 132: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
-	60,  // 133: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
-	62,  // 134: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
-	43,  // 135: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
-	64,  // 136: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
-	123, // [123:137] is the sub-list for method output_type
-	109, // [109:123] is the sub-list for method input_type
-	109, // [109:109] is the sub-list for extension type_name
-	109, // [109:109] is the sub-list for extension extendee
-	0,   // [0:109] is the sub-list for field type_name
+	77,  // 99: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
+	71,  // 100: dlm.v1.Command.checkpoint_sessions:type_name -> dlm.v1.CheckpointSessionsCmd
+	72,  // 101: dlm.v1.CheckpointSessionsCmd.sessions:type_name -> dlm.v1.SessionSilence
+	0,   // 102: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,   // 103: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	81,  // 104: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	67,  // 105: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	82,  // 106: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	80,  // 107: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	82,  // 108: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	2,   // 109: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,   // 110: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	18,  // 111: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	42,  // 112: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	44,  // 113: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	47,  // 114: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	49,  // 115: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	14,  // 116: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
+	51,  // 117: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
+	53,  // 118: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
+	56,  // 119: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
+	58,  // 120: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
+	59,  // 121: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
+	61,  // 122: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
+	42,  // 123: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	63,  // 124: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	27,  // 125: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	43,  // 126: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	45,  // 127: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	48,  // 128: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	50,  // 129: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	15,  // 130: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
+	52,  // 131: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	54,  // 132: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	57,  // 133: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	57,  // 134: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	60,  // 135: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	62,  // 136: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
+	43,  // 137: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	64,  // 138: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	125, // [125:139] is the sub-list for method output_type
+	111, // [111:125] is the sub-list for method input_type
+	111, // [111:111] is the sub-list for extension type_name
+	111, // [111:111] is the sub-list for extension extendee
+	0,   // [0:111] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -7028,16 +7166,17 @@ func file_dlm_proto_init() {
 		(*Command_Advance)(nil),
 		(*Command_SetMember)(nil),
 		(*Command_Relabel)(nil),
+		(*Command_CheckpointSessions)(nil),
 	}
-	file_dlm_proto_msgTypes[65].OneofWrappers = []any{}
-	file_dlm_proto_msgTypes[66].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[67].OneofWrappers = []any{}
+	file_dlm_proto_msgTypes[68].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   76,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

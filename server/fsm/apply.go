@@ -82,6 +82,13 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 		return newResult(st.Index, 0, f.table.Advance(st), nil)
 	case *dlmpb.Command_SetMember:
 		return f.setMember(st.Index, op.SetMember)
+	case *dlmpb.Command_CheckpointSessions:
+		for _, e := range op.CheckpointSessions.GetSessions() {
+			if rec := f.sessions[locktable.SessionID(e.GetSession())]; rec != nil {
+				rec.silent = time.Duration(max(e.GetSilentNanos(), 0))
+			}
+		}
+		return Result{Index: st.Index}
 	default:
 		return Result{Index: st.Index, Err: fmt.Errorf("%w: no known operation", ErrInvalidCommand)}
 	}

@@ -24,6 +24,7 @@ var (
 	withMetadata  = servertest.WithMetadata
 	snapshotBytes = servertest.SnapshotBytes
 	memberCmd     = servertest.Member
+	checkpointCmd = servertest.Checkpoint
 )
 
 // applyEntry applies one log entry of cmds at index with the given stamp.

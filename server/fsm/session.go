@@ -25,16 +25,26 @@ type SessionMeta struct {
 	// Owner is the identity that opened the session ("" without
 	// authentication).
 	Owner string
+	// Silent is how long the session had gone without a keepalive when a
+	// leader last recorded it (CheckpointSessionsCmd); 0 when it was
+	// heard since, or never recorded silent.
+	Silent time.Duration
 }
 
 // sessionRecord is the FSM's data about one open session.
 type sessionRecord struct {
 	owner      string // the identity that opened it ("" without authentication)
 	ttl        time.Duration
-	resumeHash []byte  // SHA-256 of its resume token; nil if opened by an older server
-	floor      uint64  // highest sequence evicted from replies
-	replies    []reply // increasing seq, at most ReplyCacheSize
-	keyed      []reply // answers to keyed requests (Command.key), oldest first, at most ReplyCacheSize
+	silent     time.Duration // its silence at the last checkpoint that recorded one; 0: heard
+	resumeHash []byte        // SHA-256 of its resume token; nil if opened by an older server
+	floor      uint64        // highest sequence evicted from replies
+	replies    []reply       // increasing seq, at most ReplyCacheSize
+	keyed      []reply       // answers to keyed requests (Command.key), oldest first, at most ReplyCacheSize
+}
+
+// meta is the record's SessionMeta.
+func (s *sessionRecord) meta(id locktable.SessionID) SessionMeta {
+	return SessionMeta{ID: id, TTL: s.ttl, Owner: s.owner, Silent: s.silent}
 }
 
 // reply is a cached answer to request seq.

@@ -49,12 +49,13 @@ func (f *FSM) marshal() ([]byte, error) {
 	for _, id := range sortedIDs(f.sessions) {
 		rec := f.sessions[id]
 		pr := &dlmpb.SessionRecord{
-			Id:         uint64(id),
-			TtlNanos:   int64(rec.ttl),
-			SeqFloor:   rec.floor,
-			Owner:      rec.owner,
-			ResumeHash: rec.resumeHash,
-			Replies:    make([]*dlmpb.Reply, len(rec.replies)),
+			Id:          uint64(id),
+			TtlNanos:    int64(rec.ttl),
+			SilentNanos: int64(rec.silent),
+			SeqFloor:    rec.floor,
+			Owner:       rec.owner,
+			ResumeHash:  rec.resumeHash,
+			Replies:     make([]*dlmpb.Reply, len(rec.replies)),
 		}
 		for i, r := range rec.replies {
 			pr.Replies[i] = r.pb()
@@ -158,6 +159,8 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 			return nil, bad("session %d above last id %d", id, s.GetLastSession())
 		case pr.GetTtlNanos() <= 0:
 			return nil, bad("session %d ttl %d", id, pr.GetTtlNanos())
+		case pr.GetSilentNanos() < 0:
+			return nil, bad("session %d silent for %d ns", id, pr.GetSilentNanos())
 		case len(pr.GetReplies()) > ReplyCacheSize:
 			return nil, bad("session %d caches %d replies", id, len(pr.GetReplies()))
 		case len(pr.GetResumeHash()) != 0 && len(pr.GetResumeHash()) != sha256.Size:
@@ -167,7 +170,7 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 			return nil, bad("session %d not in the table", id)
 		}
 		prev = id
-		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), floor: pr.GetSeqFloor(), owner: pr.GetOwner(), resumeHash: pr.GetResumeHash()}
+		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), silent: time.Duration(pr.GetSilentNanos()), floor: pr.GetSeqFloor(), owner: pr.GetOwner(), resumeHash: pr.GetResumeHash()}
 		last := pr.GetSeqFloor()
 		for _, r := range pr.GetReplies() {
 			if r.GetSeq() <= last {

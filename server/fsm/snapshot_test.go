@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -115,6 +116,7 @@ func TestSnapshotMalformed(t *testing.T) {
 		"order":        variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0], s.Sessions[1] = s.Sessions[1], s.Sessions[0] }),
 		"last session": variant(func(s *dlmpb.FSMSnapshot) { s.LastSession = 1 }),
 		"ttl":          variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].TtlNanos = 0 }),
+		"silence":      variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].SilentNanos = -1 }),
 		"reply order":  variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].SeqFloor = 5 }),
 		"reason":       variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].Replies[0].Reason = 999 }),
 		"metadata": variant(func(s *dlmpb.FSMSnapshot) {
@@ -136,5 +138,32 @@ func TestSnapshotMalformed(t *testing.T) {
 	}
 	if !bytes.Equal(snapshotBytes(t, f), before) {
 		t.Fatal("a failed Restore changed the state")
+	}
+}
+
+// A checkpoint records sessions' silences, which a new leader starts from:
+// a silence of 0 (or less) clears it, unknown sessions are skipped, and a
+// snapshot keeps them.
+func TestCheckpointRecordsSilences(t *testing.T) {
+	f := busyFSM(t)
+	ss := f.Sessions()
+	a, b := ss[0].ID, ss[1].ID
+	mustOK(t, applyEntry(t, f, 10, 4*sec, checkpointCmd(a, 3*time.Second, b, 1500*time.Millisecond, locktable.SessionID(999), time.Second))...)
+	mustOK(t, applyEntry(t, f, 11, 4*sec, checkpointCmd(b, -time.Second))...)
+	want := map[locktable.SessionID]time.Duration{a: 3 * time.Second, b: 0}
+	g := NewFSM(locktable.Limits{})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*FSM{f, g} {
+		for _, m := range h.Sessions() {
+			if m.Silent != want[m.ID] {
+				t.Fatalf("session %d silent %s, want %s", m.ID, m.Silent, want[m.ID])
+			}
+		}
+	}
+	mustOK(t, applyEntry(t, f, 12, 4*sec, checkpointCmd(a, time.Duration(0)))...)
+	if m := f.Sessions()[0]; m.Silent != 0 {
+		t.Fatalf("session %d silent %s after a checkpoint of 0", m.ID, m.Silent)
 	}
 }

@@ -36,7 +36,7 @@ func (v View) Session(id locktable.SessionID) (SessionMeta, bool) {
 	if !ok {
 		return SessionMeta{}, false
 	}
-	return SessionMeta{ID: id, TTL: rec.ttl, Owner: rec.owner}, true
+	return rec.meta(id), true
 }
 
 // HighestSeq returns the highest request sequence number session id has
@@ -54,7 +54,7 @@ func (v View) HighestSeq(id locktable.SessionID) uint64 {
 func (v View) Sessions() []SessionMeta {
 	out := make([]SessionMeta, 0, len(v.f.sessions))
 	for id, s := range v.f.sessions {
-		out = append(out, SessionMeta{ID: id, TTL: s.ttl, Owner: s.owner})
+		out = append(out, s.meta(id))
 	}
 	slices.SortFunc(out, func(a, b SessionMeta) int { return cmpID(a.ID, b.ID) })
 	return out

@@ -138,11 +138,11 @@ func (n *Node) Submit(ctx context.Context, done func([]fsm.Result, error), cmds 
 // stamped and handed to Raft in order, under mu, by a submitter or by the
 // waiter, whichever finds a free in-flight slot and proposals waiting.
 type queue struct {
-	mu       sync.Mutex
-	pending  []*proposal
-	count    int         // commands in pending
-	free     int         // in-flight slots free: MaxInflight less the entries awaiting commit
-	closed   bool        // set by Close: no more entries
+	mu      sync.Mutex
+	pending []*proposal
+	count   int  // commands in pending
+	free    int  // in-flight slots free: MaxInflight less the entries awaiting commit
+	closed  bool // set by Close: no more entries
 	// submitted counts the proposals taken, answered those told their
 	// outcome (in order); advance, if not nil, is closed when answered
 	// grows (see Settle).

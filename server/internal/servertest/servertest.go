@@ -34,6 +34,17 @@ func Open(label string) *dlmpb.Command {
 		Label: label, TtlNanos: int64(10 * time.Second)}}}
 }
 
+// Checkpoint records the silences of sessions, as pairs of a session and
+// its silence (0: heard).
+func Checkpoint(pairs ...any) *dlmpb.Command {
+	c := &dlmpb.CheckpointSessionsCmd{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		c.Sessions = append(c.Sessions, &dlmpb.SessionSilence{
+			Session: uint64(pairs[i].(locktable.SessionID)), SilentNanos: int64(pairs[i+1].(time.Duration))})
+	}
+	return &dlmpb.Command{Op: &dlmpb.Command_CheckpointSessions{CheckpointSessions: c}}
+}
+
 // Lock is session sid's request seq for resource res in mode m.
 func Lock(sid locktable.SessionID, seq uint64, res string, m dlmpb.Mode) *dlmpb.Command {
 	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
