@@ -209,7 +209,7 @@ func measure(ctx context.Context, cfg config, chosen []target, log *slog.Logger)
 func logRow(log *slog.Logger, round int, row row) {
 	for i, r := range row.Results {
 		args := []any{"round", round, "target", row.ID, "workload", r.Workload, "ops", r.Ops, "per_second", int(r.PerSecond),
-			"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations}
+			"p50", r.P50, "p99", r.P99, "jain", r.Jain, "max_wait", r.MaxWait, "violations", r.Violations, "errors", r.Errors}
 		if c := row.Costs[i]; c.CPUPerCycle != 0 || c.AllocsPerCycle != 0 {
 			args = append(args, "server_cpu_per_cycle", c.CPUPerCycle, "server_allocs_per_cycle", int(c.AllocsPerCycle))
 		}

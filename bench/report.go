@@ -57,7 +57,7 @@ func newReport(cfg config) *report {
 		r.Budget = fmt.Sprintf("%s per workload", cfg.budget.Duration)
 	}
 	if cfg.rounds > 1 {
-		r.Budget += fmt.Sprintf("; every target ran %d times, interleaved, and each workload shows its median round (violations: the sum of all rounds)", cfg.rounds)
+		r.Budget += fmt.Sprintf("; every target ran %d times, interleaved, and each workload shows its median round (violations and errors: the sums of all rounds)", cfg.rounds)
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
@@ -183,32 +183,32 @@ func (rep *report) markdown(w io.Writer) error {
 		p("- The physical floor: %s.\n", rep.Floor)
 	}
 	p("\n")
-	p("Every workload checks mutual exclusion as it runs; a column of violations must read 0.\n")
+	p("Every workload checks mutual exclusion as it runs, and counts the calls that failed (an error other than the run's own end, contention included where nobody else wants the lock): a column of violations or of errors must read 0, and a run with errors is not a clean run.\n")
 	p("Waiting acquisitions take a %s TTL. Libraries without a waiting queue poll; their retry setting is in the row's name.\n\n", workload.WaitTTL)
 
 	p("## Uncontended: one locker, acquire (without waiting) and release\n\n")
 	p("Within a round the targets take turns of %s each, every target once per sweep in a fresh random order, until every one has run for the budget, so that all of them are measured at the same moments: on a shared machine one cycle's time drifts by tens of percent within seconds, more than the differences compared here. Cycles/s counts a target's own turns.\n\n", turn)
-	p("| store / library | p50 | p99 | cycles/s | violations |\n|---|--:|--:|--:|--:|\n")
+	p("| store / library | p50 | p99 | cycles/s | violations | errors |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Rows {
 		if res, ok := r.result("uncontended"); ok {
-			p("| %s | %s | %s | %.0f | %d |\n", label(r), dur(res.P50), dur(res.P99), res.PerSecond, res.Violations)
+			p("| %s | %s | %s | %.0f | %d | %d |\n", label(r), dur(res.P50), dur(res.P99), res.PerSecond, res.Violations, res.Errors)
 		}
 	}
 	p("\n## Distinct keys: %d lockers, each on a key of its own\n\n", rep.Lockers)
 	p("The targets take turns here too: in each, a target's lockers run for %s, not counted, then for %s, counted. The first part lets a target wake what idled through the others' turns (a pool of %d PostgreSQL backends, say), which a run of seconds spreads thin and a short turn would not. Cycles/s is the counted cycles over the counted time.\n\n", rep.DistinctWarm, rep.DistinctTurn, rep.Lockers)
-	p("| store / library | cycles/s | p50 | p99 | violations |\n|---|--:|--:|--:|--:|\n")
+	p("| store / library | cycles/s | p50 | p99 | violations | errors |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Rows {
 		if res, ok := r.result("distinct-keys"); ok {
-			p("| %s | %.0f | %s | %s | %d |\n", label(r), res.PerSecond, dur(res.P50), dur(res.P99), res.Violations)
+			p("| %s | %.0f | %s | %s | %d | %d |\n", label(r), res.PerSecond, dur(res.P50), dur(res.P99), res.Violations, res.Errors)
 		}
 	}
 	p("\n## Contended: %d waiters on one key, each holding it %s\n\n", rep.Waiters, workload.Hold)
 	p("The hold is a nanosleep in the kernel, not time.Sleep, whose wake-up Go rounds to a millisecond once the process hears from the network meanwhile (see internal/workload/hold_linux.go). ")
 	p("Gap: from a release to the next grant. Jain: fairness of the waiters' shares (1 is perfectly fair). Longest wait: from asking to getting, the worst single time.\n\n")
-	p("| store / library | acquisitions/s | gap p50 | gap p99 | Jain | longest wait | violations |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	p("| store / library | acquisitions/s | gap p50 | gap p99 | Jain | longest wait | violations | errors |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Rows {
 		if res, ok := r.result("contended"); ok {
-			p("| %s | %.0f | %s | %s | %.3f | %s | %d |\n", label(r), res.PerSecond, dur(res.P50), dur(res.P99), res.Jain, dur(res.MaxWait), res.Violations)
+			p("| %s | %.0f | %s | %s | %.3f | %s | %d | %d |\n", label(r), res.PerSecond, dur(res.P50), dur(res.P99), res.Jain, dur(res.MaxWait), res.Violations, res.Errors)
 		}
 	}
 	rep.costs(p)

@@ -41,9 +41,10 @@ func medianRow(rounds []row) row {
 		slices.SortStableFunc(byFigure, func(a, b row) int { return better(a.Results[i], b.Results[i]) })
 		m := byFigure[len(byFigure)/2]
 		res := m.Results[i]
-		res.Violations = 0
+		res.Violations, res.Errors = 0, 0
 		for _, r := range rounds {
 			res.Violations += r.Results[i].Violations
+			res.Errors += r.Results[i].Errors
 		}
 		out.Results = append(out.Results, res)
 		out.Costs = append(out.Costs, m.Costs[i])

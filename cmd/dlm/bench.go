@@ -146,7 +146,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func printBench(w io.Writer, r benchReport) {
 	fmt.Fprintf(w, "store %s (%s)\n\n", r.Store, r.Kind)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKLOAD\tWORKERS\tOPS\tOPS/S\tP50\tP99\tJAIN\tMAX WAIT\tVIOLATIONS")
+	fmt.Fprintln(tw, "WORKLOAD\tWORKERS\tOPS\tOPS/S\tP50\tP99\tJAIN\tMAX WAIT\tVIOLATIONS\tERRORS")
 	for _, res := range r.Results {
 		jain, maxWait, what := "-", "-", ""
 		if res.Workload == "contended" {
@@ -154,8 +154,8 @@ func printBench(w io.Writer, r benchReport) {
 			maxWait = round(res.MaxWait).String()
 			what = "gap "
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s%s\t%s%s\t%s\t%s\t%d\n", res.Workload, res.Workers, res.Ops, res.PerSecond,
-			what, round(res.P50), what, round(res.P99), jain, maxWait, res.Violations)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s%s\t%s%s\t%s\t%s\t%d\t%d\n", res.Workload, res.Workers, res.Ops, res.PerSecond,
+			what, round(res.P50), what, round(res.P99), jain, maxWait, res.Violations, res.Errors)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nP50/P99: one acquire+release; for contended, the gap from a release to the next grant.")

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,7 @@ func DistinctKeysTurns(ctx context.Context, lks []Locker, names []string, locker
 	}
 	took := make([][]time.Duration, len(lks))
 	fences := make([][]fence, len(lks))
+	failed := make([]errCount, len(lks))
 	for i, lk := range lks {
 		res[i] = Result{Workload: "distinct-keys", Workers: lockers}
 		fences[i] = make([]fence, lockers)
@@ -51,7 +53,7 @@ func DistinctKeysTurns(ctx context.Context, lks []Locker, names []string, locker
 	done := func(i int) bool { return b.spent(errs[i], res[i].Elapsed, len(took[i])) }
 	sweep(ctx, len(lks), done, func(i int) {
 		t := distinctTurn{lk: lks[i], name: names[i], fences: fences[i]}
-		samples, elapsed, err := t.run(ctx, turn, warm, func() func() {
+		samples, elapsed, ec, stopped := t.run(ctx, turn, warm, func() func() {
 			if around == nil {
 				return nil
 			}
@@ -59,13 +61,20 @@ func DistinctKeysTurns(ctx context.Context, lks []Locker, names []string, locker
 		})
 		took[i] = append(took[i], samples...)
 		res[i].Elapsed += elapsed
-		errs[i] = err
+		failed[i].n += ec.n
+		failed[i].first = cmp.Or(failed[i].first, ec.first)
+		if stopped != nil {
+			errs[i] = stopped // stops its turns
+		}
 	})
 	for i := range res {
 		for f := range fences[i] {
 			res[i].Violations += int(fences[i][f].violations.Load())
 		}
 		res[i].finish(took[i])
+		if first := res[i].count(failed[i : i+1]); first != nil && !errors.Is(errs[i], first) {
+			errs[i] = errors.Join(errs[i], first)
+		}
 		errs[i] = res[i].err(errors.Join(errs[i], ctxErr(ctx, done(i))))
 	}
 	return res, errs
@@ -79,15 +88,18 @@ type distinctTurn struct {
 }
 
 // run runs the turn: the workers cycle through the warm-up and the counted
-// span, then stop. It returns the counted cycles' times, the counted span
-// and the first worker's error. begin is called as the counted span
-// begins, and what it returns, if not nil, as the span ends.
-func (t distinctTurn) run(ctx context.Context, turn, warm time.Duration, begin func() func()) ([]time.Duration, time.Duration, error) {
+// span, then stop. It returns the counted cycles' times, the counted span,
+// the workers' failed cycles, and the error of the first worker that
+// stopped (ctx ended, or too many failures), which ends the turn and the
+// locker's turns. begin is called as the counted span begins, and what it
+// returns, if not nil, as the span ends.
+func (t distinctTurn) run(ctx context.Context, turn, warm time.Duration, begin func() func()) ([]time.Duration, time.Duration, errCount, error) {
 	var (
 		counting, stop atomic.Bool
 		mu             sync.Mutex
 		samples        []time.Duration
-		first          error
+		errs           errCount
+		stopped        error
 		failed         = make(chan struct{})
 		once           sync.Once
 		wg             sync.WaitGroup
@@ -96,16 +108,22 @@ func (t distinctTurn) run(ctx context.Context, turn, warm time.Duration, begin f
 		key := fmt.Sprintf("%s/%d", t.name, w)
 		wg.Go(func() {
 			var mine []time.Duration
+			var ec errCount
 			defer func() {
 				mu.Lock()
 				samples = append(samples, mine...)
+				errs.n += ec.n
+				errs.first = cmp.Or(errs.first, ec.first)
 				mu.Unlock()
 			}()
 			for !stop.Load() {
 				t0 := time.Now()
 				if err := cycle(ctx, t.lk, w, key, &t.fences[w], nil); err != nil {
-					once.Do(func() { first = err; close(failed) })
-					return
+					if ec.failed(ctx, err) {
+						once.Do(func() { stopped = err; close(failed) })
+						return
+					}
+					continue
 				}
 				if counting.Load() {
 					mine = append(mine, time.Since(t0))
@@ -135,5 +153,5 @@ func (t distinctTurn) run(ctx context.Context, turn, warm time.Duration, begin f
 	}
 	stop.Store(true)
 	wg.Wait()
-	return samples, elapsed, first
+	return samples, elapsed, errs, stopped
 }

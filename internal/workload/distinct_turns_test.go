@@ -63,8 +63,8 @@ func TestDistinctKeysTurns(t *testing.T) {
 			t.Errorf("locker %d: %d cycles counted, %d calls in counted spans and %d outside over %d turns", i, r.Ops, after, before, countOf(turns, i))
 		}
 	}
-	if !errors.Is(errs[2], errBroken) {
-		t.Errorf("the broken locker: %+v, %v", res[2], errs[2])
+	if !errors.Is(errs[2], errBroken) || res[2].Errors < 100 || res[2].Errors > workers*100 {
+		t.Errorf("the broken locker: %+v, %v; want it to stop once a worker failed 100 times", res[2], errs[2])
 	}
 	if countOf(turns, 0) < 2 || countOf(turns, 1) < 2 {
 		t.Errorf("turns %v: a locker ran its budget in one turn", turns)

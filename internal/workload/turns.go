@@ -40,6 +40,7 @@ func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budge
 	}
 	took := make([][]time.Duration, len(lks))
 	fences := make([]fence, len(lks))
+	failed := make([]errCount, len(lks))
 	for i, lk := range lks {
 		res[i] = Result{Workload: "uncontended", Workers: 1}
 		errs[i] = prepare(ctx, lk, 1)
@@ -53,11 +54,12 @@ func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budge
 		start := time.Now()
 		for {
 			t0 := time.Now()
-			if err := cycle(ctx, lks[i], 0, names[i], &fences[i], nil); err != nil {
-				errs[i] = err
+			if err := cycle(ctx, lks[i], 0, names[i], &fences[i], nil); err == nil {
+				took[i] = append(took[i], time.Since(t0))
+			} else if failed[i].failed(ctx, err) {
+				errs[i] = err // stops its turns
 				break
 			}
-			took[i] = append(took[i], time.Since(t0))
 			if time.Since(start) >= turn || done(i) {
 				break
 			}
@@ -70,6 +72,9 @@ func UncontendedTurns(ctx context.Context, lks []Locker, names []string, b Budge
 	for i := range res {
 		res[i].Violations = int(fences[i].violations.Load())
 		res[i].finish(took[i])
+		if first := res[i].count(failed[i : i+1]); first != nil && !errors.Is(errs[i], first) {
+			errs[i] = errors.Join(errs[i], first)
+		}
 		errs[i] = res[i].err(errors.Join(errs[i], ctxErr(ctx, done(i))))
 	}
 	return res, errs

@@ -71,7 +71,41 @@ type Result struct {
 	// Violations counts moments when two lockers were inside the same
 	// critical section. It must be 0.
 	Violations int `json:"violations"`
+	// Errors counts the cycles that failed (an acquisition or a release
+	// that returned an error, contention included where nobody else wants
+	// the lock) other than by the run's context ending. A worker goes on
+	// after an error, up to maxErrors of them. A run with errors is not a
+	// clean run, whatever its violations.
+	Errors int `json:"errors"`
 }
+
+// maxErrors is how many failed cycles stop a worker: a target that fails
+// every call would otherwise spin through its budget.
+const maxErrors = 100
+
+// errCount counts a worker's failed cycles and keeps the first error, and
+// the context's error that stopped it, if any.
+type errCount struct {
+	n           int
+	first, stop error
+}
+
+// failed records err, a cycle's failure under ctx, and reports whether the
+// worker stops: ctx ended (not counted), or too many cycles failed.
+func (e *errCount) failed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		e.stop = err
+		return true
+	}
+	e.n++
+	if e.first == nil {
+		e.first = err
+	}
+	return e.n >= maxErrors
+}
+
+// err is what e stands for: its first failure and what stopped it.
+func (e errCount) err() error { return errors.Join(e.first, e.stop) }
 
 // ErrViolation is returned, wrapped, when a workload saw two lockers in one
 // critical section.
@@ -175,7 +209,7 @@ func DistinctKeys(ctx context.Context, lk Locker, name string, lockers int, b Bu
 	budget := newCounter(b)
 	took := make([][]time.Duration, lockers)
 	fences := make([]fence, lockers)
-	errs := make([]error, lockers)
+	errs := make([]errCount, lockers)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range lockers {
@@ -187,8 +221,10 @@ func DistinctKeys(ctx context.Context, lk Locker, name string, lockers int, b Bu
 			for budget.next() {
 				t0 := time.Now()
 				if err := cycle(ctx, lk, i, key, &fences[i], nil); err != nil {
-					errs[i] = err
-					return
+					if errs[i].failed(ctx, err) {
+						return
+					}
+					continue
 				}
 				took[i] = append(took[i], time.Since(t0))
 			}
@@ -201,7 +237,7 @@ func DistinctKeys(ctx context.Context, lk Locker, name string, lockers int, b Bu
 		res.Violations += int(fences[i].violations.Load())
 	}
 	res.finish(all)
-	return res, res.err(errors.Join(errs...))
+	return res, res.err(res.count(errs))
 }
 
 // Contended runs waiters lockers taking turns on the resource name, each
@@ -227,7 +263,7 @@ func Contended(ctx context.Context, lk Locker, name string, waiters int, hold ti
 	)
 	budget := newCounter(b)
 	counts := make([]int, waiters)
-	errs := make([]error, waiters)
+	errs := make([]errCount, waiters)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range waiters {
@@ -236,8 +272,10 @@ func Contended(ctx context.Context, lk Locker, name string, waiters int, hold ti
 				asked := time.Now()
 				unlock, err := lk.Lock(ctx, w, name, true)
 				if err != nil {
-					errs[w] = err
-					return
+					if errs[w].failed(ctx, err) {
+						return
+					}
+					continue
 				}
 				got := time.Now()
 				f.enter()
@@ -253,8 +291,7 @@ func Contended(ctx context.Context, lk Locker, name string, waiters int, hold ti
 				mu.Lock()
 				lastRelease = time.Now()
 				mu.Unlock()
-				if err := release(ctx, unlock); err != nil {
-					errs[w] = err
+				if err := release(ctx, unlock); err != nil && errs[w].failed(ctx, err) {
 					return
 				}
 			}
@@ -272,7 +309,7 @@ func Contended(ctx context.Context, lk Locker, name string, waiters int, hold ti
 	if j := Jain(counts); !math.IsNaN(j) {
 		res.Jain = j
 	}
-	return res, res.err(errors.Join(errs...))
+	return res, res.err(res.count(errs))
 }
 
 // finish sets Ops, PerSecond and the percentiles from samples.
@@ -286,6 +323,17 @@ func (r *Result) finish(samples []time.Duration) {
 		r.P50 = samples[n/2]
 		r.P99 = samples[n*99/100]
 	}
+}
+
+// count adds the workers' failed cycles to r.Errors and returns their
+// first errors, joined.
+func (r *Result) count(workers []errCount) error {
+	var errs []error
+	for _, w := range workers {
+		r.Errors += w.n
+		errs = append(errs, w.err())
+	}
+	return errors.Join(errs...)
 }
 
 // err joins a violation with the lockers' errors.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +148,33 @@ func TestStoppedRunReleasesItsLock(t *testing.T) {
 			}
 			l.Release(t.Context())
 		})
+	}
+}
+
+// flaky fails every nth call.
+type flaky struct {
+	workload.Locker
+	n     int64
+	calls atomic.Int64
+}
+
+func (f *flaky) Lock(ctx context.Context, w int, name string, wait bool) (workload.Unlock, error) {
+	if f.calls.Add(1)%f.n == 0 {
+		return nil, errBroken
+	}
+	return f.Locker.Lock(ctx, w, name, wait)
+}
+
+// A cycle that fails is counted, the workers go on, and the run's error
+// says what failed: a run with errors is not a clean run.
+func TestErrorsAreCounted(t *testing.T) {
+	lk := &flaky{Locker: workload.Client(dlm.New(memory.New())), n: 10}
+	res, err := workload.DistinctKeys(t.Context(), lk, "flaky", 4, workload.Budget{Ops: 400})
+	if !errors.Is(err, errBroken) || res.Errors != 40 || res.Ops != 360 {
+		t.Fatalf("%+v, %v; want 360 cycles, 40 errors and errBroken", res, err)
+	}
+	res, err = workload.Contended(t.Context(), lk, "flaky", 4, 0, workload.Budget{Ops: 400})
+	if !errors.Is(err, errBroken) || res.Errors != 40 || res.Ops != 360 {
+		t.Fatalf("contended: %+v, %v; want 360 acquisitions, 40 errors and errBroken", res, err)
 	}
 }
