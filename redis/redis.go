@@ -199,11 +199,14 @@ func (s *Store) Name() string { return "redis" }
 
 // Close ends the store's watches (their channels close) and waits for
 // them and for the background wake-up listeners to stop, at most about one
-// second after the last waiting call returned. It does not close the Redis
-// client. Watch fails on a closed store; the other calls still work.
+// second after the last waiting call returned, and for the scripts in
+// flight to be answered (calls given up by their callers run to their
+// answers). It does not close the Redis client. Watch fails on a closed
+// store; the other calls still work.
 func (s *Store) Close() error {
 	s.end()
 	s.pumps.Wait()
+	s.batch.Close()
 	return nil
 }
 

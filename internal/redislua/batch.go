@@ -11,150 +11,144 @@ import (
 )
 
 // Batcher sends the scripts that concurrent calls run on one node together,
-// as pipelines: a call that finds no pipeline in flight sends its own at
-// once; the calls that arrive while one is in flight queue, and the first
-// of them sends them all in one pipeline when it returns. Under load the
-// node then reads many scripts in one read and answers them in one write,
-// and the client writes and reads once for them; a call alone costs what a
-// plain call costs. No goroutine of its own: the callers take turns.
+// as pipelines: a call that finds nothing in flight is sent at once; the
+// calls that arrive while a pipeline is in flight queue, and go together in
+// the next one, sent as soon as the one in flight is answered. Under load
+// the node then reads many scripts in one read and answers them in one
+// write, and the client writes and reads once for them.
+//
+// A caller's context bounds that caller's wait only: the pipelines are sent
+// by the batcher's pump, under a context of their own (at most
+// batchTimeout), so one caller's deadline never fails another's command. A
+// call whose caller gives up while it is queued is never sent; one given up
+// in flight runs to its answer, which nobody reads. Either way the calls a
+// caller makes next (a release that settles an acquisition it gave up) are
+// sent after it: pipelines go one at a time, in order.
 type Batcher struct {
 	rdb goredis.UniversalClient
 
 	mu    sync.Mutex
 	queue []*batchCall
-	busy  bool // a pipeline is in flight, or its sender is handing over
+	busy  bool          // the pump runs
+	idle  chan struct{} // closed when the running pump stops
 }
 
-// batchTimeout bounds a pipeline none of whose callers has a deadline, and
-// one that a caller sends after giving up on its own call.
+// batchTimeout bounds one pipeline.
 const batchTimeout = 10 * time.Second
 
 // batchCall is one script call queued on a Batcher.
 type batchCall struct {
-	cmd      *goredis.Cmd
-	deadline time.Time     // the caller's, if any
-	done     chan struct{} // closed once cmd has its answer
-	lead     chan struct{} // closed when this call is to send the next pipeline
-	led      bool          // lead is closed (under the batcher's mu)
+	cmd  *goredis.Cmd
+	done chan struct{} // closed once cmd has its answer
 }
 
 // NewBatcher returns a batcher of the calls to rdb.
 func NewBatcher(rdb goredis.UniversalClient) *Batcher { return &Batcher{rdb: rdb} }
 
-// Run runs the script sc, by its hash, as goredis.Script.Run does: a node
-// that does not know the script (restarted, flushed) gets it in full. The
-// command's error is ctx's when ctx ends first.
+// Run runs the script sc by its hash; a node that does not know the script
+// (restarted, flushed) is sent it (SCRIPT LOAD, which changes no data) and
+// runs it again. The command's error is ctx's when ctx ends first.
 func (b *Batcher) Run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) *goredis.Cmd {
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", sc.Hash(), len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	cmdArgs = append(cmdArgs, args...)
-	cmd := goredis.NewCmd(ctx, cmdArgs...)
-	if err := b.do(ctx, cmd); err != nil {
-		// A fresh command: a pipeline in flight may still write to cmd.
-		failed := goredis.NewCmd(ctx, cmdArgs...)
-		failed.SetErr(err)
-		return failed
-	}
+	cmdArgs := scriptArgs(sc.Hash(), keys, args)
+	cmd := b.call(ctx, cmdArgs)
 	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		return sc.Eval(ctx, b.rdb, keys, args...)
+		if err := sc.Load(ctx, b.rdb).Err(); err != nil {
+			return failedCmd(ctx, cmdArgs, err)
+		}
+		return b.call(ctx, cmdArgs)
 	}
 	return cmd
 }
 
-// do sends cmd in a pipeline, its own or one that another call sends. It
-// returns ctx's error when ctx ends first: cmd then either was never sent
-// or is answered to nobody.
-func (b *Batcher) do(ctx context.Context, cmd *goredis.Cmd) error {
+// scriptArgs returns the arguments of the EVALSHA command of a script.
+func scriptArgs(hash string, keys []string, args []any) []any {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", hash, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	return append(cmdArgs, args...)
+}
+
+// call sends the command of cmdArgs through the pump and waits for its
+// answer or for ctx's end, whichever comes first.
+func (b *Batcher) call(ctx context.Context, cmdArgs []any) *goredis.Cmd {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redis: %w", err) // not sent
+		return failedCmd(ctx, cmdArgs, fmt.Errorf("redis: %w", err)) // not sent
 	}
+	c := &batchCall{cmd: goredis.NewCmd(ctx, cmdArgs...), done: make(chan struct{})}
 	b.mu.Lock()
-	if !b.busy {
-		// Nothing in flight: a plain call, and nothing to allocate.
-		b.busy = true
-		b.mu.Unlock()
-		_ = b.rdb.Process(ctx, cmd)
-		b.handOver()
-		return nil
-	}
-	c := &batchCall{cmd: cmd, done: make(chan struct{}), lead: make(chan struct{})}
-	c.deadline, _ = ctx.Deadline()
 	b.queue = append(b.queue, c)
+	if !b.busy {
+		b.busy = true
+		b.idle = make(chan struct{})
+		go b.pump(b.idle)
+	}
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return nil
-	case <-c.lead:
-		b.send(ctx, c)
-		return nil
+		return c.cmd
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
-	if i := slices.Index(b.queue, c); i >= 0 && !c.led {
+	if i := slices.Index(b.queue, c); i >= 0 {
 		b.queue = slices.Delete(b.queue, i, i+1) // never sent
-		b.mu.Unlock()
-		return fmt.Errorf("redis: %w", ctx.Err())
 	}
-	led := c.led
 	b.mu.Unlock()
-	if led {
-		// Chosen to send the next pipeline: others wait for it.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		defer cancel()
-		b.send(sctx, c)
-		return nil
-	}
-	return fmt.Errorf("redis: %w", ctx.Err()) // in flight: answered to nobody
+	// A fresh command: the pipeline in flight may still write to c.cmd.
+	return failedCmd(ctx, cmdArgs, fmt.Errorf("redis: %w", ctx.Err()))
 }
 
-// send sends every queued call in one pipeline, then hands the turn to the
-// first call queued meanwhile, if any. The sender's own call is own, and
-// ctx its context: when the call goes alone, it goes as a plain call under
-// ctx.
-func (b *Batcher) send(ctx context.Context, own *batchCall) {
-	b.mu.Lock()
-	batch := b.queue
-	b.queue = nil
-	b.mu.Unlock()
-	if len(batch) == 1 && batch[0] == own {
-		_ = b.rdb.Process(ctx, own.cmd)
-		close(own.done)
-		b.handOver()
-		return
+func failedCmd(ctx context.Context, cmdArgs []any, err error) *goredis.Cmd {
+	cmd := goredis.NewCmd(ctx, cmdArgs...)
+	cmd.SetErr(err)
+	return cmd
+}
+
+// pump sends the queued calls, all that queued meanwhile in one pipeline,
+// until none is left; then it closes idle.
+func (b *Batcher) pump(idle chan struct{}) {
+	defer close(idle)
+	for {
+		b.mu.Lock()
+		batch := b.queue
+		b.queue = nil
+		if len(batch) == 0 {
+			b.busy = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.send(batch)
 	}
-	// The pipeline lasts as long as the most patient of its callers (each
-	// call carries its per-node deadline); a caller that gives up earlier
-	// stops waiting for it.
-	deadline := time.Now().Add(batchTimeout)
-	if last := slices.MaxFunc(batch, func(a, b *batchCall) int { return a.deadline.Compare(b.deadline) }); !last.deadline.IsZero() {
-		deadline = last.deadline
+}
+
+// send sends batch, one call as a plain command and several as one
+// pipeline, and closes each call's done once the answers are in.
+func (b *Batcher) send(batch []*batchCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	if len(batch) == 1 {
+		_ = b.rdb.Process(ctx, batch[0].cmd)
+	} else {
+		pipe := b.rdb.Pipeline()
+		for _, c := range batch {
+			_ = pipe.Process(ctx, c.cmd)
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own answer or error
 	}
-	pctx, cancel := context.WithDeadline(context.Background(), deadline)
-	pipe := b.rdb.Pipeline()
-	for _, c := range batch {
-		_ = pipe.Process(pctx, c.cmd)
-	}
-	_, _ = pipe.Exec(pctx) // each command keeps its own answer or error
-	cancel()
 	for _, c := range batch {
 		close(c.done)
 	}
-	b.handOver()
 }
 
-// handOver gives the turn to the first call queued, or leaves the batcher
-// idle.
-func (b *Batcher) handOver() {
+// Close waits for the calls in flight to be answered (at most
+// batchTimeout). Calls made after it still work.
+func (b *Batcher) Close() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.busy = false
-		return
+	idle, busy := b.idle, b.busy
+	b.mu.Unlock()
+	if busy {
+		<-idle
 	}
-	next := b.queue[0]
-	next.led = true
-	close(next.lead)
 }

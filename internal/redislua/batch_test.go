@@ -153,8 +153,85 @@ func TestBatcherAbandonedCallIsNotSent(t *testing.T) {
 	if err := <-first; err == nil {
 		t.Fatal("the first call succeeded on a node that closed the connection")
 	}
+	b.Close()
 	if st := b.state(); st != [2]int{0, 0} {
 		t.Fatalf("batcher busy %d with %d queued after its last call, want idle", st[0], st[1])
+	}
+}
+
+// spin runs for ARGV[1] milliseconds of the node's clock, then answers
+// ARGV[2].
+var spin = goredis.NewScript(`
+local function now() local t = redis.call('TIME') return t[1] * 1000 + t[2] / 1000 end
+local stop = now() + tonumber(ARGV[1])
+while now() < stop do end
+return ARGV[2]`)
+
+// TestBatcherCallerDeadlineBoundsItsCallOnly puts a call with a short
+// deadline and one without any in the same pipeline, behind a slow call:
+// the pipeline outlasts the first caller's deadline, and the second call
+// must still get its answer (it used to fail with the first's i/o timeout).
+func TestBatcherCallerDeadlineBoundsItsCallOnly(t *testing.T) {
+	rdb, p := client(t)
+	b := NewBatcher(rdb)
+	defer b.Close()
+	for _, sc := range []*goredis.Script{spin, echo} {
+		if err := sc.Load(context.Background(), rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow := make(chan error, 1)
+	go func() { slow <- b.Run(context.Background(), spin, []string{"k"}, 300, "slow").Err() }()
+	await(t, "the slow call to be in flight", func() bool { return b.state() == [2]int{1, 0} })
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	impatient := make(chan error, 1)
+	go func() { impatient <- b.Run(short, spin, []string{"k"}, 2500, "impatient").Err() }()
+	await(t, "the impatient call to queue", func() bool { return b.state() == [2]int{1, 1} })
+	patient := make(chan *goredis.Cmd, 1)
+	go func() { patient <- b.Run(context.Background(), echo, []string{"count"}, "patient") }()
+	await(t, "the patient call to queue", func() bool { return b.state() == [2]int{1, 2} })
+	if err := <-slow; err != nil {
+		t.Fatalf("slow call: %v", err)
+	}
+	if got, err := (<-patient).Text(); err != nil || got != "patient" {
+		t.Fatalf("patient call = %q, %v; want its answer: another caller's deadline failed it", got, err)
+	}
+	if err := <-impatient; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("impatient call = %v, want its own deadline", err)
+	}
+	if p.largest.Load() < 2 {
+		t.Fatalf("the two calls went in pipelines of at most %d", p.largest.Load())
+	}
+}
+
+// TestBatcherGivenUpCallPrecedesTheNext gives up on a call in flight and
+// makes another at once: the node must run the first before the second
+// (a release settling an acquisition its caller gave up must not overtake
+// it).
+func TestBatcherGivenUpCallPrecedesTheNext(t *testing.T) {
+	rdb, _ := client(t)
+	b := NewBatcher(rdb)
+	defer b.Close()
+	first := `redis.call('SET', KEYS[1], ARGV[2]) `
+	set := goredis.NewScript(`
+local function now() local t = redis.call('TIME') return t[1] * 1000 + t[2] / 1000 end
+local stop = now() + tonumber(ARGV[1])
+while now() < stop do end
+` + first + `return 1`)
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- b.Run(ctx, set, []string{"k"}, 200, "first").Err() }()
+	await(t, "the first call to be in flight", func() bool { return b.state() == [2]int{1, 0} })
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("given-up call = %v, want context.Canceled", err)
+	}
+	if err := b.Run(context.Background(), set, []string{"k"}, 0, "second").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rdb.Get(context.Background(), "k").Result(); err != nil || got != "second" {
+		t.Fatalf("k = %q, %v after both calls; want the second call's value", got, err)
 	}
 }
 
