@@ -60,6 +60,12 @@
 //     the session: a grant nobody waits for any more is unlocked, a failed
 //     grant is reset, an unlock completes.
 //
+// An Extend, Release or Relabel whose context ends first returns at once,
+// but its statement runs to its answer (for up to 2 s more) and the lock's
+// next call waits for it: a call cut short never breaks the connection that
+// holds the lock, and a Release made again after one given up returns the
+// first one's outcome, so a Release that returned nil has freed the lock.
+//
 // A lock on a connection of its own keeps it from the grant to the release;
 // after a clean unlock the connection goes back to the pool, and after any
 // doubt (an error, a cancelled statement) it is closed instead, so that no

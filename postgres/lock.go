@@ -50,6 +50,11 @@ type lock struct {
 	token    uint64    // the grant's
 	since    time.Time // the server's clock at the grant
 
+	// order lines up the lock's calls (see turn): last is closed once
+	// the latest call is done.
+	order sync.Mutex
+	last  chan struct{}
+
 	mu       sync.Mutex
 	h        keeper    // nil once released or lost
 	lost     error     // why the lock is gone, when it was lost
@@ -123,8 +128,10 @@ func (l *lock) goneLocked() error {
 // that granted the lock, and holds it; then it moves the expiry to ttl from
 // the check.
 func (l *lock) verify(ctx context.Context, ttl time.Duration) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	return l.turn(ctx, "extend", func(ctx context.Context) error { return l.verifyLocked(ctx, ttl) })
+}
+
+func (l *lock) verifyLocked(ctx context.Context, ttl time.Duration) error {
 	if err := l.goneLocked(); err != nil {
 		return err
 	}
@@ -166,12 +173,76 @@ func (l *lock) stillHeld(ctx context.Context, op string, err error, pid int32, h
 
 // release unlocks on the holding session.
 func (l *lock) release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.h == nil {
-		return l.lost // nil after a release
+	return l.turn(ctx, "release", func(ctx context.Context) error {
+		if l.h == nil {
+			return l.lost // nil after a release
+		}
+		return l.unlock(ctx)
+	})
+}
+
+// turn runs fn, a call on the lock, once the calls made before it are
+// done, under l.mu and on a context of its own (detach), and waits for it
+// or for ctx's end. A call whose caller gives up runs to its answer all the
+// same, and the lock's next call waits for it: so a statement cut short
+// never breaks the holding connection (which would end the lock), and a
+// Release made again after one given up reports the first one's outcome,
+// which is known once it returns.
+func (l *lock) turn(ctx context.Context, op string, fn func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("postgres %s: %w", op, err) // not sent
 	}
-	return l.unlock(ctx)
+	next := make(chan struct{})
+	l.order.Lock()
+	prev := l.last
+	l.last = next
+	l.order.Unlock()
+	octx, stop := detach(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer close(next)
+		defer stop()
+		if prev != nil {
+			<-prev
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		done <- fn(octx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	default:
+		return fmt.Errorf("postgres %s: %w (the statement runs on; the lock's next call waits for it)", op, ctx.Err())
+	}
+}
+
+// detach returns a context for a statement that runs to its answer after
+// its caller gives up: it carries ctx's values and ends cleanupTimeout
+// after ctx ends, or when stop is called.
+func detach(ctx context.Context) (_ context.Context, stop func()) {
+	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(cleanupTimeout, cancel)
+	})
+	return octx, func() {
+		stopAfter()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // unlock runs the unlock statement, which also deletes the holder's row if

@@ -30,8 +30,10 @@ func (s *Store) Relabel(ctx context.Context, req driver.Request, g driver.Grant,
 
 // relabel writes the holder's row on the holding connection.
 func (l *lock) relabel(ctx context.Context, metadata string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	return l.turn(ctx, "relabel", func(ctx context.Context) error { return l.relabelLocked(ctx, metadata) })
+}
+
+func (l *lock) relabelLocked(ctx context.Context, metadata string) error {
 	if err := l.goneLocked(); err != nil {
 		return err
 	}
