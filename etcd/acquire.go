@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,6 +59,9 @@ func (s *Store) enqueue(ctx context.Context, req driver.Request) (*ticket, []*mv
 // counts as nobody), and otherwise returns the queue and its revision with
 // a nil ticket.
 func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ticket, []*mvccpb.KeyValue, int64, error) {
+	if err := s.awaitCreates(ctx, req.Resource, req.Owner); err != nil {
+		return nil, nil, 0, s.fail(ctx, "create key", err)
+	}
 	ss, err := s.session(ctx, req.TTL)
 	if err != nil {
 		return nil, nil, 0, err
@@ -66,8 +70,6 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 	dir := s.dir(req.Resource)
 	key := s.keyOf(ss, req.Resource, dir, req.Owner)
 	list := listOp(dir)
-	cctx, cancel := s.call(ctx)
-	defer cancel()
 	var cmp *pb.Compare
 	then := []*pb.RequestOp{putOp(key, value(req), ss.id), list}
 	if ifEmpty {
@@ -80,8 +82,11 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 		cmp = absent(key, "")
 	}
 	txn := &pb.TxnRequest{Compare: []*pb.Compare{cmp}, Success: then, Failure: []*pb.RequestOp{list}}
-	resp, err := s.kv.txn(cctx, txn)
-	if err != nil {
+	resp, err := s.createTxn(ctx, ss, req, key, txn)
+	switch {
+	case errors.Is(err, errLeft):
+		return nil, nil, 0, s.fail(ctx, "create key", ctx.Err()) // the store settles it
+	case err != nil:
 		// The transaction may have been applied: package dlm releases
 		// the request with an empty grant (see Release).
 		s.unsure(ss, req.Resource, req.Owner)
@@ -121,4 +126,100 @@ func (s *Store) join(ctx context.Context, req driver.Request, ifEmpty bool) (*ti
 func taken(resource string, b *mvccpb.KeyValue) error {
 	return fmt.Errorf("%w: %q: a %s request queued first (revision %d)",
 		driver.ErrTaken, resource, modeOf(b), b.CreateRevision)
+}
+
+// errLeft is createTxn's error when its caller's context ended first.
+var errLeft = errors.New("the caller left before the answer")
+
+// A creation is a create transaction of one request (createTxn).
+type creation struct {
+	answered chan struct{} // closed once resp and err are set
+	resp     *pb.TxnResponse
+	err      error
+	left     bool          // the caller left before the answer (under s.mu)
+	settled  chan struct{} // closed once the store settled it, when left
+	prev     *creation     // an earlier one of the same request, not settled yet
+}
+
+// createTxn runs txn, which creates the key of req under ss, within the
+// request timeout, and waits for its answer or for ctx's end. When ctx ends first it returns errLeft, and the transaction runs on
+// to its answer all the same: the store then deletes the request's key
+// under ss and gives back the session's reference (settle), and until it has,
+// a later call of the same request waits (awaitCreates). So an acquisition
+// given up in flight leaves no key behind, even when the transaction is
+// applied after the caller's release of its outcome looked for it.
+func (s *Store) createTxn(ctx context.Context, ss *session, req driver.Request, key string, txn *pb.TxnRequest) (*pb.TxnResponse, error) {
+	c := &creation{answered: make(chan struct{}), settled: make(chan struct{})}
+	tctx, cancel := s.clock.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	s.settling.Add(1)
+	go func() {
+		defer s.settling.Done()
+		defer cancel()
+		c.resp, c.err = s.kv.txn(noDeadline{tctx}, txn)
+		close(c.answered)
+		s.mu.Lock()
+		left := c.left
+		s.mu.Unlock()
+		if left {
+			s.settle(ss, req, key, c)
+		}
+	}()
+	select {
+	case <-c.answered:
+		return c.resp, c.err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-c.answered: // answered meanwhile: the answer stands
+		return c.resp, c.err
+	default:
+	}
+	c.left = true
+	r := request{req.Resource, req.Owner}
+	c.prev = s.creating[r]
+	s.creating[r] = c
+	return nil, errLeft
+}
+
+// settle deletes the key of a create transaction c whose caller left, once
+// it is answered: whether or not it was applied, the request's key under
+// ss must not stay. A delete that fails leaves the key to the session's
+// keep-alive loop (an orphan) and retires the request's slot, so that no
+// later attempt reuses a key that is still to be deleted.
+func (s *Store) settle(ss *session, req driver.Request, key string, c *creation) {
+	if c.prev != nil {
+		<-c.prev.settled
+	}
+	ctx, cancel := s.clock.WithTimeout(s.ctx, s.timeout)
+	defer cancel()
+	t := &ticket{key: key, resource: req.Resource, owner: req.Owner, lease: ss.id, ss: ss}
+	if _, err := s.remove(ctx, t); err != nil {
+		s.leaveSlot(ss, req.Resource, req.Owner, false)
+	}
+	s.mu.Lock()
+	r := request{req.Resource, req.Owner}
+	if s.creating[r] == c {
+		delete(s.creating, r)
+	}
+	s.mu.Unlock()
+	close(c.settled)
+}
+
+// awaitCreates waits until the create transactions of the request of
+// resource and owner whose callers left are settled, or ctx ends.
+func (s *Store) awaitCreates(ctx context.Context, resource, owner string) error {
+	s.mu.Lock()
+	c := s.creating[request{resource, owner}]
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	select {
+	case <-c.settled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -120,6 +120,11 @@ func (s *Store) lookup(ctx context.Context, req driver.Request, g driver.Grant) 
 	if t, ok := g.Handle.(*ticket); ok && t != nil {
 		return t, nil
 	}
+	// A create of the request given up in flight may still be applied:
+	// the store settles it first.
+	if err := s.awaitCreates(ctx, req.Resource, req.Owner); err != nil {
+		return nil, s.fail(ctx, "read queue", err)
+	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	resp, err := s.cli.Get(cctx, s.dir(req.Resource), queueOps()...)

@@ -382,5 +382,6 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.settling.Wait()
 	return errors.Join(errs...)
 }
