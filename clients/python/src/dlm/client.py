@@ -318,10 +318,6 @@ class Session:
         self._leases: dict[int, Lease] = {}
         self._pending: set[int] = set()  # lock ids of queued requests an acquire waits on
         self._orphans: dict[int, bool] = {}  # granted lock ids nobody claimed yet
-        # Lock ids released on this session and not yet seen gone by a
-        # keepalive: a release is answered before the server writes it, and
-        # one lost with a failing leader leaves the lock listed as held.
-        self._released_ids: set[int] = set()
         self._cleanup: list[tuple[str, Any]] = []  # work for the keepalive thread
         self._thread: threading.Thread | None = None
 
@@ -441,7 +437,6 @@ class Session:
             next_send = sent + ttl / 3
             try:
                 self._events(resp.get("events") or [])
-                self._reconcile(resp.get("held") or [])
                 self._do_cleanup()
             except Exception:  # never let the watchdog die
                 log.exception("dlm: session %s: handling keepalive events", self.id)
@@ -472,18 +467,6 @@ class Session:
         for lid in release:
             self._release_quietly(lid)
 
-    def _reconcile(self, held: list[Any]) -> None:
-        """Releases again each lock the keepalive lists as held that this
-        session released (its release was lost with a leader, or is still
-        on its way: a second release of a lock is harmless), and forgets
-        the releases the keepalive shows done."""
-        listed = {parse_uint(x) for x in held}
-        with self._lock:
-            again = self._released_ids & listed
-            self._released_ids &= listed
-        for lid in again:
-            self._release_quietly(lid)
-
     def _do_cleanup(self) -> None:
         with self._lock:
             work, self._cleanup = self._cleanup, []
@@ -508,8 +491,6 @@ class Session:
     def _release_quietly(self, lock_id: int, raise_unavailable: bool = False) -> None:
         try:
             self._client.call("Release", {"session": self._handle, "lock_id": str(lock_id)}, timeout=self._budget())
-            with self._lock:
-                self._released_ids.add(lock_id)
         except UnavailableError:
             if raise_unavailable:
                 raise
@@ -1034,8 +1015,6 @@ class Lease:
         while True:
             try:
                 s._client.call("Release", {"session": s._handle, "lock_id": str(self.lock_id)})
-                with s._lock:
-                    s._released_ids.add(self.lock_id)
                 return False
             except UnavailableError:
                 attempt += 1
