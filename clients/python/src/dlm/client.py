@@ -14,7 +14,7 @@ import time
 import uuid
 import weakref
 from types import TracebackType
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from ._transport import Transport
 from ._types import Mode, ModeLike, ResourceInfo, format_duration, parse_duration, parse_uint
@@ -726,7 +726,7 @@ class Session:
                 if strict:
                     raise UnavailableError(msg + "; release again to close it now")
                 log.warning("%s", msg)
-            elif answer is not True and leases:  # gone before we closed it: its locks were lost
+            elif isinstance(answer, LostError) and leases:  # gone before we closed it: its locks were lost
                 lost = answer
                 for lease in leases:
                     lease.lost.set()
@@ -938,7 +938,7 @@ class Session:
         lock_id = 0  # the lock of the request, once an answer named it
         failures = 0
         done = False  # granted, and the result made
-        result: Any = None
+        result: T | None = None
 
         def renew_request() -> None:
             """Starts over with a new request id, for the wait that is left:
@@ -1065,7 +1065,7 @@ class Session:
             if method == "Acquire":
                 raise NotAcquiredError(f"dlm: {name!r} was not acquired: {why}; nothing is held") from e.cause
             raise NotAcquiredError(f"dlm: {name!r} was not converted: {why}; the lease keeps its mode") from e.cause
-        return result  # type: ignore[no-any-return]
+        return cast(T, result)
 
     def _unpend(self, lock_id: int) -> None:
         if lock_id:
