@@ -66,12 +66,14 @@ def _left(until: float) -> float:
 
 
 class _Unanswered(Exception):
-    """Ends a request whose call got no answer in time: its deadline
-    passed, or the server stayed unreachable for its whole wait."""
+    """Ends a request whose call got no answer in time: its timeout passed
+    (``timed_out``), or the server stayed unreachable for its whole wait.
+    ``cause`` is the error of the last attempt, if any."""
 
-    def __init__(self, cause: BaseException | None) -> None:
+    def __init__(self, cause: UnavailableError | None, timed_out: bool) -> None:
         super().__init__(str(cause) if cause is not None else "the call's timeout passed")
         self.cause = cause
+        self.timed_out = timed_out
 
 
 def _default_label() -> str:
@@ -955,7 +957,7 @@ class Session:
                 self._check_open()
                 now = time.monotonic()
                 if cutoff is not None and now >= cutoff:
-                    raise _Unanswered(None)
+                    raise _Unanswered(None, timed_out=True)
                 remaining = None if deadline is None else deadline - now
                 if remaining is None or remaining > client.poll:
                     call = dict(body, poll=format_duration(client.poll))
@@ -965,16 +967,18 @@ class Session:
                 t = limit + client.timeout
                 if cutoff is not None:
                     t = min(t, cutoff - now)
-                in_doubt = True
+                was_in_doubt, in_doubt = in_doubt, True
                 try:
                     resp = client.call(method, call, timeout=t)
                 except UnavailableError as e:
+                    if e.unsent:  # no connection: this attempt reached nobody
+                        in_doubt = was_in_doubt
                     failures += 1
                     now = time.monotonic()
                     if cutoff is not None and now >= cutoff:
-                        raise _Unanswered(e) from e
+                        raise _Unanswered(e, timed_out=True) from e
                     if deadline is not None and now >= deadline and failures >= _MIN_ATTEMPTS:
-                        raise _Unanswered(e) from e
+                        raise _Unanswered(e, timed_out=False) from e
                     pause = _backoff(failures)
                     if deadline is not None:
                         pause = min(pause, max(deadline - now, 0.02))
@@ -1043,11 +1047,9 @@ class Session:
                 if isinstance(result, Lease):
                     result._give_back()
                 raise
-            if not in_doubt:
-                if isinstance(e, _Unanswered):  # the timeout passed before anything was sent
-                    raise NotAcquiredError(f"dlm: {name!r}: the call's timeout of {timeout:g}s passed") from None
-                raise
-            settled, converted = self._settle_now(method, body, lock_id)
+            settled, converted = True, None
+            if in_doubt:
+                settled, converted = self._settle_now(method, body, lock_id)
             if converted is not None:
                 with self._lock:
                     result = granted(converted)
@@ -1055,16 +1057,18 @@ class Session:
                     return result  # the conversion was granted: it cannot be undone
             if not isinstance(e, _Unanswered):
                 raise
-            why = e.cause if e.cause is not None else f"the call's timeout of {timeout:g}s passed"
+            what = "acquisition" if method == "Acquire" else "conversion"
+            why = f"the call's timeout of {timeout:g}s passed" if e.cause is None else str(e.cause)
             if not settled:
-                what = "acquisition" if method == "Acquire" else "conversion"
                 raise UnavailableError(
                     f"dlm: {name!r}: no answer ({why}); the outcome of the {what} is unknown: "
                     "the session takes it back once the server answers"
                 ) from e.cause
-            if method == "Acquire":
-                raise NotAcquiredError(f"dlm: {name!r} was not acquired: {why}; nothing is held") from e.cause
-            raise NotAcquiredError(f"dlm: {name!r} was not converted: {why}; the lease keeps its mode") from e.cause
+            left = "nothing is held" if method == "Acquire" else "the lease keeps its mode"
+            if not e.timed_out:  # the server unreachable for the whole wait
+                raise UnavailableError(f"dlm: {name!r}: no answer within the wait ({why}); {left}") from e.cause
+            verb = "acquired" if method == "Acquire" else "converted"
+            raise NotAcquiredError(f"dlm: {name!r} was not {verb}: {why}; {left}") from e.cause
         return cast(T, result)
 
     def _unpend(self, lock_id: int) -> None:
