@@ -14,7 +14,7 @@ import time
 import uuid
 import weakref
 from types import TracebackType
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, TypeVar
 
 from ._transport import Transport
 from ._types import Mode, ModeLike, ResourceInfo, format_duration, parse_duration, parse_uint
@@ -1069,7 +1069,10 @@ class Session:
                 raise UnavailableError(f"dlm: {name!r}: no answer within the wait ({why}); {left}") from e.cause
             verb = "acquired" if method == "Acquire" else "converted"
             raise NotAcquiredError(f"dlm: {name!r} was not {verb}: {why}; {left}") from e.cause
-        return cast(T, result)
+        # No call between the grant and the return: an exception raised
+        # asynchronously (KeyboardInterrupt) is only raised at a call or a
+        # loop, and here it would escape with the lock held.
+        return result  # type: ignore[return-value]
 
     def _unpend(self, lock_id: int) -> None:
         if lock_id:
