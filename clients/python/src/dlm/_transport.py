@@ -289,10 +289,19 @@ class Transport:
         for attempt in (0, 1):
             conn = self._get()
             reused = conn.sock is not None
-            try:
-                if conn.sock is None:
+            if conn.sock is None:
+                try:
                     conn.timeout = min(t, self.timeout)
                     conn.connect()
+                except (OSError, http.client.HTTPException, ValueError) as e:
+                    conn.close()
+                    err = UnavailableError(f"dlm: {method}: {self._where()}: {e or type(e).__name__}")
+                    err.unsent = attempt == 0  # else the stale connection may have carried it
+                    raise err from e
+                except BaseException:
+                    conn.close()
+                    raise
+            try:
                 sock = conn.sock
                 sock.settimeout(t)
                 sock.sendall(req)

@@ -18,7 +18,7 @@ from typing import Any, Callable, TypeVar
 
 from ._transport import Transport
 from ._types import Mode, ModeLike, ResourceInfo, format_duration, parse_duration, parse_uint
-from .errors import DLMError, InvalidError, LostError, NotAcquiredError, UnavailableError
+from .errors import DLMError, InvalidError, LostError, NotAcquiredError, RefusedError, UnavailableError
 
 __all__ = ["Client", "Session", "Lease", "LostCallback"]
 
@@ -57,6 +57,23 @@ def _backoff(attempt: int, base: float = 0.05, cap: float = 2.0) -> float:
     """Exponential backoff with full jitter: a pause drawn uniformly from
     [0, min(cap, base * 2**attempt)]."""
     return random.uniform(0, min(cap, base * (2 ** min(attempt, 30))))
+
+
+def _left(until: float) -> float:
+    """The time left until ``until`` on the monotonic clock, for a call's
+    timeout (at least a millisecond)."""
+    return max(until - time.monotonic(), 0.001)
+
+
+class _Unanswered(Exception):
+    """Ends a request whose call got no answer in time: its timeout passed
+    (``timed_out``), or the server stayed unreachable for its whole wait.
+    ``cause`` is the error of the last attempt, if any."""
+
+    def __init__(self, cause: UnavailableError | None, timed_out: bool) -> None:
+        super().__init__(str(cause) if cause is not None else "the call's timeout passed")
+        self.cause = cause
+        self.timed_out = timed_out
 
 
 def _default_label() -> str:
@@ -181,15 +198,23 @@ class Client:
         capacity: int | None = None,
         on_lost: LostCallback | None = None,
         metadata: str | None = None,
+        timeout: float | None = None,
     ) -> Lease:
         """Acquires lock ``name`` on a session of its own (TTL ``ttl``)
         and returns the lease; releasing it closes the session. See
         :meth:`Session.acquire` for the arguments, and :meth:`lock` for the
-        context-manager form."""
+        context-manager form. A failed acquisition closes the session."""
         s = self.session(ttl=ttl)
         try:
             lease = s.acquire(
-                name, mode=mode, wait=wait, permits=permits, capacity=capacity, on_lost=on_lost, metadata=metadata
+                name,
+                mode=mode,
+                wait=wait,
+                permits=permits,
+                capacity=capacity,
+                on_lost=on_lost,
+                metadata=metadata,
+                timeout=timeout,
             )
         except BaseException:
             try:
@@ -211,6 +236,7 @@ class Client:
         capacity: int | None = None,
         on_lost: LostCallback | None = None,
         metadata: str | None = None,
+        timeout: float | None = None,
     ) -> LockContext:
         """Returns a context manager that acquires lock ``name`` on entry
         (on a session of its own, with time to live ``ttl``), yields the
@@ -234,6 +260,7 @@ class Client:
                 capacity=capacity,
                 on_lost=on_lost,
                 metadata=metadata,
+                timeout=timeout,
             )
         )
 
@@ -313,15 +340,13 @@ class Session:
         self._wake = threading.Event()  # wakes the keepalive thread early
         self._callbacks: list[Callable[[], None]] = []  # for the keepalive thread to call
         self._closed = False
+        self._close_pending = False  # closed, and CloseSession not answered yet
+        self._close_unanswered = False  # a CloseSession got no answer: it may have been made
         self._sending = True
         self._valid_until = 0.0
         self._leases: dict[int, Lease] = {}
         self._pending: set[int] = set()  # lock ids of queued requests an acquire waits on
         self._orphans: dict[int, bool] = {}  # granted lock ids nobody claimed yet
-        # Lock ids released on this session and not yet seen gone by a
-        # keepalive: a release is answered before the server writes it, and
-        # one lost with a failing leader leaves the lock listed as held.
-        self._released_ids: set[int] = set()
         self._cleanup: list[tuple[str, Any]] = []  # work for the keepalive thread
         self._thread: threading.Thread | None = None
 
@@ -441,7 +466,6 @@ class Session:
             next_send = sent + ttl / 3
             try:
                 self._events(resp.get("events") or [])
-                self._reconcile(resp.get("held") or [])
                 self._do_cleanup()
             except Exception:  # never let the watchdog die
                 log.exception("dlm: session %s: handling keepalive events", self.id)
@@ -472,18 +496,6 @@ class Session:
         for lid in release:
             self._release_quietly(lid)
 
-    def _reconcile(self, held: list[Any]) -> None:
-        """Releases again each lock the keepalive lists as held that this
-        session released (its release was lost with a leader, or is still
-        on its way: a second release of a lock is harmless), and forgets
-        the releases the keepalive shows done."""
-        listed = {parse_uint(x) for x in held}
-        with self._lock:
-            again = self._released_ids & listed
-            self._released_ids &= listed
-        for lid in again:
-            self._release_quietly(lid)
-
     def _do_cleanup(self) -> None:
         with self._lock:
             work, self._cleanup = self._cleanup, []
@@ -491,7 +503,7 @@ class Session:
             try:
                 if kind == "release":
                     self._release_quietly(arg, raise_unavailable=True)
-                elif kind == "withdraw":
+                elif kind == "settle":
                     self._withdraw(*arg)
             except UnavailableError:
                 with self._lock:  # try again after the next keepalive
@@ -508,8 +520,6 @@ class Session:
     def _release_quietly(self, lock_id: int, raise_unavailable: bool = False) -> None:
         try:
             self._client.call("Release", {"session": self._handle, "lock_id": str(lock_id)}, timeout=self._budget())
-            with self._lock:
-                self._released_ids.add(lock_id)
         except UnavailableError:
             if raise_unavailable:
                 raise
@@ -518,19 +528,105 @@ class Session:
         except DLMError as e:
             log.debug("dlm: session %s: releasing lock %s: %s", self.id, lock_id, e)
 
-    def _withdraw(self, method: str, body: dict[str, Any]) -> None:
-        """Takes back a request whose outcome the client never learned: sent
-        again (same request id) with a zero poll, it answers its lock id,
-        which is then released."""
+    def _release_later(self, lock_id: int) -> None:
+        """Has the keepalive thread release lock ``lock_id`` (after the next
+        keepalive, until the server answers)."""
+        with self._lock:
+            if not self._closed and self._lost_error is None:
+                self._cleanup.append(("release", lock_id))
+
+    def _withdraw(self, method: str, body: dict[str, Any], lock_id: int) -> None:
+        """Settles, from the keepalive thread, a request whose call ended
+        without an answer and could not be settled then (see _settle);
+        raises UnavailableError to be tried again after the next
+        keepalive."""
+        settled, converted = self._settle(method, body, lock_id, time.monotonic() + self._budget())
+        if not settled:
+            raise UnavailableError(f"dlm: session {self.id}: request {body.get('request_id')}: no answer")
+        if converted is not None:
+            self._converted(converted)
+
+    def _converted(self, resp: dict[str, Any]) -> None:
+        """Applies a conversion granted to a call that did not hear it to
+        the lease of its lock, if the session still has it."""
+        with self._lock:
+            lease = self._leases.get(parse_uint(resp.get("lock_id")))
+            if lease is not None:
+                lease._converted(Mode.from_wire(resp.get("mode")), parse_uint(resp.get("token")))
+
+    def _settle(
+        self, method: str, body: dict[str, Any], lock_id: int, until: float
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Settles a request whose call ended without an answer (a timeout,
+        an interruption, a broken connection): learns what became of it
+        and undoes it, so that nothing of it stays with the session.
+
+        An Acquire whose lock id is known is released (the release of a
+        queued request withdraws it); otherwise it is sent again with the
+        same request id and a zero poll, which answers its outcome without
+        waiting: granted or queued, its lock is released; refused as an
+        unknown lock, the server withdrew it (its caller hung up) or it
+        timed out, and nothing is held. A Convert is settled the same way:
+        a conversion still queued is cancelled (the lock keeps its mode),
+        and one already granted cannot be undone: its answer is returned,
+        for the lease to take the new mode.
+
+        Returns whether it is settled (False: the server did not answer
+        before ``until``) and the answer of a conversion found granted.
+        """
+        if self.closed:
+            return True, None  # a closed or lost session holds nothing
+        call = self._client.call
+        probe = dict(body, poll="0s")
+        attempt = 0
+        while True:
+            try:
+                if method == "Acquire" and lock_id:
+                    try:
+                        call("Release", {"session": self._handle, "lock_id": str(lock_id)}, timeout=_left(until))
+                    except (LostError, RefusedError, InvalidError):  # gone already
+                        pass
+                    return True, None
+                try:
+                    resp = call(method, probe, timeout=_left(until))
+                except LostError as e:
+                    if e.reason in (None, "REASON_UNKNOWN_SESSION"):
+                        self._lose(e.message, code=e.code, reason=e.reason)
+                    return True, None  # withdrawn by the server, timed out, or the session is gone
+                except (RefusedError, InvalidError):
+                    return True, None  # refused: nothing was queued
+                outcome = resp.get("outcome")
+                lid = parse_uint(resp.get("lock_id"))
+                if outcome not in (_GRANTED, _QUEUED) or not lid:
+                    return True, None  # timed out: nothing is queued, a conversion keeps the old mode
+                if method == "Acquire":
+                    lock_id = lid  # released at the top of the loop
+                    continue
+                if outcome == _GRANTED:
+                    return True, (resp if resp.get("mode") == body.get("mode") else None)
+                try:  # a conversion still queued: cancelled, then asked again for the mode it left
+                    call("Cancel", {"session": self._handle, "lock_id": str(lid)}, timeout=_left(until))
+                except (LostError, RefusedError, InvalidError):
+                    pass  # granted meanwhile, or gone: the next answer says
+            except UnavailableError:
+                attempt += 1
+                pause = _backoff(attempt)
+                if time.monotonic() + pause >= until:
+                    return False, None
+                time.sleep(pause)
+
+    def _settle_now(self, method: str, body: dict[str, Any], lock_id: int) -> tuple[bool, dict[str, Any] | None]:
+        """Settles a request at the end of its call (within the client's
+        timeout); what cannot be settled now, the server unreachable or the
+        settling itself interrupted, is left to the keepalive thread."""
         try:
-            resp = self._client.call(method, dict(body, poll="0s"), timeout=self._budget())
-        except UnavailableError:
+            settled, converted = self._settle(method, body, lock_id, time.monotonic() + self._client.timeout)
+        except BaseException:
+            self._abandon(method, body, lock_id)
             raise
-        except DLMError as e:  # gone already (timed out, withdrawn) or refused
-            log.debug("dlm: session %s: withdrawing request %s: %s", self.id, body.get("request_id"), e)
-            return
-        if method == "Acquire" and resp.get("outcome") in (_GRANTED, _QUEUED):
-            self._release_quietly(parse_uint(resp.get("lock_id")))
+        if not settled:
+            self._abandon(method, body, lock_id)
+        return settled, converted
 
     def _close_quietly(self) -> None:
         try:
@@ -602,45 +698,74 @@ class Session:
         """Closes the session: its locks are released and its queued
         requests withdrawn. Closing twice is not an error. Raises LostError
         if the server had ended the session while it still held leases
-        (their locks were lost before the close)."""
+        (their locks were lost before the close). When the server cannot
+        be reached within the client's timeout, the session is left to end
+        at its TTL (its keepalives stop), with a warning."""
+        self._close(None, strict=False)
+
+    def _close(self, timeout: float | None, strict: bool) -> None:
+        """Closes the session (see close). A close that got no answer
+        within ``timeout`` (the client's timeout by default) is tried again
+        by the next call; ``strict`` raises UnavailableError for it instead
+        of a warning."""
         with self._lock:
-            if self._closed:
+            if self._closed and not self._close_pending:
                 return
+            first = not self._closed
             self._closed = True
+            self._close_pending = True
             lost = self._lost_error
             leases = list(self._leases.values())
             self._leases.clear()
-        self._wake.set()
-        for lease in leases:
-            lease._released = True
+        if first:
+            self._wake.set()
+            for lease in leases:
+                lease._released = True
         if lost is None:
-            deadline = time.monotonic() + self._client.timeout
-            attempt = 0
-            while True:
-                try:
-                    self._client.call("CloseSession", {"session": self._handle})
-                    break
-                except UnavailableError:
-                    attempt += 1
-                    pause = _backoff(attempt)
-                    if time.monotonic() + pause >= deadline:
-                        log.warning(
-                            "dlm: session %s could not be closed (the server is unreachable); "
-                            "its locks expire with its TTL",
-                            self.id,
-                        )
-                        break
-                    time.sleep(pause)
-                except LostError as e:
-                    if attempt == 0 and leases:  # gone before we closed it: its locks were lost
-                        lost = LostError(e.message, code=e.code, reason=e.reason)
-                        for lease in leases:
-                            lease.lost.set()
-                    break
+            answer = self._send_close(timeout)
+            if answer is None:
+                msg = f"dlm: session {self.id} could not be closed (no answer): its locks expire with its TTL"
+                if strict:
+                    raise UnavailableError(msg + "; release again to close it now")
+                log.warning("%s", msg)
+            elif isinstance(answer, LostError) and leases:  # gone before we closed it: its locks were lost
+                lost = answer
+                for lease in leases:
+                    lease.lost.set()
+        else:
+            self._close_pending = False
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
         if lost is not None and leases:
             raise lost
+
+    def _send_close(self, timeout: float | None) -> bool | LostError | None:
+        """Sends CloseSession until it is answered: returns True once the
+        session is closed, the LostError of a session the server had ended
+        before, None if no answer came in time."""
+        until = time.monotonic() + (self._client.timeout if timeout is None else max(float(timeout), 0.0))
+        attempt = 0
+        while True:
+            try:
+                self._client.call("CloseSession", {"session": self._handle}, timeout=_left(until))
+                self._close_pending = False
+                return True
+            except UnavailableError:
+                self._close_unanswered = True
+                attempt += 1
+                pause = _backoff(attempt)
+                if time.monotonic() + pause >= until:
+                    return None
+                time.sleep(pause)
+            except LostError as e:
+                self._close_pending = False
+                if self._close_unanswered:  # an earlier attempt closed it
+                    return True
+                return LostError(e.message, code=e.code, reason=e.reason)
+            except BaseException as e:
+                if not isinstance(e, DLMError):
+                    self._close_unanswered = True  # interrupted mid-call
+                raise
 
     # Locks.
 
@@ -663,6 +788,7 @@ class Session:
         metadata: str | None = None,
         on_lost: LostCallback | None = None,
         owner: int = 0,
+        timeout: float | None = None,
     ) -> Lease:
         """Acquires lock ``name`` on this session, waiting in its FIFO
         queue, and returns the :class:`Lease`.
@@ -682,15 +808,33 @@ class Session:
                 lost.
             owner: the owner within the session, for deadlock detection
                 between a session's own requests (threads, say).
+            timeout: the longest the call may take, in seconds, answer or
+                not (None: no bound but the wait's). When it passes, the
+                call is cut and settled (see below).
+
+        The acquisition returns a lease whose lock is held until it is
+        released or reported lost, or raises and leaves nothing held, never
+        both. A call that ends without an answer (its ``timeout`` passed,
+        the server unreachable for the whole wait, an exception such as
+        KeyboardInterrupt raised while it waits) is settled before it
+        raises: the request is sent again with the same request id and a
+        zero poll, to learn whether it was granted, and a grant (or a
+        queued request) is released; a request the server withdrew when the
+        call hung up needs nothing more. Settling takes up to the client's
+        timeout; if the server does not answer by then, UnavailableError
+        says the outcome is unknown, and the keepalive thread settles it
+        once the server answers.
 
         Raises:
             NotAcquiredError: the lock stayed busy for the whole wait.
             InvalidError: a bad argument (the message says which).
             RefusedError: a deadlock (DeadlockError), a limit, permissions.
             LostError: the session is lost.
+            NotAcquiredError: also when ``timeout`` passed (settled:
+                nothing is held).
             UnavailableError: the server could not be reached; the request
                 was sent again (with the same request id) until the wait
-                was over.
+                was over, and could not be settled.
         """
         if not isinstance(name, str):
             raise InvalidError(f"dlm: the lock name must be a str, not {type(name).__name__}")
@@ -728,7 +872,9 @@ class Session:
             self._leases[lease.lock_id] = lease
             return lease
 
-        return self._request("Acquire", body, wait, granted, name)
+        if timeout is not None:
+            format_duration(timeout, "timeout")  # checks it
+        return self._request("Acquire", body, wait, granted, name, timeout=timeout)
 
     def lock(
         self,
@@ -741,6 +887,7 @@ class Session:
         metadata: str | None = None,
         on_lost: LostCallback | None = None,
         owner: int = 0,
+        timeout: float | None = None,
     ) -> LockContext:
         """The context-manager form of :meth:`acquire`: acquires on entry,
         yields the Lease, releases on exit."""
@@ -754,6 +901,7 @@ class Session:
                 metadata=metadata,
                 on_lost=on_lost,
                 owner=owner,
+                timeout=timeout,
             )
         )
 
@@ -765,6 +913,7 @@ class Session:
         granted: Callable[[dict[str, Any]], T],
         name: str,
         want_mode: Mode | None = None,
+        timeout: float | None = None,
     ) -> T:
         """Sends an Acquire or Convert and waits for its outcome.
 
@@ -775,13 +924,23 @@ class Session:
         first attempt did. Long waits are cut in calls of at most the
         client's poll, each answering QUEUED, sent again with the same id.
         ``granted`` turns a grant into the result, under the session's lock.
+
+        A request that ends without an answer, its ``timeout`` passed (the
+        call is cut: the server sees its caller hang up), the server
+        unreachable for the whole wait, or an exception raised while it
+        waits (KeyboardInterrupt), is settled before the call raises (see
+        _settle): nothing of it stays held or queued.
         """
         client = self._client
-        deadline = None if wait is None else time.monotonic() + wait
+        start = time.monotonic()
+        deadline = None if wait is None else start + wait
+        cutoff = None if timeout is None else start + timeout
         body = dict(body, session=self._handle, request_id=uuid.uuid4().hex)
         in_doubt = False  # the server may hold a request of ours we have no answer for
         lock_id = 0  # the lock of the request, once an answer named it
         failures = 0
+        done = False  # granted, and the result made
+        result: T | None = None
 
         def renew_request() -> None:
             """Starts over with a new request id, for the wait that is left:
@@ -796,23 +955,35 @@ class Session:
         try:
             while True:
                 self._check_open()
-                remaining = None if deadline is None else deadline - time.monotonic()
+                now = time.monotonic()
+                if cutoff is not None and now >= cutoff:
+                    raise _Unanswered(None, timed_out=True)
+                remaining = None if deadline is None else deadline - now
                 if remaining is None or remaining > client.poll:
                     call = dict(body, poll=format_duration(client.poll))
                     limit = client.poll
                 else:
                     call, limit = body, max(remaining, 0.0)
-                in_doubt = True
+                t = limit + client.timeout
+                if cutoff is not None:
+                    t = min(t, cutoff - now)
+                was_in_doubt, in_doubt = in_doubt, True
                 try:
-                    resp = client.call(method, call, timeout=limit + client.timeout)
-                except UnavailableError:
+                    resp = client.call(method, call, timeout=t)
+                except UnavailableError as e:
+                    if e.unsent:  # no connection: this attempt reached nobody
+                        in_doubt = was_in_doubt
                     failures += 1
                     now = time.monotonic()
+                    if cutoff is not None and now >= cutoff:
+                        raise _Unanswered(e, timed_out=True) from e
                     if deadline is not None and now >= deadline and failures >= _MIN_ATTEMPTS:
-                        raise
+                        raise _Unanswered(e, timed_out=False) from e
                     pause = _backoff(failures)
                     if deadline is not None:
                         pause = min(pause, max(deadline - now, 0.02))
+                    if cutoff is not None:
+                        pause = min(pause, cutoff - now)
                     self.lost.wait(pause)
                     continue
                 except LostError as e:
@@ -845,9 +1016,12 @@ class Session:
                         continue
                     with self._lock:
                         if self._lost_error is None and not self._closed:
-                            in_doubt, lock_id = False, 0
+                            self._pending.discard(lock_id)
                             self._orphans.pop(parse_uint(resp.get("lock_id")), None)
-                            return granted(resp)
+                            result = granted(resp)
+                            done, in_doubt, lock_id = True, False, 0
+                    if done:
+                        break
                     self._check_open()
                     raise DLMError("unreachable")
                 if outcome == _QUEUED:
@@ -865,12 +1039,40 @@ class Session:
                         raise NotAcquiredError(f"dlm: {name!r} is held (a try-lock: not {what})")
                     raise NotAcquiredError(f"dlm: {name!r} was not {what} within {wait:g}s")
                 raise DLMError(f"dlm: {method}: unexpected outcome {outcome!r}", code="internal")
-        except BaseException:
-            if in_doubt and method == "Acquire":
-                self._abandon(method, body, lock_id)
-            raise
-        finally:
+        except BaseException as e:
             self._unpend(lock_id)
+            if done:
+                # Interrupted between the grant and the return: a new lock
+                # is given back; a conversion stays, and the lease has it.
+                if isinstance(result, Lease):
+                    result._give_back()
+                raise
+            settled, converted = True, None
+            if in_doubt:
+                settled, converted = self._settle_now(method, body, lock_id)
+            if converted is not None:
+                with self._lock:
+                    result = granted(converted)
+                if isinstance(e, _Unanswered):
+                    return result  # the conversion was granted: it cannot be undone
+            if not isinstance(e, _Unanswered):
+                raise
+            what = "acquisition" if method == "Acquire" else "conversion"
+            why = f"the call's timeout of {timeout:g}s passed" if e.cause is None else str(e.cause)
+            if not settled:
+                raise UnavailableError(
+                    f"dlm: {name!r}: no answer ({why}); the outcome of the {what} is unknown: "
+                    "the session takes it back once the server answers"
+                ) from e.cause
+            left = "nothing is held" if method == "Acquire" else "the lease keeps its mode"
+            if not e.timed_out:  # the server unreachable for the whole wait
+                raise UnavailableError(f"dlm: {name!r}: no answer within the wait ({why}); {left}") from e.cause
+            verb = "acquired" if method == "Acquire" else "converted"
+            raise NotAcquiredError(f"dlm: {name!r} was not {verb}: {why}; {left}") from e.cause
+        # No call between the grant and the return: an exception raised
+        # asynchronously (KeyboardInterrupt) is only raised at a call or a
+        # loop, and here it would escape with the lock held.
+        return result  # type: ignore[return-value]
 
     def _unpend(self, lock_id: int) -> None:
         if lock_id:
@@ -878,15 +1080,13 @@ class Session:
                 self._pending.discard(lock_id)
 
     def _abandon(self, method: str, body: dict[str, Any], lock_id: int) -> None:
-        """Leaves a request whose outcome is unknown (or still queued) to
-        the keepalive thread, which takes it back."""
+        """Leaves a request whose outcome is unknown to the keepalive
+        thread, which settles it after each keepalive until the server
+        answers."""
         with self._lock:
             if self._closed or self._lost_error is not None:
-                return
-            if lock_id:
-                self._cleanup.append(("release", lock_id))
-            else:
-                self._cleanup.append(("withdraw", (method, dict(body))))
+                return  # nothing of a closed or lost session is held
+            self._cleanup.append(("settle", (method, dict(body), lock_id)))
 
 
 class Lease:
@@ -934,6 +1134,7 @@ class Lease:
         self.blocking = threading.Event()
         self._on_lost = on_lost
         self._released = False
+        self._release_unanswered = False  # a Release got no answer: it may have been made
         self._owns_session = False
 
     def __repr__(self) -> str:
@@ -996,71 +1197,124 @@ class Lease:
                 self.token = max(self.token, token)
             self.mode = mode
 
-    def release(self) -> None:
+    def release(self, *, timeout: float | None = None) -> None:
         """Releases the lock (closing the lease's own session, for leases of
         :meth:`Client.lock`). Releasing twice is not an error.
 
         Raises LostError if the lease was lost before the release: what was
-        done under it was not protected throughout. When the server cannot
-        be reached, the release is retried in the background (and the lock
-        otherwise ends with its session)."""
+        done under it was not protected throughout.
+
+        A release is done once the server answered it (it answers once the
+        release is applied). When no answer comes within ``timeout``
+        seconds (the client's timeout by default; the call is retried with
+        a backoff meanwhile), or the call is interrupted, it raises (for a
+        timeout, UnavailableError) and the lease is not released: call
+        ``release()`` again, which finishes it (the lock is also released
+        again from the keepalive thread, and ends with its session at the
+        latest)."""
         s = self.session
         with s._lock:
             if self._released:
                 return
-            self._released = True
-            if not self._owns_session:  # else closing the session finds it held
-                s._leases.pop(self.lock_id, None)
         lost = self.lost.is_set() or time.monotonic() >= s.valid_until
         if self._owns_session:
             try:
-                s.close()
+                s._close(timeout, strict=True)
             except LostError:
                 lost = True
+            except BaseException:
+                with s._lock:
+                    self._released = False  # not closed yet: release() again
+                raise
+            self._released = True
         else:
-            lost = self._release_on_session() or lost
+            lost = self._release_on_session(timeout) or lost
         if lost:
             self.lost.set()
             raise self._lost_error()
 
-    def _release_on_session(self) -> bool:
-        """Sends the Release; returns whether the server no longer had the
-        lock (lost)."""
+    def _release_on_session(self, timeout: float | None) -> bool:
+        """Sends the Release until it is answered; returns whether the
+        server no longer had the lock (lost). Raises UnavailableError when
+        no answer came within ``timeout``."""
         s = self.session
+        client = s._client
+
+        def done() -> None:
+            with s._lock:
+                self._released = True
+                s._leases.pop(self.lock_id, None)
+
         if s.lost.is_set() or s._closed:
+            done()  # closing the session released it
             return s.lost.is_set()
-        deadline = time.monotonic() + s._client.timeout
+        until = time.monotonic() + (client.timeout if timeout is None else max(float(timeout), 0.0))
         attempt = 0
         while True:
             try:
-                s._client.call("Release", {"session": s._handle, "lock_id": str(self.lock_id)})
-                with s._lock:
-                    s._released_ids.add(self.lock_id)
+                client.call("Release", {"session": s._handle, "lock_id": str(self.lock_id)}, timeout=_left(until))
+                done()
                 return False
-            except UnavailableError:
+            except UnavailableError as e:
+                self._release_unanswered = True
                 attempt += 1
                 pause = _backoff(attempt)
-                if time.monotonic() + pause >= deadline:
-                    log.warning("dlm: releasing %r: the server is unreachable; retrying in the background", self.name)
-                    with s._lock:
-                        s._cleanup.append(("release", self.lock_id))
-                    return False
+                if time.monotonic() + pause >= until:
+                    s._release_later(self.lock_id)
+                    raise UnavailableError(
+                        f"dlm: releasing {self.name!r}: no answer ({e.message}); it is released again "
+                        "in the background, and release() may be called again",
+                        code=e.code,
+                        reason=e.reason,
+                    ) from e
                 time.sleep(pause)
             except LostError as e:
-                if attempt > 0:  # an earlier attempt released it
+                done()
+                if self._release_unanswered:  # an earlier attempt released it
                     return False
                 if e.reason in (None, "REASON_UNKNOWN_SESSION"):
                     s._lose(e.message, code=e.code, reason=e.reason)
                 return True
+            except BaseException as e:
+                if not isinstance(e, DLMError):
+                    # Interrupted mid-call: the release may or may not
+                    # have been made.
+                    self._release_unanswered = True
+                    s._release_later(self.lock_id)
+                raise
 
-    def convert(self, mode: ModeLike, *, wait: float | None = None, queue_convert: bool = False) -> None:
+    def _give_back(self) -> None:
+        """Releases the lock of a lease its acquire could not return (it
+        was interrupted after the grant)."""
+        s = self.session
+        with s._lock:
+            self._released = True
+            s._leases.pop(self.lock_id, None)
+        try:
+            s._client.call("Release", {"session": s._handle, "lock_id": str(self.lock_id)})
+        except DLMError as e:
+            if isinstance(e, UnavailableError):
+                s._release_later(self.lock_id)
+        except BaseException:
+            s._release_later(self.lock_id)
+            raise
+
+    def convert(
+        self, mode: ModeLike, *, wait: float | None = None, queue_convert: bool = False, timeout: float | None = None
+    ) -> None:
         """Changes the lease's mode, waiting like an acquire (``wait``
         seconds; None: until granted; 0: at once or not at all).
 
         Raises NotAcquiredError if the conversion was not granted within
-        the wait (the lease keeps its old mode), DeadlockError if waiting
+        the wait, or ``timeout`` (the longest the call may take) passed
+        first (the lease keeps its old mode), DeadlockError if waiting
         would close a deadlock cycle, LostError if the lease is lost. An
-        up-conversion brings a new fencing token.
+        up-conversion brings a new fencing token. A conversion whose call
+        ends without an answer is settled as an acquisition is (see
+        :meth:`Session.acquire`): one still queued is cancelled; one that
+        was granted as the call ended cannot be undone, and the call
+        returns (or, interrupted, raises with ``mode`` already the new
+        one).
         """
         if self.capacity is not None:
             raise InvalidError(f"dlm: {self.name!r} is a semaphore: it has no modes to convert")
@@ -1076,7 +1330,7 @@ class Lease:
             self._converted(Mode.from_wire(resp.get("mode")) or m, parse_uint(resp.get("token")))
 
         try:
-            self.session._request("Convert", body, wait, granted, self.name, want_mode=m)
+            self.session._request("Convert", body, wait, granted, self.name, want_mode=m, timeout=timeout)
         except LostError as e:
             if e.reason == "REASON_UNKNOWN_LOCK":
                 self.lost.set()

@@ -71,12 +71,18 @@ class DLMError(Exception):
 class NotAcquiredError(DLMError):
     """The lock was held by others for as long as the caller was willing to
     wait (a try-lock with ``wait=0`` that found it busy, or a wait that ran
-    out). Nothing is left queued on the server."""
+    out), or the call's ``timeout`` passed before an answer. Nothing is
+    left queued or held on the server."""
 
 
 class UnavailableError(DLMError):
     """The server could not be reached, timed out, is not the leader, or
-    could not decide. It is never raised for contention."""
+    could not decide. It is never raised for contention.
+
+    ``unsent`` is true when the request reached no server (no connection
+    could be made): it certainly changed nothing."""
+
+    unsent = False
 
 
 class LostError(DLMError):
