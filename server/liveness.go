@@ -22,7 +22,9 @@ import (
 // leader took over, for listAfterPromotion(ttl)) is recorded silent
 // (CheckpointSessionsCmd), and recorded again each time its silence has
 // grown by checkpointStep(ttl). A new leader starts a recorded session
-// from that silence, without a margin, rather than from a whole TTL: so a
+// from that silence plus the time since it applied the record (on its own
+// clock: the record was made before), without a margin, rather than from a
+// whole TTL; the election in between counts too. So a
 // dead client's session ends even while leaders change faster than its
 // TTL. Every other session gets now + TTL + margin at promotion (a
 // keepalive the previous leader acknowledged is not in the log). A
@@ -91,7 +93,8 @@ func newLiveness() *liveness {
 }
 
 // activate starts tracking: a session the log records silent goes on from
-// that silence, with the deadline now + what is left of its TTL (possibly
+// that silence and the time since this node applied it, with the deadline
+// now + what is left of its TTL (possibly
 // none); every other open session gets now + its TTL + margin, so that no
 // session dies for keepalives a previous leader received, or that arrived
 // while no leader could take them.
@@ -104,9 +107,14 @@ func (l *liveness) activate(open []fsm.SessionMeta, now time.Time, margin time.D
 	l.queue, l.checks = l.queue[:0], l.checks[:0]
 	for _, m := range open {
 		s := &liveSession{ttl: m.TTL, heard: now, inherited: m.Silent, recorded: m.Silent, fresh: true}
+		if m.Silent > 0 && !m.SilentAt.IsZero() && m.SilentAt.Before(now) {
+			// The record was made before this node applied it: the
+			// silence has grown since by at least this node's time.
+			s.inherited += now.Sub(m.SilentAt)
+		}
 		l.sessions[m.ID] = s
 		if m.Silent > 0 {
-			l.setLocked(m.ID, s, now.Add(max(m.TTL-m.Silent, 0)))
+			l.setLocked(m.ID, s, now.Add(max(m.TTL-s.inherited, 0)))
 		} else {
 			l.setLocked(m.ID, s, promotionDeadline(now, m.TTL, margin))
 		}

@@ -18,14 +18,18 @@ func silences(l *liveness, now time.Time) (map[locktable.SessionID]time.Duration
 	return out, acks, next
 }
 
-// A new leader starts a session the log records silent from that silence,
-// with no margin; every other session gets its TTL and the margin.
+// A new leader starts a session the log records silent from that silence
+// and the time since it applied the record, with no margin; every other
+// session gets its TTL and the margin.
 func TestLivenessPromotionStartsFromTheRecordedSilence(t *testing.T) {
 	const ttl, margin = 8 * time.Second, time.Second
 	l := newLiveness()
 	now := time.Now()
-	l.activate([]fsm.SessionMeta{{ID: 1, TTL: ttl}, {ID: 2, TTL: ttl, Silent: 3 * time.Second}, {ID: 3, TTL: ttl, Silent: 9 * time.Second}}, now, margin)
-	for sid, want := range map[locktable.SessionID]time.Time{1: now.Add(ttl + margin), 2: now.Add(5 * time.Second), 3: now} {
+	l.activate([]fsm.SessionMeta{{ID: 1, TTL: ttl}, {ID: 2, TTL: ttl, Silent: 3 * time.Second}, {ID: 3, TTL: ttl, Silent: 9 * time.Second},
+		// Applied 2 s before the promotion (the election, say): those
+		// 2 s of silence count too.
+		{ID: 4, TTL: ttl, Silent: 3 * time.Second, SilentAt: now.Add(-2 * time.Second)}}, now, margin)
+	for sid, want := range map[locktable.SessionID]time.Time{1: now.Add(ttl + margin), 2: now.Add(5 * time.Second), 3: now, 4: now.Add(3 * time.Second)} {
 		if d, _ := l.deadline(sid); !d.Equal(want) {
 			t.Errorf("session %d: deadline %s after promotion, want %s", sid, d.Sub(now), want.Sub(now))
 		}

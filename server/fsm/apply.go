@@ -83,9 +83,10 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 	case *dlmpb.Command_SetMember:
 		return f.setMember(st.Index, op.SetMember)
 	case *dlmpb.Command_CheckpointSessions:
+		now := time.Now() // this node's clock, for its own use only (SessionMeta.SilentAt)
 		for _, e := range op.CheckpointSessions.GetSessions() {
 			if rec := f.sessions[locktable.SessionID(e.GetSession())]; rec != nil {
-				rec.silent = time.Duration(max(e.GetSilentNanos(), 0))
+				rec.silent, rec.silentAt = time.Duration(max(e.GetSilentNanos(), 0)), now
 			}
 		}
 		return Result{Index: st.Index}

@@ -29,6 +29,10 @@ type SessionMeta struct {
 	// leader last recorded it (CheckpointSessionsCmd); 0 when it was
 	// heard since, or never recorded silent.
 	Silent time.Duration
+	// SilentAt is when this node applied that record (or restored it
+	// from a snapshot), on its own clock: the session's silence has grown
+	// at least by the time since, since the record was made before.
+	SilentAt time.Time
 }
 
 // sessionRecord is the FSM's data about one open session.
@@ -36,6 +40,7 @@ type sessionRecord struct {
 	owner      string // the identity that opened it ("" without authentication)
 	ttl        time.Duration
 	silent     time.Duration // its silence at the last checkpoint that recorded one; 0: heard
+	silentAt   time.Time     // when this node applied or restored silent (its clock; not replicated)
 	resumeHash []byte        // SHA-256 of its resume token; nil if opened by an older server
 	floor      uint64        // highest sequence evicted from replies
 	replies    []reply       // increasing seq, at most ReplyCacheSize
@@ -44,7 +49,7 @@ type sessionRecord struct {
 
 // meta is the record's SessionMeta.
 func (s *sessionRecord) meta(id locktable.SessionID) SessionMeta {
-	return SessionMeta{ID: id, TTL: s.ttl, Owner: s.owner, Silent: s.silent}
+	return SessionMeta{ID: id, TTL: s.ttl, Owner: s.owner, Silent: s.silent, SilentAt: s.silentAt}
 }
 
 // reply is a cached answer to request seq.

@@ -149,6 +149,7 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 		return nil, bad("%d session records for %d sessions", len(s.GetSessions()), n)
 	}
 	out := make(map[locktable.SessionID]*sessionRecord, len(s.GetSessions()))
+	restored := time.Now() // SessionMeta.SilentAt of the silences recorded
 	var prev uint64
 	for _, pr := range s.GetSessions() {
 		id := pr.GetId()
@@ -171,6 +172,9 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 		}
 		prev = id
 		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), silent: time.Duration(pr.GetSilentNanos()), floor: pr.GetSeqFloor(), owner: pr.GetOwner(), resumeHash: pr.GetResumeHash()}
+		if rec.silent > 0 {
+			rec.silentAt = restored
+		}
 		last := pr.GetSeqFloor()
 		for _, r := range pr.GetReplies() {
 			if r.GetSeq() <= last {

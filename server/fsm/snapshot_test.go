@@ -148,6 +148,7 @@ func TestCheckpointRecordsSilences(t *testing.T) {
 	f := busyFSM(t)
 	ss := f.Sessions()
 	a, b := ss[0].ID, ss[1].ID
+	before := time.Now()
 	mustOK(t, applyEntry(t, f, 10, 4*sec, checkpointCmd(a, 3*time.Second, b, 1500*time.Millisecond, locktable.SessionID(999), time.Second))...)
 	mustOK(t, applyEntry(t, f, 11, 4*sec, checkpointCmd(b, -time.Second))...)
 	want := map[locktable.SessionID]time.Duration{a: 3 * time.Second, b: 0}
@@ -155,10 +156,15 @@ func TestCheckpointRecordsSilences(t *testing.T) {
 	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
 		t.Fatal(err)
 	}
+	after := time.Now()
 	for _, h := range []*FSM{f, g} {
 		for _, m := range h.Sessions() {
 			if m.Silent != want[m.ID] {
 				t.Fatalf("session %d silent %s, want %s", m.ID, m.Silent, want[m.ID])
+			}
+			// This node's clock when it applied or restored the record.
+			if m.Silent > 0 && (m.SilentAt.Before(before) || m.SilentAt.After(after)) {
+				t.Fatalf("session %d recorded silent at %v, not between the apply's start %v and the restore %v", m.ID, m.SilentAt, before, after)
 			}
 		}
 	}
