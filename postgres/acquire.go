@@ -23,7 +23,16 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		if err := s.setUp(ctx); err != nil {
 			return driver.Grant{}, err
 		}
-		if r := s.shared.reserve(key); r != nil {
+		r, settling := s.shared.reserve(key)
+		for r == nil && settling != nil {
+			select {
+			case <-settling:
+			case <-ctx.Done():
+				return driver.Grant{}, fmt.Errorf("postgres acquire: %w (an earlier acquisition of the key is being settled)", ctx.Err())
+			}
+			r, settling = s.shared.reserve(key)
+		}
+		if r != nil {
 			return s.acquireShared(ctx, req, key, q, r)
 		}
 		if s.isClosed() {
@@ -73,6 +82,7 @@ func (s *Store) acquireShared(ctx context.Context, req driver.Request, key int64
 		return driver.Grant{}, err
 	}
 	if err := ss.do(ctx, c); err != nil {
+		s.shared.abandon(r) // settled by the session (settleShared)
 		return driver.Grant{}, err
 	}
 	if c.err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,7 +232,7 @@ func (s *session) do(ctx context.Context, c *call) error {
 	case admitOwned:
 		return s.direct(ctx, c)
 	case admitQueued:
-		return c.wait(ctx)
+		return s.wait(ctx, c)
 	}
 	return nil
 }
@@ -291,14 +292,28 @@ func (s *session) release() {
 	}
 }
 
-// wait waits for the answer to c, or for ctx to end, in which case the call
-// is abandoned (it still runs) and ctx's error returned.
-func (c *call) wait(ctx context.Context) error {
+// wait waits for the answer to c, or for ctx to end, in which case ctx's
+// error is returned: a call still queued is taken out and finished with
+// that error (never sent, so its after settles nothing but its place), and
+// one already sent is abandoned (it runs, and its after settles it).
+// Taking it out matters: a grant statement that ran after its caller had
+// left, and after others had taken and released the lock since, would hold
+// the lock for a moment that nobody asked for.
+func (s *session) wait(ctx context.Context, c *call) error {
 	select {
 	case <-c.done:
 		return nil
 	case <-ctx.Done():
 	}
+	s.mu.Lock()
+	if i := slices.Index(s.queue, c); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		s.mu.Unlock()
+		err := fmt.Errorf("postgres: %w (not sent)", ctx.Err())
+		s.finish(c, nil, err)
+		return err
+	}
+	s.mu.Unlock()
 	if c.state.CompareAndSwap(callWaiting, callAbandoned) {
 		return fmt.Errorf("postgres: %w (the statement still runs on the shared session)", ctx.Err())
 	}

@@ -36,8 +36,16 @@ type slot struct {
 }
 
 // A reservation is a key's place on the shared sessions, held from the
-// grant statement until the lock is released or gone.
-type reservation struct{ key int64 }
+// grant statement until the lock is released or gone. One whose grant
+// statement's caller left (abandoned) is being settled: the next
+// acquisition of its key waits for it to be freed rather than asking on
+// a connection of its own, so that the statement, which may run late,
+// cannot take the lock after that acquisition's release.
+type reservation struct {
+	key       int64
+	abandoned bool          // under shared.mu
+	freed     chan struct{} // closed by free
+}
 
 func newShared(pool *pgxpool.Pool, n int, joint map[string]bool) *shared {
 	sh := &shared{pool: pool, slots: make([]slot, n), joint: joint, keys: map[int64]*reservation{}}
@@ -48,16 +56,34 @@ func newShared(pool *pgxpool.Pool, n int, joint map[string]bool) *shared {
 }
 
 // reserve takes key's place, or returns nil when a lock of this store holds
-// the key on a shared session, or the store is closed.
-func (sh *shared) reserve(key int64) *reservation {
+// the key on a shared session, or the store is closed; settling is then
+// the freed channel of a reservation being settled (see reservation), if
+// so.
+func (sh *shared) reserve(key int64) (r *reservation, settling <-chan struct{}) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.closed || sh.keys[key] != nil {
-		return nil
+	if sh.closed {
+		return nil, nil
 	}
-	r := &reservation{key: key}
+	if r := sh.keys[key]; r != nil {
+		if r.abandoned {
+			return nil, r.freed
+		}
+		return nil, nil
+	}
+	r = &reservation{key: key, freed: make(chan struct{})}
 	sh.keys[key] = r
-	return r
+	return r, nil
+}
+
+// abandon records that the caller of r's grant statement left before its
+// answer.
+func (sh *shared) abandon(r *reservation) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.keys[r.key] == r {
+		r.abandoned = true
+	}
 }
 
 // free gives r's place up; a reservation freed already is left alone.
@@ -66,6 +92,7 @@ func (sh *shared) free(r *reservation) {
 	defer sh.mu.Unlock()
 	if sh.keys[r.key] == r {
 		delete(sh.keys, r.key)
+		close(r.freed)
 	}
 }
 
