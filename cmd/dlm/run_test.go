@@ -267,11 +267,13 @@ func TestRunKilledTakesItsCommandWithIt(t *testing.T) {
 	}
 }
 
-// A signal that reaches dlm run while its lock is being granted (the grant
-// already on its way back, the store's client not abandoning the call)
-// stops it before the command starts: exit 128+N, the command never runs,
-// and the lock is released. A proxy holds the store's answers back until
-// dlm run has seen the signal.
+// A signal that reaches dlm run while its lock is being granted (the
+// grant's script already sent, its answer held back by a proxy until dlm
+// run has seen the signal) stops it before the command starts: exit 128+N,
+// the command never runs, and the lock is free once dlm run exits. The
+// store's client gives the call up at the signal and releases whatever its
+// answer turns out to be before the acquisition returns; a lease returned
+// as the signal lands is released by dlm run itself.
 func TestRunSignalDuringTheGrant(t *testing.T) {
 	r := testenv.StartRedis(t)
 	// A first run loads the store's scripts: the attempt below is then one
@@ -318,9 +320,6 @@ func TestRunSignalDuringTheGrant(t *testing.T) {
 	case <-exited:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("dlm run still running 10s after the signal; stderr:\n%s", stderr)
-	}
-	if !strings.Contains(stderr.String(), "dlm: acquired") {
-		t.Fatalf("the test's premise failed: the lock was not granted after the signal; stderr:\n%s", stderr)
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGTERM), stderr)
