@@ -58,6 +58,9 @@
 // it. The last token is part of the snapshot, so tokens only grow across
 // restarts and fail-over. Down-conversions keep their token: the holder's
 // rights shrink, and a later incompatible grant gets a higher one.
+// RaiseTokens lifts the sequence above a floor (at most MaxTokenFloor) and
+// never lowers it: a state restored from an older copy uses it to stay
+// above every token the copy's later history issued.
 //
 // # Time
 //

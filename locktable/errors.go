@@ -65,6 +65,10 @@ var (
 	// valid snapshot. The table is left unchanged. It matches no driver
 	// error: snapshots are not a store's caller's business.
 	ErrMalformedSnapshot error = &tableError{"locktable: malformed snapshot", nil}
+	// ErrTokenFloor means RaiseTokens was given a floor above
+	// MaxTokenFloor. The table is left unchanged. It matches
+	// driver.ErrInvalid.
+	ErrTokenFloor error = &tableError{"locktable: token floor too high", driver.ErrInvalid}
 
 	// ErrLimit is matched by every limit error below: errors.Is(err,
 	// ErrLimit) tells "a configured bound was hit" from other refusals. It

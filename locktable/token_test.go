@@ -1,6 +1,7 @@
 package locktable
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/dlmhq/dlm/driver"
@@ -76,5 +77,61 @@ func TestTokensWithinOneOperation(t *testing.T) {
 	// The next operation's index was already used: its token goes past.
 	if r := h.lk(1, "y", driver.EX); r.Token != idx+3 {
 		t.Fatalf("next token %d", r.Token)
+	}
+}
+
+// TestRaiseTokens: a raise lifts the sequence above the floor, never
+// lowers it, refuses a floor above MaxTokenFloor, and survives a snapshot.
+func TestRaiseTokens(t *testing.T) {
+	tb := New(Limits{})
+	tb.OpenSession(Stamp{}, 1, "")
+	lock := func(name string) uint64 {
+		t.Helper()
+		r, err := tb.Lock(Stamp{Index: 1}, LockRequest{Session: 1, Resource: name, Mode: driver.EX})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Token
+	}
+	if tok := lock("a"); tok != 1 {
+		t.Fatalf("first token %d", tok)
+	}
+	if last, err := tb.RaiseTokens(Stamp{Now: 50}, 1000); err != nil || last != 1000 {
+		t.Fatalf("raise to 1000: last %d, %v", last, err)
+	}
+	if tb.Now() != 50 {
+		t.Fatalf("clock %d after a raise stamped 50", tb.Now())
+	}
+	if tok := lock("b"); tok != 1001 {
+		t.Fatalf("token after a raise to 1000: %d", tok)
+	}
+	// A lower floor never lowers the sequence.
+	if last, err := tb.RaiseTokens(Stamp{}, 10); err != nil || last != 1001 {
+		t.Fatalf("raise to 10: last %d, %v", last, err)
+	}
+	if tok := lock("c"); tok != 1002 {
+		t.Fatalf("token after a lower floor: %d", tok)
+	}
+	// The cap: MaxTokenFloor is accepted, one above is refused and changes nothing.
+	if _, err := tb.RaiseTokens(Stamp{Now: 99}, MaxTokenFloor+1); !errors.Is(err, ErrTokenFloor) || !errors.Is(err, driver.ErrInvalid) {
+		t.Fatalf("raise above the cap: %v", err)
+	}
+	if tb.LastToken() != 1002 || tb.Now() != 50 {
+		t.Fatalf("a refused raise changed the table: last %d, clock %d", tb.LastToken(), tb.Now())
+	}
+	if last, err := tb.RaiseTokens(Stamp{}, MaxTokenFloor); err != nil || last != MaxTokenFloor {
+		t.Fatalf("raise to the cap: last %d, %v", last, err)
+	}
+	// The raised sequence survives a snapshot.
+	n := New(Limits{})
+	if err := n.Restore(tb.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if n.LastToken() != MaxTokenFloor {
+		t.Fatalf("last token after restore %d", n.LastToken())
+	}
+	n.OpenSession(Stamp{}, 2, "")
+	if r, err := n.Lock(Stamp{Index: 5}, LockRequest{Session: 2, Resource: "d", Mode: driver.EX}); err != nil || r.Token != MaxTokenFloor+1 {
+		t.Fatalf("token after restore %d, %v", r.Token, err)
 	}
 }

@@ -138,6 +138,20 @@ func (s *Server) KillSessions(ctx context.Context, req *dlmpb.KillSessionsReques
 	return resp, nil
 }
 
+// CopyState returns an online copy of the replicated state, as of the
+// last entry this node applied (a follower's may lag the leader's), for
+// GET /v1/admin/snapshot. The caller is authorized by the HTTP API (the
+// admin permission); the copy is logged with its identity.
+func (s *Server) CopyState(ctx context.Context) (raftnode.SnapshotFile, error) {
+	snap, err := s.node.Copy()
+	if err != nil {
+		return snap, err
+	}
+	s.log.Info("dlm server: state copied by an administrator", "identity", s.auth.Caller(ctx).Identity(),
+		"index", snap.Index, "bytes", len(snap.State))
+	return snap, nil
+}
+
 // notLeaderUnary is the error of a unary call that only the leader serves,
 // made on another node; it names the leader in the call's trailer (and its
 // message) when it is known.

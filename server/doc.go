@@ -9,7 +9,9 @@
 //     locktable.Stamp{Index: the entry's Raft index, Now: the stamp}. It never
 //     reads a clock, so every replica reaches the same state. Fencing tokens
 //     are at least the Raft index of the entry that granted them and strictly
-//     increase, also within one entry.
+//     increase, also within one entry; a new leader raises them before it
+//     serves (RaiseTokensCmd), above what an older copy of the state, once
+//     restored, could repeat.
 //   - Node: a Raft node (one voter for now) with a durable raft-wal log or an
 //     in-memory one, and a proposer that batches concurrent commands into
 //     entries.

@@ -44,6 +44,11 @@ func (h httpService) KillSessions(ctx context.Context, req *dlmpb.KillSessionsRe
 	return h.s.KillSessions(ctx, req)
 }
 
+// CopyState is the server's CopyState.
+func (h httpService) CopyState(ctx context.Context) (raftnode.SnapshotFile, error) {
+	return h.s.CopyState(ctx)
+}
+
 // Applied returns the state machine's applied index.
 func (h httpService) Applied() uint64 { return h.s.node.FSM().AppliedIndex() }
 

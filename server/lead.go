@@ -29,8 +29,9 @@ func (s *Server) lead() {
 }
 
 // serveAsLeader runs one term of leadership: it applies the whole log
-// (Barrier), gives every session a fresh deadline, then expires sessions and
-// times out waits until leadership changes.
+// (Barrier), raises the token sequence (raiseTokens), gives every session a
+// fresh deadline, then expires sessions and times out waits until
+// leadership changes.
 func (s *Server) serveAsLeader(changed <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -53,6 +54,11 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 			return
 		}
 		s.log.Warn("dlm server: barrier failed, retrying", "err", err)
+	}
+	// Before any grant of this term: lift the token sequence above what
+	// the state's history can have issued (a restored copy's included).
+	if !s.raiseTokens(ctx) {
+		return
 	}
 	// Read the sessions and start tracking them atomically with respect to
 	// applies: a session opened or ended in between is not missed.

@@ -129,6 +129,18 @@ type Config struct {
 	// (PermissionDenied, 403). Without them, the server is open: anyone who
 	// can connect may do anything.
 	Tokens *auth.Tokens
+	// TokenFloor, if not 0, is the operator's floor of the fencing tokens:
+	// whenever this node becomes leader, before it serves, it raises the
+	// token sequence through the log so that every token granted after is
+	// above TokenFloor (a raise never lowers it). Pass one above every
+	// token the cluster issued when restoring an old copy of its state.
+	// At most locktable.MaxTokenFloor: Start refuses more.
+	TokenFloor uint64
+	// TokenRate is the most tokens per second the cluster is assumed to
+	// issue, for the margin a new leader adds to the last token (see
+	// docs/operations.md, Backups); default DefaultTokenRate.
+	TokenRate int64
+
 	// Rules authorize identities when authentication is on; nil grants
 	// every authenticated identity every permission (AllowAll). Setting
 	// Rules without authentication is an error.
@@ -162,6 +174,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxEventStreamsPerIdentity <= 0 {
 		c.MaxEventStreamsPerIdentity = httpapi.DefaultMaxEventStreamsPerIdentity
+	}
+	if c.TokenRate <= 0 {
+		c.TokenRate = DefaultTokenRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -227,6 +242,9 @@ func Start(cfg Config) (*Server, error) {
 		stop:   make(chan struct{}),
 
 		confirmed: make(chan struct{}),
+	}
+	if err := checkTokenFloor(cfg.TokenFloor); err != nil {
+		return nil, err
 	}
 	s.watches = newWatches(cfg.MaxWatches, cfg.MaxWatchesPerIdentity, s.live.isActive)
 	s.metrics = newServerMetrics(s)

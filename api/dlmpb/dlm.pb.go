@@ -5047,6 +5047,7 @@ type Command struct {
 	//	*Command_SetMember
 	//	*Command_Relabel
 	//	*Command_CheckpointSessions
+	//	*Command_RaiseTokens
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5202,6 +5203,15 @@ func (x *Command) GetCheckpointSessions() *CheckpointSessionsCmd {
 	return nil
 }
 
+func (x *Command) GetRaiseTokens() *RaiseTokensCmd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RaiseTokens); ok {
+			return x.RaiseTokens
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -5250,6 +5260,10 @@ type Command_CheckpointSessions struct {
 	CheckpointSessions *CheckpointSessionsCmd `protobuf:"bytes,20,opt,name=checkpoint_sessions,json=checkpointSessions,proto3,oneof"`
 }
 
+type Command_RaiseTokens struct {
+	RaiseTokens *RaiseTokensCmd `protobuf:"bytes,21,opt,name=raise_tokens,json=raiseTokens,proto3,oneof"`
+}
+
 func (*Command_OpenSession) isCommand_Op() {}
 
 func (*Command_CloseSession) isCommand_Op() {}
@@ -5271,6 +5285,8 @@ func (*Command_SetMember) isCommand_Op() {}
 func (*Command_Relabel) isCommand_Op() {}
 
 func (*Command_CheckpointSessions) isCommand_Op() {}
+
+func (*Command_RaiseTokens) isCommand_Op() {}
 
 // SetMemberCmd records the addresses a cluster member serves clients on,
 // so that every node can point clients to the leader. A leader proposes its
@@ -5999,6 +6015,55 @@ func (*AdvanceCmd) Descriptor() ([]byte, []int) {
 	return file_dlm_proto_rawDescGZIP(), []int{72}
 }
 
+// RaiseTokensCmd raises the fencing-token sequence: every token granted
+// after it is above floor. It never lowers the sequence; a floor above the
+// lock table's MaxTokenFloor is refused and changes nothing. A leader
+// proposes it when it starts serving, with the operator's -token-floor and
+// the restore margin (see docs/operations.md, Backups).
+type RaiseTokensCmd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Floor         uint64                 `protobuf:"varint,1,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseTokensCmd) Reset() {
+	*x = RaiseTokensCmd{}
+	mi := &file_dlm_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseTokensCmd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseTokensCmd) ProtoMessage() {}
+
+func (x *RaiseTokensCmd) ProtoReflect() protoreflect.Message {
+	mi := &file_dlm_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseTokensCmd.ProtoReflect.Descriptor instead.
+func (*RaiseTokensCmd) Descriptor() ([]byte, []int) {
+	return file_dlm_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *RaiseTokensCmd) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
 // FSMSnapshot is a Raft snapshot of the FSM: the lock table's own snapshot
 // plus the session records the server keeps beside it.
 type FSMSnapshot struct {
@@ -6014,7 +6079,7 @@ type FSMSnapshot struct {
 
 func (x *FSMSnapshot) Reset() {
 	*x = FSMSnapshot{}
-	mi := &file_dlm_proto_msgTypes[73]
+	mi := &file_dlm_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6026,7 +6091,7 @@ func (x *FSMSnapshot) String() string {
 func (*FSMSnapshot) ProtoMessage() {}
 
 func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[73]
+	mi := &file_dlm_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6039,7 +6104,7 @@ func (x *FSMSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMSnapshot.ProtoReflect.Descriptor instead.
 func (*FSMSnapshot) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{73}
+	return file_dlm_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *FSMSnapshot) GetVersion() uint32 {
@@ -6088,7 +6153,7 @@ type LockMetadata struct {
 
 func (x *LockMetadata) Reset() {
 	*x = LockMetadata{}
-	mi := &file_dlm_proto_msgTypes[74]
+	mi := &file_dlm_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6100,7 +6165,7 @@ func (x *LockMetadata) String() string {
 func (*LockMetadata) ProtoMessage() {}
 
 func (x *LockMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[74]
+	mi := &file_dlm_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6113,7 +6178,7 @@ func (x *LockMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockMetadata.ProtoReflect.Descriptor instead.
 func (*LockMetadata) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{74}
+	return file_dlm_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *LockMetadata) GetLockId() uint64 {
@@ -6148,7 +6213,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dlm_proto_msgTypes[75]
+	mi := &file_dlm_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6160,7 +6225,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[75]
+	mi := &file_dlm_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6173,7 +6238,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{75}
+	return file_dlm_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SessionRecord) GetId() uint64 {
@@ -6255,7 +6320,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_dlm_proto_msgTypes[76]
+	mi := &file_dlm_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6267,7 +6332,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_dlm_proto_msgTypes[76]
+	mi := &file_dlm_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6280,7 +6345,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_dlm_proto_rawDescGZIP(), []int{76}
+	return file_dlm_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -6712,7 +6777,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\x14CloseSessionResponse\"\\\n" +
 	"\x05Batch\x12+\n" +
 	"\bcommands\x18\x01 \x03(\v2\x0f.dlm.v1.CommandR\bcommands\x12&\n" +
-	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\x93\x05\n" +
+	"\x0fstamp_unix_nano\x18\x02 \x01(\x03R\rstampUnixNano\"\xd0\x05\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12;\n" +
@@ -6728,7 +6793,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\n" +
 	"set_member\x18\x12 \x01(\v2\x14.dlm.v1.SetMemberCmdH\x00R\tsetMember\x12.\n" +
 	"\arelabel\x18\x13 \x01(\v2\x12.dlm.v1.RelabelCmdH\x00R\arelabel\x12P\n" +
-	"\x13checkpoint_sessions\x18\x14 \x01(\v2\x1d.dlm.v1.CheckpointSessionsCmdH\x00R\x12checkpointSessionsB\x04\n" +
+	"\x13checkpoint_sessions\x18\x14 \x01(\v2\x1d.dlm.v1.CheckpointSessionsCmdH\x00R\x12checkpointSessions\x12;\n" +
+	"\fraise_tokens\x18\x15 \x01(\v2\x16.dlm.v1.RaiseTokensCmdH\x00R\vraiseTokensB\x04\n" +
 	"\x02op\"\\\n" +
 	"\fSetMemberCmd\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
@@ -6785,7 +6851,9 @@ const file_dlm_proto_rawDesc = "" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12\x1a\n" +
 	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\f\n" +
 	"\n" +
-	"AdvanceCmd\"\xc3\x01\n" +
+	"AdvanceCmd\"&\n" +
+	"\x0eRaiseTokensCmd\x12\x14\n" +
+	"\x05floor\x18\x01 \x01(\x04R\x05floor\"\xc3\x01\n" +
 	"\vFSMSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\fR\x05table\x12!\n" +
@@ -6885,7 +6953,7 @@ func file_dlm_proto_rawDescGZIP() []byte {
 }
 
 var file_dlm_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_dlm_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_dlm_proto_goTypes = []any{
 	(Mode)(0),                     // 0: dlm.v1.Mode
 	(Reason)(0),                   // 1: dlm.v1.Reason
@@ -6966,28 +7034,29 @@ var file_dlm_proto_goTypes = []any{
 	(*CancelCmd)(nil),             // 76: dlm.v1.CancelCmd
 	(*RelabelCmd)(nil),            // 77: dlm.v1.RelabelCmd
 	(*AdvanceCmd)(nil),            // 78: dlm.v1.AdvanceCmd
-	(*FSMSnapshot)(nil),           // 79: dlm.v1.FSMSnapshot
-	(*LockMetadata)(nil),          // 80: dlm.v1.LockMetadata
-	(*SessionRecord)(nil),         // 81: dlm.v1.SessionRecord
-	(*Reply)(nil),                 // 82: dlm.v1.Reply
-	nil,                           // 83: dlm.v1.SessionEnd.TrailerEntry
-	(*timestamppb.Timestamp)(nil), // 84: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 85: google.protobuf.Duration
+	(*RaiseTokensCmd)(nil),        // 79: dlm.v1.RaiseTokensCmd
+	(*FSMSnapshot)(nil),           // 80: dlm.v1.FSMSnapshot
+	(*LockMetadata)(nil),          // 81: dlm.v1.LockMetadata
+	(*SessionRecord)(nil),         // 82: dlm.v1.SessionRecord
+	(*Reply)(nil),                 // 83: dlm.v1.Reply
+	nil,                           // 84: dlm.v1.SessionEnd.TrailerEntry
+	(*timestamppb.Timestamp)(nil), // 85: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 86: google.protobuf.Duration
 }
 var file_dlm_proto_depIdxs = []int32{
 	3,   // 0: dlm.v1.LockInfo.state:type_name -> dlm.v1.LockInfo.State
 	0,   // 1: dlm.v1.LockInfo.mode:type_name -> dlm.v1.Mode
 	0,   // 2: dlm.v1.LockInfo.requested:type_name -> dlm.v1.Mode
-	84,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
-	84,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
-	84,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
-	85,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
+	85,  // 3: dlm.v1.LockInfo.granted_at:type_name -> google.protobuf.Timestamp
+	85,  // 4: dlm.v1.LockInfo.queued_at:type_name -> google.protobuf.Timestamp
+	85,  // 5: dlm.v1.LockInfo.deadline:type_name -> google.protobuf.Timestamp
+	86,  // 6: dlm.v1.LockInfo.session_expires_in:type_name -> google.protobuf.Duration
 	7,   // 7: dlm.v1.ResourceInfo.holders:type_name -> dlm.v1.LockInfo
 	7,   // 8: dlm.v1.ResourceInfo.converting:type_name -> dlm.v1.LockInfo
 	7,   // 9: dlm.v1.ResourceInfo.waiting:type_name -> dlm.v1.LockInfo
-	85,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
-	84,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	85,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
+	86,  // 10: dlm.v1.SessionInfo.ttl:type_name -> google.protobuf.Duration
+	85,  // 11: dlm.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	86,  // 12: dlm.v1.SessionInfo.expires_in:type_name -> google.protobuf.Duration
 	7,   // 13: dlm.v1.SessionInfo.locks:type_name -> dlm.v1.LockInfo
 	10,  // 14: dlm.v1.MemberList.members:type_name -> dlm.v1.Member
 	9,   // 15: dlm.v1.SessionPage.sessions:type_name -> dlm.v1.SessionInfo
@@ -6996,7 +7065,7 @@ var file_dlm_proto_depIdxs = []int32{
 	8,   // 18: dlm.v1.EventSnapshot.resources:type_name -> dlm.v1.ResourceInfo
 	9,   // 19: dlm.v1.EventSnapshot.sessions:type_name -> dlm.v1.SessionInfo
 	8,   // 20: dlm.v1.WatchEvent.resource:type_name -> dlm.v1.ResourceInfo
-	83,  // 21: dlm.v1.SessionEnd.trailer:type_name -> dlm.v1.SessionEnd.TrailerEntry
+	84,  // 21: dlm.v1.SessionEnd.trailer:type_name -> dlm.v1.SessionEnd.TrailerEntry
 	19,  // 22: dlm.v1.SessionRequest.open:type_name -> dlm.v1.OpenRequest
 	20,  // 23: dlm.v1.SessionRequest.keep_alive:type_name -> dlm.v1.KeepAlive
 	21,  // 24: dlm.v1.SessionRequest.lock:type_name -> dlm.v1.LockRequest
@@ -7005,13 +7074,13 @@ var file_dlm_proto_depIdxs = []int32{
 	24,  // 27: dlm.v1.SessionRequest.cancel:type_name -> dlm.v1.CancelRequest
 	26,  // 28: dlm.v1.SessionRequest.close:type_name -> dlm.v1.CloseRequest
 	25,  // 29: dlm.v1.SessionRequest.relabel:type_name -> dlm.v1.RelabelRequest
-	85,  // 30: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
+	86,  // 30: dlm.v1.OpenRequest.ttl:type_name -> google.protobuf.Duration
 	6,   // 31: dlm.v1.LockRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 32: dlm.v1.LockRequest.mode:type_name -> dlm.v1.Mode
-	85,  // 33: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	86,  // 33: dlm.v1.LockRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 34: dlm.v1.ConvertRequest.id:type_name -> dlm.v1.RequestID
 	0,   // 35: dlm.v1.ConvertRequest.mode:type_name -> dlm.v1.Mode
-	85,  // 36: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
+	86,  // 36: dlm.v1.ConvertRequest.wait:type_name -> google.protobuf.Duration
 	6,   // 37: dlm.v1.ReleaseRequest.id:type_name -> dlm.v1.RequestID
 	6,   // 38: dlm.v1.CancelRequest.id:type_name -> dlm.v1.RequestID
 	6,   // 39: dlm.v1.RelabelRequest.id:type_name -> dlm.v1.RequestID
@@ -7030,8 +7099,8 @@ var file_dlm_proto_depIdxs = []int32{
 	28,  // 52: dlm.v1.SessionResponse.warning:type_name -> dlm.v1.SessionWarning
 	37,  // 53: dlm.v1.SessionResponse.relabeled:type_name -> dlm.v1.Relabeled
 	1,   // 54: dlm.v1.SessionWarning.reason:type_name -> dlm.v1.Reason
-	85,  // 55: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
-	85,  // 56: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
+	86,  // 55: dlm.v1.SessionOpened.ttl:type_name -> google.protobuf.Duration
+	86,  // 56: dlm.v1.KeepAliveAck.ttl:type_name -> google.protobuf.Duration
 	6,   // 57: dlm.v1.Granted.id:type_name -> dlm.v1.RequestID
 	0,   // 58: dlm.v1.Granted.mode:type_name -> dlm.v1.Mode
 	6,   // 59: dlm.v1.Queued.id:type_name -> dlm.v1.RequestID
@@ -7046,24 +7115,24 @@ var file_dlm_proto_depIdxs = []int32{
 	0,   // 68: dlm.v1.Blocking.mode:type_name -> dlm.v1.Mode
 	7,   // 69: dlm.v1.SessionSync.locks:type_name -> dlm.v1.LockInfo
 	8,   // 70: dlm.v1.ListResponse.resources:type_name -> dlm.v1.ResourceInfo
-	84,  // 71: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	85,  // 71: dlm.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
 	46,  // 72: dlm.v1.StatusResponse.build:type_name -> dlm.v1.BuildInfo
-	84,  // 73: dlm.v1.BuildInfo.time:type_name -> google.protobuf.Timestamp
+	85,  // 73: dlm.v1.BuildInfo.time:type_name -> google.protobuf.Timestamp
 	9,   // 74: dlm.v1.ListSessionsResponse.sessions:type_name -> dlm.v1.SessionInfo
-	85,  // 75: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
-	85,  // 76: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
-	85,  // 77: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	86,  // 75: dlm.v1.OpenSessionRequest.ttl:type_name -> google.protobuf.Duration
+	86,  // 76: dlm.v1.OpenSessionResponse.ttl:type_name -> google.protobuf.Duration
+	86,  // 77: dlm.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
 	55,  // 78: dlm.v1.KeepAliveResponse.events:type_name -> dlm.v1.LockEvent
 	4,   // 79: dlm.v1.LockEvent.kind:type_name -> dlm.v1.LockEvent.Kind
 	0,   // 80: dlm.v1.LockEvent.mode:type_name -> dlm.v1.Mode
 	0,   // 81: dlm.v1.AcquireRequest.mode:type_name -> dlm.v1.Mode
-	85,  // 82: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
-	85,  // 83: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
+	86,  // 82: dlm.v1.AcquireRequest.wait:type_name -> google.protobuf.Duration
+	86,  // 83: dlm.v1.AcquireRequest.poll:type_name -> google.protobuf.Duration
 	5,   // 84: dlm.v1.AcquireResponse.outcome:type_name -> dlm.v1.AcquireResponse.Outcome
 	0,   // 85: dlm.v1.AcquireResponse.mode:type_name -> dlm.v1.Mode
 	0,   // 86: dlm.v1.ConvertLockRequest.mode:type_name -> dlm.v1.Mode
-	85,  // 87: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
-	85,  // 88: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
+	86,  // 87: dlm.v1.ConvertLockRequest.wait:type_name -> google.protobuf.Duration
+	86,  // 88: dlm.v1.ConvertLockRequest.poll:type_name -> google.protobuf.Duration
 	66,  // 89: dlm.v1.Batch.commands:type_name -> dlm.v1.Command
 	68,  // 90: dlm.v1.Command.open_session:type_name -> dlm.v1.OpenSessionCmd
 	69,  // 91: dlm.v1.Command.close_session:type_name -> dlm.v1.CloseSessionCmd
@@ -7076,49 +7145,50 @@ var file_dlm_proto_depIdxs = []int32{
 	67,  // 98: dlm.v1.Command.set_member:type_name -> dlm.v1.SetMemberCmd
 	77,  // 99: dlm.v1.Command.relabel:type_name -> dlm.v1.RelabelCmd
 	71,  // 100: dlm.v1.Command.checkpoint_sessions:type_name -> dlm.v1.CheckpointSessionsCmd
-	72,  // 101: dlm.v1.CheckpointSessionsCmd.sessions:type_name -> dlm.v1.SessionSilence
-	0,   // 102: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
-	0,   // 103: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
-	81,  // 104: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
-	67,  // 105: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
-	82,  // 106: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
-	80,  // 107: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
-	82,  // 108: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
-	2,   // 109: dlm.v1.Reply.status:type_name -> dlm.v1.Status
-	1,   // 110: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
-	18,  // 111: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
-	42,  // 112: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
-	44,  // 113: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
-	47,  // 114: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
-	49,  // 115: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
-	14,  // 116: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
-	51,  // 117: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
-	53,  // 118: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
-	56,  // 119: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
-	58,  // 120: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
-	59,  // 121: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
-	61,  // 122: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
-	42,  // 123: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
-	63,  // 124: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
-	27,  // 125: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
-	43,  // 126: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
-	45,  // 127: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
-	48,  // 128: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
-	50,  // 129: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
-	15,  // 130: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
-	52,  // 131: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
-	54,  // 132: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
-	57,  // 133: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
-	57,  // 134: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
-	60,  // 135: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
-	62,  // 136: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
-	43,  // 137: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
-	64,  // 138: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
-	125, // [125:139] is the sub-list for method output_type
-	111, // [111:125] is the sub-list for method input_type
-	111, // [111:111] is the sub-list for extension type_name
-	111, // [111:111] is the sub-list for extension extendee
-	0,   // [0:111] is the sub-list for field type_name
+	79,  // 101: dlm.v1.Command.raise_tokens:type_name -> dlm.v1.RaiseTokensCmd
+	72,  // 102: dlm.v1.CheckpointSessionsCmd.sessions:type_name -> dlm.v1.SessionSilence
+	0,   // 103: dlm.v1.LockCmd.mode:type_name -> dlm.v1.Mode
+	0,   // 104: dlm.v1.ConvertCmd.mode:type_name -> dlm.v1.Mode
+	82,  // 105: dlm.v1.FSMSnapshot.sessions:type_name -> dlm.v1.SessionRecord
+	67,  // 106: dlm.v1.FSMSnapshot.members:type_name -> dlm.v1.SetMemberCmd
+	83,  // 107: dlm.v1.SessionRecord.replies:type_name -> dlm.v1.Reply
+	81,  // 108: dlm.v1.SessionRecord.metadata:type_name -> dlm.v1.LockMetadata
+	83,  // 109: dlm.v1.SessionRecord.keyed:type_name -> dlm.v1.Reply
+	2,   // 110: dlm.v1.Reply.status:type_name -> dlm.v1.Status
+	1,   // 111: dlm.v1.Reply.reason:type_name -> dlm.v1.Reason
+	18,  // 112: dlm.v1.DLM.Session:input_type -> dlm.v1.SessionRequest
+	42,  // 113: dlm.v1.DLM.List:input_type -> dlm.v1.ListRequest
+	44,  // 114: dlm.v1.DLM.Status:input_type -> dlm.v1.StatusRequest
+	47,  // 115: dlm.v1.DLM.ListSessions:input_type -> dlm.v1.ListSessionsRequest
+	49,  // 116: dlm.v1.DLM.KillSessions:input_type -> dlm.v1.KillSessionsRequest
+	14,  // 117: dlm.v1.DLM.Watch:input_type -> dlm.v1.WatchRequest
+	51,  // 118: dlm.v1.Locks.OpenSession:input_type -> dlm.v1.OpenSessionRequest
+	53,  // 119: dlm.v1.Locks.KeepAlive:input_type -> dlm.v1.KeepAliveRequest
+	56,  // 120: dlm.v1.Locks.Acquire:input_type -> dlm.v1.AcquireRequest
+	58,  // 121: dlm.v1.Locks.Convert:input_type -> dlm.v1.ConvertLockRequest
+	59,  // 122: dlm.v1.Locks.Release:input_type -> dlm.v1.ReleaseLockRequest
+	61,  // 123: dlm.v1.Locks.Cancel:input_type -> dlm.v1.CancelLockRequest
+	42,  // 124: dlm.v1.Locks.List:input_type -> dlm.v1.ListRequest
+	63,  // 125: dlm.v1.Locks.CloseSession:input_type -> dlm.v1.CloseSessionRequest
+	27,  // 126: dlm.v1.DLM.Session:output_type -> dlm.v1.SessionResponse
+	43,  // 127: dlm.v1.DLM.List:output_type -> dlm.v1.ListResponse
+	45,  // 128: dlm.v1.DLM.Status:output_type -> dlm.v1.StatusResponse
+	48,  // 129: dlm.v1.DLM.ListSessions:output_type -> dlm.v1.ListSessionsResponse
+	50,  // 130: dlm.v1.DLM.KillSessions:output_type -> dlm.v1.KillSessionsResponse
+	15,  // 131: dlm.v1.DLM.Watch:output_type -> dlm.v1.WatchEvent
+	52,  // 132: dlm.v1.Locks.OpenSession:output_type -> dlm.v1.OpenSessionResponse
+	54,  // 133: dlm.v1.Locks.KeepAlive:output_type -> dlm.v1.KeepAliveResponse
+	57,  // 134: dlm.v1.Locks.Acquire:output_type -> dlm.v1.AcquireResponse
+	57,  // 135: dlm.v1.Locks.Convert:output_type -> dlm.v1.AcquireResponse
+	60,  // 136: dlm.v1.Locks.Release:output_type -> dlm.v1.ReleaseLockResponse
+	62,  // 137: dlm.v1.Locks.Cancel:output_type -> dlm.v1.CancelLockResponse
+	43,  // 138: dlm.v1.Locks.List:output_type -> dlm.v1.ListResponse
+	64,  // 139: dlm.v1.Locks.CloseSession:output_type -> dlm.v1.CloseSessionResponse
+	126, // [126:140] is the sub-list for method output_type
+	112, // [112:126] is the sub-list for method input_type
+	112, // [112:112] is the sub-list for extension type_name
+	112, // [112:112] is the sub-list for extension extendee
+	0,   // [0:112] is the sub-list for field type_name
 }
 
 func init() { file_dlm_proto_init() }
@@ -7167,6 +7237,7 @@ func file_dlm_proto_init() {
 		(*Command_SetMember)(nil),
 		(*Command_Relabel)(nil),
 		(*Command_CheckpointSessions)(nil),
+		(*Command_RaiseTokens)(nil),
 	}
 	file_dlm_proto_msgTypes[67].OneofWrappers = []any{}
 	file_dlm_proto_msgTypes[68].OneofWrappers = []any{}
@@ -7176,7 +7247,7 @@ func file_dlm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dlm_proto_rawDesc), len(file_dlm_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   78,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -8,6 +8,7 @@
 //	dlm bench [flags]                    measure a store with the standard workloads
 //	dlm cluster members|remove ID        a dlm server cluster's membership
 //	dlm session ls|kill                  a dlm server's sessions (admin)
+//	dlm snapshot save|restore FILE       an online copy of a dlm server's state (admin)
 //	dlm certs [flags]                    make a development CA and certificates
 //	dlm demo [flags]                     the inventory story, end to end
 //	dlm version [--json]                 print the version and build
@@ -45,6 +46,8 @@ Usage:
   dlm bench [flags]                    measure a store with the standard workloads
   dlm cluster members|remove ID        a dlm server cluster's membership
   dlm session ls|kill                  list or end a dlm server's sessions (admin)
+  dlm snapshot save|restore FILE       save an online copy of a dlm server's state (admin),
+                                       or prepare a fresh data dir to start from one
   dlm certs [flags]                    make a development CA and certificates (TLS)
   dlm demo [flags]                     the inventory story, end to end, with no setup
   dlm version [--json]                 print the version, revision and Go version
@@ -79,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCluster(ctx, args[1:], stdout, stderr)
 	case "session":
 		return runSession(ctx, args[1:], stdout, stderr)
+	case "snapshot":
+		return runSnapshot(ctx, args[1:], stdout, stderr)
 	case "certs":
 		return runCerts(args[1:], stdout, stderr)
 	case "demo":

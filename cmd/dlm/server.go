@@ -41,6 +41,7 @@ type serverFlags struct {
 	sec                                                 securityFlags
 	quotas                                              fsm.Quotas
 	eventsPerIdentity                                   int
+	tokenFloor                                          uint64
 	limits                                              locktable.Limits
 }
 
@@ -74,6 +75,10 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "dlm server: %s %d: want at least 1\n", name, v)
 			return 2
 		}
+	}
+	if f.tokenFloor > locktable.MaxTokenFloor {
+		fmt.Fprintf(stderr, "dlm server: -token-floor %d: above the most, %d\n", f.tokenFloor, uint64(locktable.MaxTokenFloor))
+		return 2
 	}
 	if err := checkLimits(&f.limits); err != nil {
 		fmt.Fprintf(stderr, "dlm server: %v\n", err)
@@ -137,6 +142,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 		AdvertiseHTTPAddr: f.advertiseHTTP,
 		HTTPAddr:          f.httpAddr,
 		SessionMargin:     f.margin,
+		TokenFloor:        f.tokenFloor,
 		Logger:            log,
 		Pprof:             f.pprof,
 		TLS:               sec.tls,
@@ -218,6 +224,7 @@ func newServerFlagSet(f *serverFlags) (*flag.FlagSet, error) {
 	fs.IntVar(&f.quotas.SessionsPerIdentity, "max-sessions-per-identity", e.int("DLM_MAX_SESSIONS_PER_IDENTITY", fsm.DefaultSessionsPerIdentity), "the most sessions one authenticated identity may have open (the same on every node; env DLM_MAX_SESSIONS_PER_IDENTITY)")
 	fs.IntVar(&f.quotas.LocksPerIdentity, "max-locks-per-identity", e.int("DLM_MAX_LOCKS_PER_IDENTITY", fsm.DefaultLocksPerIdentity), "the most locks, held or queued, one authenticated identity may have (the same on every node; env DLM_MAX_LOCKS_PER_IDENTITY)")
 	fs.IntVar(&f.eventsPerIdentity, "max-event-streams-per-identity", e.int("DLM_MAX_EVENT_STREAMS_PER_IDENTITY", httpapi.DefaultMaxEventStreamsPerIdentity), "the most /v1/events streams one authenticated identity may have open (env DLM_MAX_EVENT_STREAMS_PER_IDENTITY)")
+	fs.Uint64Var(&f.tokenFloor, "token-floor", e.uint64("DLM_TOKEN_FLOOR", 0), "whenever this node becomes leader, raise the fencing tokens above this (after restoring an old copy of the state: above every token issued; at most 2^62; env DLM_TOKEN_FLOOR)")
 	f.sec.register(fs)
 	registerLimits(fs, &f.limits, &e)
 	return fs, e.err

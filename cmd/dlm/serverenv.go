@@ -20,6 +20,12 @@ func (e *envDefaults) int(key string, def int) int {
 	return envValue(e, key, def, strconv.Atoi, "an integer")
 }
 
+// uint64 returns the unsigned integer in the environment variable key, or
+// def when it is unset.
+func (e *envDefaults) uint64(key string, def uint64) uint64 {
+	return envValue(e, key, def, func(v string) (uint64, error) { return strconv.ParseUint(v, 10, 64) }, "a non-negative integer")
+}
+
 // duration returns the duration in the environment variable key (such as
 // "500ms" or "2s"), or def when it is unset.
 func (e *envDefaults) duration(key string, def time.Duration) time.Duration {

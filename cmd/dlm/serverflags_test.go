@@ -205,6 +205,8 @@ func TestServerEnvSetsEveryFlag(t *testing.T) {
 			v = strconv.FormatBool(!def)
 		case int:
 			v = strconv.Itoa(def + 7)
+		case uint64:
+			v = strconv.FormatUint(def+7, 10)
 		case time.Duration:
 			v = (def + 1500*time.Millisecond).String()
 		default:

@@ -1,6 +1,7 @@
 // Package cluster is the client of a dlm cluster's membership API (HTTP):
 // Join, Remove and Members, as `dlm server -join` and `dlm cluster` use
-// them, and the messages the server's handlers read and write.
+// them, and the messages the server's handlers read and write; and of its
+// online snapshot (Snapshot), as `dlm snapshot save` uses it.
 package cluster
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/server/auth"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // LeaderHeader is the gRPC trailer (and HTTP header) in which a node that
@@ -117,6 +119,48 @@ func Members(ctx context.Context, members string, opts ...Option) (*dlmpb.Member
 		}
 	}
 	return nil, fmt.Errorf("dlm server: members: %w", last)
+}
+
+// Snapshot returns an online copy of a cluster's replicated state (GET
+// /v1/admin/snapshot), from the first of members (HTTP addresses,
+// comma-separated) that serves one, checked whole (its checksum). It is the
+// state as of the last entry that member applied: name the leader for the
+// newest. With authentication, the call needs the admin permission.
+func Snapshot(ctx context.Context, members string, opts ...Option) (raftnode.SnapshotFile, error) {
+	client, scheme, o, err := newClient(opts)
+	if err != nil {
+		return raftnode.SnapshotFile{}, err
+	}
+	client.Timeout = 0 // a large state may take long: ctx bounds the call
+	var last error
+	for _, addr := range strings.Split(members, ",") {
+		var snap raftnode.SnapshotFile
+		if snap, last = snapshotOnce(ctx, client, scheme+strings.TrimSpace(addr)+"/v1/admin/snapshot", o); last == nil {
+			return snap, nil
+		}
+		if permanent(last) || ctx.Err() != nil {
+			break
+		}
+	}
+	return raftnode.SnapshotFile{}, fmt.Errorf("dlm server: snapshot: %w", last)
+}
+
+func snapshotOnce(ctx context.Context, client *http.Client, url string, o options) (raftnode.SnapshotFile, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return raftnode.SnapshotFile{}, err
+	}
+	o.authorize(req)
+	resp, err := client.Do(req)
+	if err != nil {
+		return raftnode.SnapshotFile{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return raftnode.SnapshotFile{}, &httpStatusError{code: resp.StatusCode, msg: string(bytes.TrimSpace(data))}
+	}
+	return raftnode.ReadSnapshotFile(resp.Body)
 }
 
 // newClient returns the HTTP client and URL scheme of the calls.

@@ -90,6 +90,11 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 			}
 		}
 		return Result{Index: st.Index}
+	case *dlmpb.Command_RaiseTokens:
+		// Token is the last token after the raise: every later grant is
+		// above it.
+		last, err := f.table.RaiseTokens(st, op.RaiseTokens.GetFloor())
+		return Result{Index: st.Index, Token: last, Err: err}
 	default:
 		return Result{Index: st.Index, Err: fmt.Errorf("%w: no known operation", ErrInvalidCommand)}
 	}

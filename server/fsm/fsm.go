@@ -159,6 +159,16 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return snapshot(data), nil
 }
 
+// Encode returns the state encoded as a snapshot's Persist writes it (what
+// Restore reads) and the index of the last entry applied, both as of the
+// same entry: an online copy of the state.
+func (f *FSM) Encode() (data []byte, applied uint64, err error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	data, err = f.marshal()
+	return data, f.applied, err
+}
+
 // Restore replaces the state with a snapshot written by Persist. Malformed
 // data returns an error wrapping ErrMalformedSnapshot and changes nothing.
 func (f *FSM) Restore(rc io.ReadCloser) error {

@@ -25,6 +25,7 @@ var (
 	snapshotBytes = servertest.SnapshotBytes
 	memberCmd     = servertest.Member
 	checkpointCmd = servertest.Checkpoint
+	raiseCmd      = servertest.RaiseTokens
 )
 
 // applyEntry applies one log entry of cmds at index with the given stamp.

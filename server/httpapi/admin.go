@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
+
+	"github.com/dlmhq/dlm/server/raftnode"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 )
@@ -57,4 +60,31 @@ func (a *api) killSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeProto(w, resp)
+}
+
+// SnapshotIndexHeader names, in the answer of GET /v1/admin/snapshot, the
+// Raft index of the last entry the copy includes.
+const SnapshotIndexHeader = "Dlm-Snapshot-Index"
+
+// snapshot serves GET /v1/admin/snapshot: an online copy of the replicated
+// state as a snapshot file (application/octet-stream), 503 before the node
+// applied an entry.
+func (a *api) snapshot(w http.ResponseWriter, r *http.Request) {
+	snap, err := a.svc.CopyState(r.Context())
+	switch {
+	case errors.Is(err, raftnode.ErrNothingApplied):
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", `attachment; filename="dlm.snap"`)
+	h.Set(SnapshotIndexHeader, strconv.FormatUint(snap.Index, 10))
+	h.Set("Content-Length", strconv.FormatInt(snap.Size(), 10))
+	if _, err := snap.WriteTo(w); err != nil {
+		a.log.Info("dlm server: snapshot not delivered", "err", err)
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/cluster"
+	"github.com/dlmhq/dlm/server/raftnode"
 	"github.com/dlmhq/dlm/web"
 )
 
@@ -43,6 +44,9 @@ type Service interface {
 	// the default). A prefix no name could have is an error wrapping
 	// ErrBadRequest.
 	Snapshot(p auth.Principal, prefix string, limit int) (*dlmpb.EventSnapshot, error)
+	// CopyState returns an online copy of the replicated state (see
+	// raftnode.Node.Copy).
+	CopyState(ctx context.Context) (raftnode.SnapshotFile, error)
 	// Applied returns the Raft index of the last entry applied.
 	Applied() uint64
 	// Leadership reports whether the node leads, and a channel closed at
@@ -111,6 +115,8 @@ type api struct {
 //	                                identity, else 429
 //	GET /v1/whoami                  the caller's identity and permissions (JSON)
 //	GET /v1/admin/sessions?owner=&after=&limit=   sessions with their owners (ListSessions, JSON)
+//	GET /v1/admin/snapshot          an online copy of the replicated state: a snapshot file
+//	                                (raftnode.SnapshotFile), as `dlm snapshot save` writes it
 //
 // Every JSON listing is a message of api/dlm.proto in protobuf's JSON
 // mapping (see marshalJSON).
@@ -157,6 +163,7 @@ func New(cfg Config) http.Handler {
 	mux.Handle("POST /v1/cluster/remove", a.require(auth.PermissionAdmin, http.HandlerFunc(a.remove)))
 	mux.Handle("GET /v1/admin/sessions", a.require(auth.PermissionAdmin, http.HandlerFunc(a.adminSessions)))
 	mux.Handle("POST /v1/admin/sessions/kill", a.require(auth.PermissionAdmin, http.HandlerFunc(a.killSessions)))
+	mux.Handle("GET /v1/admin/snapshot", a.require(auth.PermissionAdmin, http.HandlerFunc(a.snapshot)))
 	for pattern, h := range cfg.Handlers {
 		mux.Handle(pattern, h)
 	}

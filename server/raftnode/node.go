@@ -27,6 +27,9 @@ type Config struct {
 	// ID is the Raft server id; default "node-1".
 	ID string
 	// Dir holds the Raft log and the snapshots. It is created if missing.
+	// A Dir without Raft state that holds a RestoreFile (see
+	// PrepareRestore) starts from that snapshot file, in a cluster of
+	// Peers (or of this node alone), instead of an empty state.
 	Dir string
 	// LogStore is the durable log of a new Dir: LogStoreWAL (the default)
 	// or LogStoreBolt. A Dir that holds a log keeps its store; naming
@@ -227,7 +230,11 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("dlm server: raft state: %w", err)
 	}
-	if !exists && !n.cfg.Join {
+	restored, err := n.seedRestore(exists, snaps, func() (raft.Configuration, error) { return n.bootstrapConfig(rc.LocalID) })
+	if err != nil {
+		return err
+	}
+	if !exists && !restored && !n.cfg.Join {
 		conf, err := n.bootstrapConfig(rc.LocalID)
 		if err != nil {
 			return err
@@ -242,7 +249,7 @@ func (n *Node) start() error {
 	}
 	n.retrying.setRaft(n.raft)
 	n.log.Info("dlm server: raft started", "id", n.cfg.ID, "addr", n.transport.LocalAddr(),
-		"dir", n.cfg.Dir, "in_memory", n.cfg.InMemory, "bootstrapped", !exists)
+		"dir", n.cfg.Dir, "in_memory", n.cfg.InMemory, "bootstrapped", !exists && !restored, "restored", restored)
 	return nil
 }
 

@@ -45,6 +45,11 @@ func Checkpoint(pairs ...any) *dlmpb.Command {
 	return &dlmpb.Command{Op: &dlmpb.Command_CheckpointSessions{CheckpointSessions: c}}
 }
 
+// RaiseTokens raises the fencing-token sequence above floor.
+func RaiseTokens(floor uint64) *dlmpb.Command {
+	return &dlmpb.Command{Op: &dlmpb.Command_RaiseTokens{RaiseTokens: &dlmpb.RaiseTokensCmd{Floor: floor}}}
+}
+
 // Lock is session sid's request seq for resource res in mode m.
 func Lock(sid locktable.SessionID, seq uint64, res string, m dlmpb.Mode) *dlmpb.Command {
 	return &dlmpb.Command{Seq: seq, Op: &dlmpb.Command_Lock{Lock: &dlmpb.LockCmd{
