@@ -128,9 +128,10 @@ func (s *Store) refusedLocked(conn *streamConn, r *dlmpb.Refused) {
 	}
 	reason := r.GetReason()
 	switch {
-	case reason == dlmpb.Reason_REASON_NOT_LEADER:
+	case reason == dlmpb.Reason_REASON_NOT_LEADER, reason == dlmpb.Reason_REASON_STORAGE:
 		// Not applied, or outcome unknown: send it again on a new stream,
-		// where the session state settles it.
+		// where the session state settles it (a server that cannot write
+		// its log steps down: another, or this one once it can, serves).
 		s.st.calls[c.seq] = c
 		conn.cancel()
 		return

@@ -7,6 +7,29 @@ import (
 	"github.com/dlmhq/dlm/driver"
 )
 
+// ErrStorage means the server refused a request because it cannot write
+// its log: its disk is full or failing (REASON_STORAGE). It matches
+// driver.ErrUnavailable (dlm.ErrUnavailable): the store goes on to another
+// server of the cluster, and package dlm retries with backoff, since the
+// server serves again once its writes succeed. The wrapping message names
+// the cause (such as "no space left on device").
+var ErrStorage error = &storageError{}
+
+// storageError is ErrStorage's type: it matches driver.ErrUnavailable.
+type storageError struct{}
+
+// Error returns the refusal's message.
+func (*storageError) Error() string {
+	return "dlm server: the server's disk is full or its log cannot be written"
+}
+
+// Is matches driver.ErrUnavailable.
+func (*storageError) Is(target error) bool { return target == driver.ErrUnavailable }
+
+// reasonHeader is the trailer naming a refusal's reason (the server's
+// ReasonHeader).
+const reasonHeader = "dlm-reason"
+
 // refusal is the error for a refusal on the session stream: the error its
 // reason stands for (see reasonError) with the server's message.
 func refusal(r *dlmpb.Refused) error {
@@ -40,6 +63,8 @@ func reasonError(r dlmpb.Reason) error {
 		return ErrLimit
 	case dlmpb.Reason_REASON_PERMISSION_DENIED:
 		return ErrPermissionDenied
+	case dlmpb.Reason_REASON_STORAGE:
+		return ErrStorage
 	default:
 		return driver.ErrUnavailable
 	}

@@ -41,6 +41,7 @@ func TestReasonErrors(t *testing.T) {
 		dlmpb.Reason_REASON_REQUEST_ID_REUSED:  driver.ErrInvalid,
 		dlmpb.Reason_REASON_TOO_MANY_HOLDERS:   ErrLimit,
 		dlmpb.Reason_REASON_QUOTA:              ErrLimit,
+		dlmpb.Reason_REASON_STORAGE:            ErrStorage,
 		dlmpb.Reason_REASON_UNSPECIFIED:        driver.ErrUnavailable,
 	}
 	for n := range dlmpb.Reason_name {

@@ -107,6 +107,9 @@ func (s *Store) connectVia(ctx context.Context, srv *server, useGRPC bool) (*str
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", err, ctx.Err())
 		}
+		if r := trailer.Get(reasonHeader); len(r) > 0 && r[0] == dlmpb.Reason_REASON_STORAGE.String() {
+			return nil, trailer, fmt.Errorf("%w: dlm server %s: %w", ErrStorage, srv.addr, err)
+		}
 		return nil, trailer, fmt.Errorf("%w: dlm server %s: %w", driver.ErrUnavailable, srv.addr, err)
 	}
 	stream, err := s.openStream(sctx, srv, useGRPC)

@@ -161,6 +161,10 @@ func (s *Server) notLeaderUnary(ctx context.Context) error {
 	if ok {
 		msg += "; the leader serves at " + client
 	}
+	if r, failing := s.storageRefusal(client); failing {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(cluster.LeaderHeader, client)) // the reason: see reasonTrailer
+		return r
+	}
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(cluster.LeaderHeader, client))
 	return status.Error(codes.Unavailable, msg)
 }

@@ -30,6 +30,10 @@ func (s *Server) notLeader(stream grpc.ServerStream) error {
 	if ok {
 		msg += "; the leader serves at " + client
 	}
+	if r, failing := s.storageRefusal(client); failing {
+		stream.SetTrailer(metadata.Pairs(cluster.LeaderHeader, client, ReasonHeader, r.reason.String()))
+		return r
+	}
 	// Present even when empty: it tells the client that a dlm node
 	// answered, and that it may wait for an election to end.
 	stream.SetTrailer(metadata.Pairs(cluster.LeaderHeader, client))

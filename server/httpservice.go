@@ -28,6 +28,9 @@ var _ httpapi.Service = httpService{}
 // Ready, List, Status, ListSessions and KillSessions are the server's.
 func (h httpService) Ready() bool { return h.s.Ready() }
 
+// NotReady is the server's.
+func (h httpService) NotReady() string { return h.s.NotReady() }
+
 func (h httpService) List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error) {
 	return h.s.List(ctx, req)
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -43,17 +45,8 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		cancel()
 	}()
 
-	for {
-		bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.node.Barrier(bctx)
-		bcancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("dlm server: barrier failed, retrying", "err", err)
+	if !s.barrier(ctx) {
+		return
 	}
 	// Before any grant of this term: lift the token sequence above what
 	// the state's history can have issued (a restored copy's included).
@@ -107,6 +100,41 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// Bounds of the wait between two attempts of the leader's barrier.
+const (
+	barrierBackoffMin = 10 * time.Millisecond
+	barrierBackoffMax = 2 * time.Second
+)
+
+// barrier applies the whole log before the node serves as leader, trying
+// again after a failure (a log that cannot be written, a leadership that
+// is being lost) with a growing pause, up to barrierBackoffMax, while ctx
+// lasts; the failures are logged at most once per barrierLogInterval. It
+// reports whether the barrier succeeded.
+func (s *Server) barrier(ctx context.Context) bool {
+	pause := barrierBackoffMin
+	for attempt := 1; ; attempt++ {
+		bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.node.Barrier(bctx)
+		bcancel()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.rate.Log(ctx, s.log, slog.LevelWarn, "barrier", "dlm server: barrier failed, retrying", "err", err, "attempt", attempt)
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		pause = min(2*pause, barrierBackoffMax)
 	}
 }
 

@@ -132,7 +132,7 @@ func (m *serverMetrics) count(r *fsm.Result) {
 type tableCollector struct{ s *Server }
 
 var tableDescs = struct {
-	sessions, resources, locks, pending, lastToken, applied, leader, ready, raftState, raftTerm *prometheus.Desc
+	sessions, resources, locks, pending, lastToken, applied, leader, ready, raftState, raftTerm, storageFailing, storageFailures *prometheus.Desc
 }{
 	sessions:  prometheus.NewDesc("dlm_server_sessions", "Open sessions.", nil, nil),
 	resources: prometheus.NewDesc("dlm_server_resources", "Resources with a lock or a waiter.", nil, nil),
@@ -143,7 +143,11 @@ var tableDescs = struct {
 	leader:    prometheus.NewDesc("dlm_server_leader", "1 if this node is the Raft leader.", nil, nil),
 	ready:     prometheus.NewDesc("dlm_server_ready", "1 if this node serves requests (leader, log applied).", nil, nil),
 	raftState: prometheus.NewDesc("dlm_server_raft_state", "1 for this node's Raft state (leader, follower, candidate, shutdown), 0 for the others.", []string{"state"}, nil),
-	raftTerm:  prometheus.NewDesc("dlm_server_raft_term", "The node's current Raft term: it grows by one or more with every election the node takes part in or hears of.", nil, nil),
+	storageFailing: prometheus.NewDesc("dlm_server_storage_failing",
+		"1 while a store of this node (the Raft log, its stable store, the snapshots) cannot be written: its disk is full or failing; the node refuses with REASON_STORAGE.", nil, nil),
+	storageFailures: prometheus.NewDesc("dlm_server_storage_failures_total",
+		"Writes of this node's Raft log, stable store and snapshots that failed (a full or failing disk).", nil, nil),
+	raftTerm: prometheus.NewDesc("dlm_server_raft_term", "The node's current Raft term: it grows by one or more with every election the node takes part in or hears of.", nil, nil),
 }
 
 // raftStates are the values of dlm_server_raft_state's label.
@@ -154,7 +158,7 @@ var raftStates = [...]struct {
 
 func (tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := tableDescs
-	for _, x := range []*prometheus.Desc{d.sessions, d.resources, d.locks, d.pending, d.lastToken, d.applied, d.leader, d.ready, d.raftState, d.raftTerm} {
+	for _, x := range []*prometheus.Desc{d.sessions, d.resources, d.locks, d.pending, d.lastToken, d.applied, d.leader, d.ready, d.raftState, d.raftTerm, d.storageFailing, d.storageFailures} {
 		ch <- x
 	}
 }
@@ -181,6 +185,9 @@ func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(tableDescs.raftState, prometheus.GaugeValue, boolFloat(state == rs.state), rs.label)
 	}
 	gauge(tableDescs.raftTerm, float64(c.s.node.Term()))
+	_, failing := c.s.node.StorageFailure()
+	gauge(tableDescs.storageFailing, boolFloat(failing))
+	ch <- prometheus.MustNewConstMetric(tableDescs.storageFailures, prometheus.CounterValue, float64(c.s.node.StorageFailures()))
 }
 
 func boolFloat(b bool) float64 {

@@ -17,9 +17,11 @@ import (
 
 	"github.com/dlmhq/dlm/server/auth"
 	"github.com/dlmhq/dlm/server/httpapi"
+	"github.com/dlmhq/dlm/server/internal/ratelog"
 	"github.com/dlmhq/dlm/server/raftnode"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -193,6 +195,7 @@ type Server struct {
 
 	cfg     Config
 	log     *slog.Logger
+	rate    *ratelog.Limiter // the repeated warnings of the leader's loop
 	node    *raftnode.Node
 	hub     *hub
 	watches *watches
@@ -234,6 +237,7 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger,
+		rate:   ratelog.New(30 * time.Second),
 		hub:    newHub(cfg.MaxStreamQueue, int64(cfg.MaxStreamQueueBytes), queue),
 		live:   newLiveness(),
 		queue:  queue,
@@ -372,6 +376,34 @@ func (s *Server) Node() *raftnode.Node { return s.node }
 // Ready reports whether the server takes requests: it is the leader, has
 // applied its log and has reset the sessions' deadlines.
 func (s *Server) Ready() bool { return s.live.isActive() }
+
+// NotReady says why the server does not take requests: "" when it does,
+// the storage failure when its log cannot be written (its disk is full or
+// failing), else that it is not the leader or has not applied its log.
+func (s *Server) NotReady() string {
+	if s.Ready() {
+		return ""
+	}
+	if f, ok := s.node.StorageFailure(); ok {
+		return "the log cannot be written: " + f.Cause()
+	}
+	return "not the leader, or the log is not applied yet"
+}
+
+// storageRefusal is the error of a request refused because this node's
+// storage fails, and the leader (client address, "" if unknown) to name;
+// ok is false while the storage writes.
+func (s *Server) storageRefusal(leader string) (r *refusal, ok bool) {
+	f, ok := s.node.StorageFailure()
+	if !ok {
+		return nil, false
+	}
+	msg := "dlm server: this node cannot write its log (" + f.Cause() + "): its disk is full or failing; it serves again once its writes succeed"
+	if leader != "" {
+		msg += "; the leader serves at " + leader
+	}
+	return &refusal{code: codes.Unavailable, reason: dlmpb.Reason_REASON_STORAGE, msg: msg}, true
+}
 
 // WaitReady waits until Ready or ctx ends.
 func (s *Server) WaitReady(ctx context.Context) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlmhq/dlm/api/dlmpb"
 	"github.com/dlmhq/dlm/locktable"
+	"github.com/dlmhq/dlm/server/raftnode"
 )
 
 // Session serves one session stream: see dlmpb.DLMServer.
@@ -252,7 +253,7 @@ func (q inflight) give() { <-q }
 func outcome(ob *outbox, id *dlmpb.RequestID, slots inflight) func([]fsm.Result, error) {
 	return func(_ []fsm.Result, err error) {
 		if err != nil {
-			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+			ob.push(refused(id, failedReason(err), err.Error()))
 		}
 		slots.give()
 	}
@@ -317,7 +318,7 @@ func (s *Server) read(ctx context.Context, stream dlmpb.DLM_SessionServer, sid l
 		}
 		if err := s.node.Submit(ctx, outcome(ob, id, slots), cmd); err != nil {
 			slots.give()
-			ob.push(refused(id, dlmpb.Reason_REASON_NOT_LEADER, err.Error()))
+			ob.push(refused(id, failedReason(err), err.Error()))
 			ob.end(true, fmt.Errorf("dlm server: session %d: %w", sid, err))
 			return
 		}
@@ -345,9 +346,22 @@ func refused(id *dlmpb.RequestID, reason dlmpb.Reason, msg string) *dlmpb.Sessio
 
 func pbDuration(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
 
-// proposeStatus maps a proposal error to a gRPC status.
+// failedReason is the reason of a request whose proposal failed:
+// REASON_STORAGE while this node cannot write its log, else
+// REASON_NOT_LEADER.
+func failedReason(err error) dlmpb.Reason {
+	if errors.Is(err, raftnode.ErrStorage) {
+		return dlmpb.Reason_REASON_STORAGE
+	}
+	return dlmpb.Reason_REASON_NOT_LEADER
+}
+
+// proposeStatus maps a proposal error to a gRPC status: a refusal with
+// REASON_STORAGE while this node cannot write its log.
 func proposeStatus(err error) error {
 	switch {
+	case errors.Is(err, raftnode.ErrStorage):
+		return &refusal{code: codes.Unavailable, reason: dlmpb.Reason_REASON_STORAGE, msg: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

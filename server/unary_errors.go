@@ -47,7 +47,7 @@ func reasonCode(r dlmpb.Reason) codes.Code {
 		dlmpb.Reason_REASON_TOO_MANY_RESOURCES, dlmpb.Reason_REASON_TOO_MANY_SESSIONS,
 		dlmpb.Reason_REASON_TOO_MANY_HOLDERS, dlmpb.Reason_REASON_QUOTA:
 		return codes.ResourceExhausted
-	case dlmpb.Reason_REASON_NOT_LEADER:
+	case dlmpb.Reason_REASON_NOT_LEADER, dlmpb.Reason_REASON_STORAGE:
 		return codes.Unavailable
 	}
 	return codes.FailedPrecondition

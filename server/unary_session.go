@@ -68,6 +68,9 @@ func (u unary) session(ctx context.Context, handle string) (auth.Principal, lock
 func (u unary) notLeader(ctx context.Context) error {
 	err := u.s.notLeaderUnary(ctx)
 	if _, httpAddr, ok := u.s.leaderAddrs(); ok && httpAddr != "" {
+		if r, ok := err.(*refusal); ok {
+			return &refusal{code: r.code, reason: r.reason, msg: r.msg + " (gRPC), " + httpAddr + " (HTTP)"}
+		}
 		return status.Error(codes.Unavailable, status.Convert(err).Message()+" (gRPC), "+httpAddr+" (HTTP)")
 	}
 	return err

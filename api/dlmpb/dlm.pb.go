@@ -147,6 +147,7 @@ const (
 	Reason_REASON_REQUEST_ID_REUSED  Reason = 24 // a request id already answered for a different request
 	Reason_REASON_TOO_MANY_HOLDERS   Reason = 25 // limit: locks (granted or queued) of one resource
 	Reason_REASON_QUOTA              Reason = 26 // the identity's quota of sessions or of locks is used up
+	Reason_REASON_STORAGE            Reason = 27 // this server cannot write its log: its disk is full or failing (ENOSPC, EIO, a failed fsync); retry (same request id) on another node or later
 )
 
 // Enum value maps for Reason.
@@ -179,6 +180,7 @@ var (
 		24: "REASON_REQUEST_ID_REUSED",
 		25: "REASON_TOO_MANY_HOLDERS",
 		26: "REASON_QUOTA",
+		27: "REASON_STORAGE",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":        0,
@@ -208,6 +210,7 @@ var (
 		"REASON_REQUEST_ID_REUSED":  24,
 		"REASON_TOO_MANY_HOLDERS":   25,
 		"REASON_QUOTA":              26,
+		"REASON_STORAGE":            27,
 	}
 )
 
@@ -6889,7 +6892,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\aMODE_CW\x10\x03\x12\v\n" +
 	"\aMODE_PR\x10\x04\x12\v\n" +
 	"\aMODE_PW\x10\x05\x12\v\n" +
-	"\aMODE_EX\x10\x06*\xc1\x05\n" +
+	"\aMODE_EX\x10\x06*\xd5\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_WOULD_BLOCK\x10\x01\x12\x13\n" +
@@ -6918,7 +6921,8 @@ const file_dlm_proto_rawDesc = "" +
 	"\x17REASON_BAD_RESUME_TOKEN\x10\x17\x12\x1c\n" +
 	"\x18REASON_REQUEST_ID_REUSED\x10\x18\x12\x1b\n" +
 	"\x17REASON_TOO_MANY_HOLDERS\x10\x19\x12\x10\n" +
-	"\fREASON_QUOTA\x10\x1a*G\n" +
+	"\fREASON_QUOTA\x10\x1a\x12\x12\n" +
+	"\x0eREASON_STORAGE\x10\x1b*G\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATUS_GRANTED\x10\x01\x12\x11\n" +

@@ -230,7 +230,7 @@ func TestFSMMalformed(t *testing.T) {
 // table maps back to an error with that reason. The service's own reasons
 // (package server) are not the state machine's: it never stores them.
 func TestReasonRoundTrip(t *testing.T) {
-	service := map[dlmpb.Reason]bool{dlmpb.Reason_REASON_NOT_LEADER: true,
+	service := map[dlmpb.Reason]bool{dlmpb.Reason_REASON_NOT_LEADER: true, dlmpb.Reason_REASON_STORAGE: true,
 		dlmpb.Reason_REASON_PERMISSION_DENIED: true, dlmpb.Reason_REASON_BAD_RESUME_TOKEN: true}
 	for code, name := range dlmpb.Reason_name {
 		r := dlmpb.Reason(code)

@@ -29,6 +29,10 @@ import (
 type Service interface {
 	// Ready reports whether the node takes requests.
 	Ready() bool
+	// NotReady says why the node does not take requests ("" when it does),
+	// for /readyz: such as "the log cannot be written: no space left on
+	// device".
+	NotReady() string
 	// List, Status, ListSessions and KillSessions are the gRPC calls of
 	// the same names.
 	List(ctx context.Context, req *dlmpb.ListRequest) (*dlmpb.ListResponse, error)
@@ -145,7 +149,11 @@ func New(cfg Config) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !a.svc.Ready() {
-			http.Error(w, "not ready: not the leader, or the log is not applied yet", http.StatusServiceUnavailable)
+			why := a.svc.NotReady()
+			if why == "" {
+				why = "not the leader, or the log is not applied yet"
+			}
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

@@ -18,6 +18,7 @@ var reasons = [...]struct {
 	err    error
 	reason dlmpb.Reason
 }{
+	{raftnode.ErrStorage, dlmpb.Reason_REASON_STORAGE}, // before ErrNotLeader, which it may wrap too
 	{raftnode.ErrNotLeader, dlmpb.Reason_REASON_NOT_LEADER},
 	{auth.ErrPermissionDenied, dlmpb.Reason_REASON_PERMISSION_DENIED},
 	{ErrInvalidRequest, dlmpb.Reason_REASON_INVALID},

@@ -6,21 +6,38 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/dlmhq/dlm/server/internal/ratelog"
 )
 
 // hclogAdapter lets hashicorp/raft, which wants an hclog.Logger, log through
 // a *slog.Logger. Raft's logger name becomes the "logger" attribute.
+//
+// While quiet reports true (the node's storage fails, and Raft steps down,
+// is elected and fails again over and over), each of Raft's messages is
+// written once and then at most once per raftQuietInterval, with the count
+// of those left out.
 type hclogAdapter struct {
-	log  *slog.Logger
-	name string
-	args []any
+	log   *slog.Logger
+	name  string
+	args  []any
+	quiet func() bool
+	rate  *ratelog.Limiter
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
 
-func newHclog(l *slog.Logger) hclog.Logger { return &hclogAdapter{log: l} }
+// raftQuietInterval is how often one message of Raft's is written while
+// the adapter is quiet.
+const raftQuietInterval = 30 * time.Second
+
+// newHclog returns the adapter of l; quiet may be nil (never quiet).
+func newHclog(l *slog.Logger, quiet func() bool) hclog.Logger {
+	return &hclogAdapter{log: l, quiet: quiet, rate: ratelog.New(raftQuietInterval)}
+}
 
 func slogLevel(l hclog.Level) slog.Level {
 	switch l {
@@ -42,6 +59,15 @@ func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	ctx := context.Background()
 	if !h.log.Enabled(ctx, lvl) {
 		return
+	}
+	if lvl >= slog.LevelInfo && h.quiet != nil && h.quiet() {
+		ok, n := h.rate.Allow(h.name + "\x00" + msg)
+		if !ok {
+			return
+		}
+		if n > 0 {
+			args = append(args[:len(args):len(args)], "suppressed", n)
+		}
 	}
 	all := make([]any, 0, len(h.args)+len(args)+2)
 	if h.name != "" {

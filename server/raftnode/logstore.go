@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
 )
 
 // The durable log stores a data directory can hold.
@@ -75,7 +77,12 @@ func (n *Node) openLog(kind string, hl hclog.Logger) (raft.LogStore, raft.Stable
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
 	}
-	w, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")))
+	size := wal.DefaultSegmentSize
+	if n.cfg.walSegmentSize > 0 {
+		size = n.cfg.walSegmentSize
+	}
+	w, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithSegmentSize(size),
+		wal.WithSegmentFiler(segment.NewFiler(dir, cleanVFS{fs.New()})))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dlm server: open raft log: %w", err)
 	}

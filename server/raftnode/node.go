@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,15 @@ type Config struct {
 	// refuses a peer whose certificate its CA did not sign for a node.
 	// Nil is plain TCP.
 	RaftTLS *tls.Config
+	// StorageFault, if set, is called before each write of the log, the
+	// stable store and the snapshots (store is StoreLog, StoreStable or
+	// StoreSnapshot); an error it returns fails that write, unwritten, as
+	// a full or failing disk would. For fault-injection tests.
+	StorageFault func(store, op string) error
+
+	// walSegmentSize, if set, is raft-wal's segment size (the default is
+	// wal.DefaultSegmentSize), for tests that fill a small disk.
+	walSegmentSize int
 }
 
 // Peer is one voter of a cluster to bootstrap.
@@ -125,6 +135,7 @@ type Node struct {
 	layer     *streamLayer
 	closers   []io.Closer // stores, closed after raft
 	logStore  string      // LogStoreWAL or LogStoreBolt; "" in memory
+	storage   *storageWatch
 
 	queue    queue          // proposals not yet in an entry
 	inflight chan inflight  // entries awaiting commit, for the waiter; room for MaxInflight
@@ -159,9 +170,13 @@ func Open(cfg Config) (*Node, error) {
 		notify:   make(chan bool, 1),
 		changed:  make(chan struct{}),
 	}
+	n.storage = newStorageWatch(cfg.Logger, cfg.StorageFault)
 	n.wg.Add(1)
 	go n.watchLeadership()
 	if err := n.start(); err != nil {
+		if isStorageErrno(err) && !errors.Is(err, ErrStorage) {
+			err = fmt.Errorf("%w: %w", ErrStorage, err)
+		}
 		close(n.raftDown)
 		n.wg.Wait()
 		return nil, errors.Join(err, n.closeStores())
@@ -171,6 +186,9 @@ func Open(cfg Config) (*Node, error) {
 	go n.await()
 	return n, nil
 }
+
+// retainSnapshots is how many snapshots the node keeps on disk.
+const retainSnapshots = 2
 
 // DefaultMaxNameLen is the server's default Limits.MaxNameLen: the longest
 // resource name package dlm accepts.
@@ -202,7 +220,7 @@ func (c *Config) setDefaults() {
 
 // start opens the stores and the transport and starts Raft.
 func (n *Node) start() error {
-	hl := newHclog(n.log)
+	hl := newHclog(n.log, n.storage.anyFail.Load)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.ID)
 	rc.Logger = hl.Named("raft")
@@ -310,7 +328,7 @@ func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
 func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raft.SnapshotStore, error) {
 	if n.cfg.InMemory {
 		mem := raft.NewInmemStore()
-		return mem, mem, raft.NewInmemSnapshotStore(), nil
+		return watchedLog{LogStore: mem, w: n.storage}, watchedStable{StableStore: mem, w: n.storage}, raft.NewInmemSnapshotStore(), nil
 	}
 	if n.cfg.Dir == "" {
 		return nil, nil, nil, errors.New("dlm server: Config.Dir is required unless InMemory")
@@ -335,11 +353,15 @@ func (n *Node) openStores(hl hclog.Logger) (raft.LogStore, raft.StableStore, raf
 	}
 	n.logStore = kind
 	n.log.Info("dlm server: raft log", "store", kind, "dir", n.cfg.Dir)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.Dir, 2, hl.Named("snapshots"))
+	files, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.Dir, retainSnapshots, hl.Named("snapshots"))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dlm server: snapshot store: %w", err)
 	}
-	return logs, stable, snaps, nil
+	snaps := watchedSnapshots{SnapshotStore: files, dir: filepath.Join(n.cfg.Dir, "snapshots"), w: n.storage}
+	if k := snaps.removeTmp(""); k > 0 {
+		n.log.Info("dlm server: removed unfinished snapshots", "count", k, "dir", snaps.dir)
+	}
+	return watchedLog{LogStore: logs, w: n.storage}, watchedStable{StableStore: stable, w: n.storage}, snaps, nil
 }
 
 // FSM returns the node's state machine, for reads.
@@ -371,7 +393,11 @@ func (n *Node) watchLeadership() {
 				n.leader = v
 				close(n.changed)
 				n.changed = make(chan struct{})
-				n.log.Info("dlm server: leadership changed", "leader", v)
+				if n.storage.anyFail.Load() { // Raft steps down and is elected again, over and over
+					n.storage.rate.Log(context.Background(), n.log, slog.LevelInfo, "leadership", "dlm server: leadership changed", "leader", v)
+				} else {
+					n.log.Info("dlm server: leadership changed", "leader", v)
+				}
 			}
 			n.leaderMu.Unlock()
 		case <-n.raftDown:
@@ -385,7 +411,7 @@ func (n *Node) watchLeadership() {
 // returns nil can have been overruled by another leader.
 func (n *Node) VerifyLeader() error {
 	if err := raftErr(n.raft.VerifyLeader().Error()); err != nil {
-		return fmt.Errorf("dlm server: verify leadership: %w", err)
+		return fmt.Errorf("dlm server: verify leadership: %w", n.storageErr(err))
 	}
 	return nil
 }
@@ -439,7 +465,7 @@ func (n *Node) Barrier(ctx context.Context) error {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
 	if err := raftErr(n.raft.Barrier(timeout).Error()); err != nil {
-		return fmt.Errorf("dlm server: barrier: %w", err)
+		return fmt.Errorf("dlm server: barrier: %w", n.storageErr(err))
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dlm server: barrier: %w", err)

@@ -270,7 +270,7 @@ func encodeBatch(props []*proposal, count int, stamp int64) []byte {
 func (n *Node) await() {
 	defer n.pipeline.Done()
 	for e := range n.inflight {
-		results, err := entryResults(e.future)
+		results, err := n.entryResults(e.future)
 		if err == nil && len(results) != e.count {
 			err = fmt.Errorf("dlm server: propose: %d results for %d commands", len(results), e.count)
 		}
@@ -302,10 +302,11 @@ func (n *Node) await() {
 	}
 }
 
-// entryResults waits for an entry and returns its results.
-func entryResults(f raft.ApplyFuture) ([]fsm.Result, error) {
+// entryResults waits for an entry and returns its results. An entry Raft
+// failed while the node's storage fails wraps ErrStorage.
+func (n *Node) entryResults(f raft.ApplyFuture) ([]fsm.Result, error) {
 	if err := f.Error(); err != nil {
-		return nil, fmt.Errorf("dlm server: propose: %w", raftErr(err))
+		return nil, fmt.Errorf("dlm server: propose: %w", n.storageErr(raftErr(err)))
 	}
 	switch r := f.Response().(type) {
 	case []fsm.Result:

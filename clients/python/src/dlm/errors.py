@@ -143,6 +143,10 @@ def error_from_reply(code: str, message: str, reason: str | None = None) -> DLME
     cls: type[DLMError] = _BY_CODE.get(code, DLMError)
     if reason == "REASON_DEADLOCK":
         cls = DeadlockError
+    elif reason == "REASON_STORAGE":
+        # The node cannot write its log (its disk is full or failing): it
+        # serves again once it can, and the others of a cluster serve.
+        cls = UnavailableError
     return cls(message or code, code=code, reason=reason)
 
 
