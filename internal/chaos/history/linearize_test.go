@@ -65,3 +65,73 @@ func TestLinearizability(t *testing.T) {
 		}
 	})
 }
+
+// try records a strict try-lock that failed at fail (ms): refused, or
+// without an answer (unsure).
+func (h *hist) try(client string, lease uint64, res string, req, fail int64, unsure bool) *hist {
+	h.add(Event{At: req * ms, Kind: Requested, Client: client, Lease: lease, Resource: res, Strict: true})
+	return h.add(Event{At: fail * ms, Kind: AcquireFailed, Client: client, Lease: lease, Resource: res, Unsure: unsure})
+}
+
+// strict marks every request of res as the strict workload's.
+func (h *hist) strict(res string) *hist {
+	for i := range h.evs {
+		if e := &h.evs[i]; e.Kind == Requested && e.Resource == res {
+			e.Strict = true
+		}
+	}
+	return h
+}
+
+func TestStrictLinearizability(t *testing.T) {
+	t.Run("ok: refused while held, granted once free", func(t *testing.T) {
+		h := new(hist).acq("a", 1, "t", 5, 0, 10, 30).try("b", 1, "t", 12, 14, false).acq("b", 2, "t", 6, 35, 36, 40).strict("t")
+		v := linearizability(t, h)
+		if v.Result != porcupine.Ok || v.StrictOps != 5 || v.Refusals != 1 {
+			t.Errorf("verdict %s, want Ok over 5 strict operations, 1 refusal", v)
+		}
+	})
+	t.Run("illegal: refused while free", func(t *testing.T) {
+		h := new(hist).acq("a", 1, "t", 5, 0, 10, 20).try("b", 1, "t", 25, 27, false).strict("t")
+		if v := linearizability(t, h); v.Result != porcupine.Illegal {
+			t.Errorf("verdict %s, want Illegal", v)
+		}
+	})
+	t.Run("illegal: refused after a release returned", func(t *testing.T) {
+		// a's release returned at 20 (sent at 19): the lock is free from
+		// then on, and b's try-lock at 21 must not be refused.
+		h := new(hist).acq("a", 1, "t", 5, 0, 10, 19).try("b", 1, "t", 21, 22, false).strict("t")
+		if v := linearizability(t, h); v.Result != porcupine.Illegal {
+			t.Errorf("verdict %s, want Illegal", v)
+		}
+	})
+	t.Run("ok: a try-lock without an answer may hold the lock for a while", func(t *testing.T) {
+		// b's try-lock ended without an answer at 5; c is refused at 10
+		// with no one else holding: legal, b's grant may stand until it
+		// is withdrawn (within the phantom bound, 2s).
+		h := new(hist).try("b", 1, "t", 0, 5, true).try("c", 1, "t", 8, 10, false).acq("c", 2, "t", 5, 30, 31, 40).strict("t")
+		v := linearizability(t, h)
+		if v.Result != porcupine.Ok || v.Unsure != 1 {
+			t.Errorf("verdict %s, want Ok with one unsure", v)
+		}
+	})
+	t.Run("ok: a try-lock without an answer may have done nothing", func(t *testing.T) {
+		h := new(hist).try("b", 1, "t", 0, 5, true).acq("c", 1, "t", 5, 1, 3, 40).strict("t")
+		if v := linearizability(t, h); v.Result != porcupine.Ok {
+			t.Errorf("verdict %s, want Ok", v)
+		}
+	})
+	t.Run("illegal: a failed try-lock left the lock held", func(t *testing.T) {
+		// Refused 3s after b's unanswered try-lock, nobody else holding.
+		h := new(hist).try("b", 1, "t", 0, 5, true).try("c", 1, "t", 3000, 3001, false).strict("t")
+		if v := linearizability(t, h); v.Result != porcupine.Illegal {
+			t.Errorf("verdict %s, want Illegal", v)
+		}
+	})
+	t.Run("illegal: two holders at once", func(t *testing.T) {
+		h := new(hist).acq("a", 1, "t", 5, 0, 10, 20).acq("b", 1, "t", 6, 12, 15, 25).strict("t")
+		if v := linearizability(t, h); v.Result != porcupine.Illegal {
+			t.Errorf("verdict %s, want Illegal", v)
+		}
+	})
+}
