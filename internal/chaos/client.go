@@ -103,9 +103,9 @@ func (c *calls) ctx(parent context.Context) (ctx context.Context, cancel context
 		ctx, cancel = context.WithTimeout(parent, d)
 		return ctx, cancel, true
 	}
-	ctx, cancel = context.WithCancel(parent)
-	t := time.AfterFunc(d, cancel)
-	return ctx, func() { t.Stop(); cancel() }, true
+	ctx, end := context.WithCancel(parent)
+	t := time.AfterFunc(d, end)
+	return ctx, func() { t.Stop(); end() }, true
 }
 
 // Commands the harness writes to a client's stdin, one a line. EOF is

@@ -626,7 +626,7 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, "leader flaps, victim's death to another's grant: %d flaps, p50 %s max %s\n",
 			len(r.Takeovers), ms(Percentile(ds, 50)), ms(Percentile(ds, 100)))
 		for _, t := range r.Takeovers {
-			fmt.Fprintf(&b, "  round %d: %s holding %s, %s: %s\n", t.Round, t.Victim, t.Resource, t.How, ms(t.After))
+			fmt.Fprintf(&b, "  round %d: %s: %s\n", t.Round, t.How, ms(t.After))
 		}
 	}
 	if len(r.LossLeads) > 0 {
