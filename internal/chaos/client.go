@@ -297,6 +297,13 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 		// context; anything else may have been granted, and withdrawn
 		// since.
 		f.Unsure = !errors.Is(err, dlm.ErrNotAcquired) || ended
+		// A single attempt that the store refused to send (dlmserver's
+		// checks before sending: no connection, no live session) did
+		// nothing. The store has no error value for it: its message says.
+		if wait == 0 && f.Unsure && (strings.Contains(err.Error(), "not connected to the dlm server") ||
+			strings.Contains(err.Error(), "no live session with the dlm server")) {
+			f.Unsure, f.Unsent = false, true
+		}
 		em.emit(f)
 		if !errors.Is(err, dlm.ErrNotAcquired) {
 			select { // the store is unavailable: do not spin

@@ -59,6 +59,11 @@ type Event struct {
 	// happened at the store, and been withdrawn since: an indeterminate
 	// operation.
 	Unsure bool `json:"unsure,omitempty"`
+	// Unsent (AcquireFailed) marks a single attempt (a try-lock) that
+	// failed before its request left the client (the store had no
+	// connection or no live session): nothing can have happened, and the
+	// strict model leaves it out.
+	Unsent bool `json:"unsent,omitempty"`
 	// Stopped (Fault) says the fault SIGSTOPs its target client until the
 	// heal (as FaultPauseClient does).
 	Stopped bool   `json:"stopped,omitempty"`

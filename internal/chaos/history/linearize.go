@@ -324,7 +324,7 @@ func nextGrant(leases []*lease, l *lease, from int64) int64 {
 }
 
 // strictCounts counts what strictOps made of a resource's acquisitions.
-type strictCounts struct{ refusals, unsure, expiries int }
+type strictCounts struct{ refusals, unsure, unsent, expiries int }
 
 // strictOps turns every acquisition of a strict resource into operations,
 // sorted by call: a granted one as in lockOps; a refused one (a definite
@@ -332,7 +332,8 @@ type strictCounts struct{ refusals, unsure, expiries int }
 // its request to its failure; one that failed without an answer, or never
 // ended in the history, as an opMaybe over the same interval and an opDrop
 // from its request to the earlier of the next grant after its failure and
-// the failure + phantom.
+// the failure + phantom. One that was never sent (Event.Unsent) is left
+// out.
 func strictOps(leases []*lease, phantom int64) (ops []porcupine.Operation, n strictCounts) {
 	for _, l := range leases {
 		switch {
@@ -344,6 +345,8 @@ func strictOps(leases []*lease, phantom int64) (ops []porcupine.Operation, n str
 					n.expiries++
 				}
 			}
+		case l.failed != nil && l.failed.Unsent:
+			n.unsent++
 		case l.failed != nil && !l.failed.Unsure:
 			ops = append(ops, porcupine.Operation{Input: lockInput{kind: opRefused, lease: l.key}, Call: l.req.At, Return: l.failed.At})
 			n.refusals++
