@@ -134,7 +134,7 @@ func TestChaosShortRun(t *testing.T) {
 // Both judges must pass: no violation, the contended history linearizable,
 // and the strict one too (a refusal only while held, a release that
 // returned freed the lock, an acquisition that failed without an answer
-// left nothing held past the phantom bound). As in the short run, the
+// left nothing held past its client's next grant). As in the short run, the
 // bounds (recovery, takeover) are loose so that a busy machine passes;
 // the figures are logged, and dlm-chaos checks the targets.
 func TestChaosStandingFaults(t *testing.T) {

@@ -156,7 +156,7 @@ func (c *Config) ttl() time.Duration { return max(c.SessionTTL, c.LeaseTTL) }
 
 // checkConfig is what the checker is given.
 func (c *Config) checkConfig() history.CheckConfig {
-	return history.CheckConfig{RecoveryBound: c.RecoveryBound, TakeoverBound: c.TakeoverBound, PhantomBound: 2 * c.ttl()}
+	return history.CheckConfig{RecoveryBound: c.RecoveryBound, TakeoverBound: c.TakeoverBound}
 }
 
 // Result is a run's outcome.

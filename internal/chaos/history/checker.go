@@ -74,12 +74,6 @@ type CheckConfig struct {
 	// death to another client's grant of its resource (PropTakeover); 0
 	// checks nothing but still records the takeovers.
 	TakeoverBound time.Duration
-	// PhantomBound is how long after an acquisition failed without an
-	// answer (Event.Unsure) the strict model lets the lock stay held by it:
-	// the grant may have happened at the store and be withdrawn only
-	// later. Past it, a failed acquisition must have left nothing held.
-	// Default 2s.
-	PhantomBound time.Duration
 }
 
 // Violation is one breach of a property, with the events that show it.
@@ -207,9 +201,6 @@ func Check(history []Event, cfg CheckConfig) *Report {
 	}
 	if cfg.LinearizeTimeout <= 0 {
 		cfg.LinearizeTimeout = 2 * time.Minute
-	}
-	if cfg.PhantomBound <= 0 {
-		cfg.PhantomBound = 2 * time.Second
 	}
 	evs := slices.Clone(history)
 	SortEvents(evs)

@@ -212,7 +212,7 @@ func linearize(byRes, strict map[string][]*lease, resources []string, cfg CheckC
 		var ops []porcupine.Operation
 		if isStrict {
 			var n strictCounts
-			ops, n = strictOps(ls, int64(cfg.PhantomBound))
+			ops, n = strictOps(ls)
 			v.StrictOps += len(ops)
 			v.Refusals += n.refusals
 			v.Unsure += n.unsure
@@ -330,11 +330,18 @@ type strictCounts struct{ refusals, unsure, unsent, expiries int }
 // sorted by call: a granted one as in lockOps; a refused one (a definite
 // answer: ErrNotAcquired, the call's context not ended) as a refusal from
 // its request to its failure; one that failed without an answer, or never
-// ended in the history, as an opMaybe over the same interval and an opDrop
-// from its request to the earlier of the next grant after its failure and
-// the failure + phantom. One that was never sent (Event.Unsent) is left
-// out.
-func strictOps(leases []*lease, phantom int64) (ops []porcupine.Operation, n strictCounts) {
+// ended in the history, as an opMaybe and an opDrop, both from its request
+// to the next grant answered to the same client (see ownBound). One that
+// was never sent (Event.Unsent) is left out.
+//
+// The failure does not bound an unanswered try-lock: the dlm server
+// client keeps a call its caller gave up and sends it again, with its
+// sequence number, on the stream it opens after a leader change; the
+// server may apply it then, grant it, and the client release it as soon
+// as the grant comes (a chaos run saw it applied 0.31 s after its caller
+// gave up, after two other grants of the resource). Its hold may start
+// and end any time after its request.
+func strictOps(leases []*lease) (ops []porcupine.Operation, n strictCounts) {
 	for _, l := range leases {
 		switch {
 		case l.grant != nil:
@@ -352,18 +359,39 @@ func strictOps(leases []*lease, phantom int64) (ops []porcupine.Operation, n str
 			n.refusals++
 		default:
 			n.unsure++
-			ret, drop := end, end
-			if l.failed != nil {
-				ret = l.failed.At
-				drop = min(nextGrant(leases, l, ret), ret+phantom)
-			}
+			bound := ownBound(leases, l)
 			ops = append(ops,
-				porcupine.Operation{Input: lockInput{kind: opMaybe, lease: l.key}, Call: l.req.At, Return: ret},
-				porcupine.Operation{Input: lockInput{kind: opDrop, lease: l.key}, Call: l.req.At, Return: drop})
+				porcupine.Operation{Input: lockInput{kind: opMaybe, lease: l.key}, Call: l.req.At, Return: bound},
+				porcupine.Operation{Input: lockInput{kind: opDrop, lease: l.key}, Call: l.req.At, Return: bound})
 		}
 	}
 	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
 	return ops, n
+}
+
+// ownBound is when an unanswered acquisition l must have taken effect, and
+// its possible hold ended, at the latest: the first grant answered to
+// l's client after l's request (end if none). The server applies a
+// session's requests in order, and the client sends again what is
+// unanswered ahead of anything new, and the release of an abandoned grant
+// ahead of anything asked after that grant came; so l, if applied at
+// all, was applied before the client's next request, and a grant of that
+// request shows the lock free then: l's hold, if any, had ended. With a
+// new session (the old one given up), l could only be applied while the
+// old session lived on the server, which keeps the next grant from
+// coming before the old session's locks are dropped. A refusal proves
+// nothing (l's own hold may be what refused it), and no time does: the
+// hold of a session the client gave up lasts until the server expires
+// the session, which a flapping leader delays.
+func ownBound(leases []*lease, l *lease) int64 {
+	bound := end
+	for _, n := range leases {
+		if n != l && n.client == l.client && n.grant != nil && n.req != nil &&
+			n.req.At > l.req.At && n.grant.At < bound {
+			bound = n.grant.At
+		}
+	}
+	return bound
 }
 
 // splitOps cuts sorted operations where the lock is surely free and nothing

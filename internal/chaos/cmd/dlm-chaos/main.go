@@ -208,7 +208,7 @@ func checkFile(path string, cfg chaos.Config) int {
 	if takeover == 0 {
 		takeover = 2*ttl + 2*cfg.RaftTimeout
 	}
-	r := history.Check(evs, history.CheckConfig{RecoveryBound: bound, TakeoverBound: takeover, PhantomBound: 2 * ttl})
+	r := history.Check(evs, history.CheckConfig{RecoveryBound: bound, TakeoverBound: takeover})
 	fmt.Print(r.Summary())
 	if r.TotalViolations() > 0 || r.Linearizability.Result != porcupine.Ok {
 		return 1
