@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,69 @@ type ClientConfig struct {
 	HoldMax    time.Duration     `json:"hold_max"` // between HoldMin and HoldMax
 	Think      time.Duration     `json:"think"`    // at most this between acquisitions
 	Seed       uint64            `json:"seed"`
+	// CancelShare is the share (0 to 1) of the client's calls (acquire,
+	// extend, release) made under a context that ends at a random moment,
+	// from 0 to three times the median call time the client measured. A
+	// release so cut short is made again on a context that does not end
+	// so soon.
+	CancelShare float64 `json:"cancel_share,omitempty"`
+	// TryLock makes the client one of the strict workload's: every
+	// acquisition is a try-lock (WithWait(0)) of Resources[0], recorded
+	// with Event.Strict.
+	TryLock bool `json:"try_lock,omitempty"`
+	// FirstLease numbers the client's first acquisition (a client started
+	// again after a kill goes on from a new range).
+	FirstLease uint64 `json:"first_lease,omitempty"`
+}
+
+// calls makes a client's calls' contexts: a share of them end at a random
+// moment within three times the median call time measured so far.
+type calls struct {
+	share float64
+	rng   *rand.Rand
+	times []time.Duration // the last calls' durations, a ring
+	next  int
+}
+
+// defaultCallTime is the median call time assumed before any was measured.
+const defaultCallTime = 2 * time.Millisecond
+
+func (c *calls) median() time.Duration {
+	if len(c.times) == 0 {
+		return defaultCallTime
+	}
+	s := slices.Clone(c.times)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// took records the duration of a call that returned an answer.
+func (c *calls) took(d time.Duration) {
+	const keep = 101
+	if len(c.times) < keep {
+		c.times = append(c.times, d)
+		return
+	}
+	c.times[c.next] = d
+	c.next = (c.next + 1) % keep
+}
+
+// ctx returns the context of the next call, derived from parent: for a
+// share of calls one that ends at a random moment (a deadline or a
+// cancellation, in turn at random), otherwise parent itself. cut reports
+// which.
+func (c *calls) ctx(parent context.Context) (ctx context.Context, cancel context.CancelFunc, cut bool) {
+	if c.share <= 0 || c.rng.Float64() >= c.share {
+		return parent, func() {}, false
+	}
+	d := time.Duration(c.rng.Int64N(int64(3*c.median()) + 1))
+	if c.rng.IntN(2) == 0 {
+		ctx, cancel = context.WithTimeout(parent, d)
+		return ctx, cancel, true
+	}
+	ctx, end := context.WithCancel(parent)
+	t := time.AfterFunc(d, end)
+	return ctx, func() { t.Stop(); end() }, true
 }
 
 // Commands the harness writes to a client's stdin, one a line. EOF is
@@ -158,11 +222,15 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 	em.emit(history.Event{At: history.Now(), Kind: history.Note, Note: "session open"})
 	c := dlm.New(store, dlm.WithLogger(log))
 	fc := newFencedClient(cfg.Fenced)
+	cs := &calls{share: cfg.CancelShare, rng: rand.New(rand.NewPCG(cfg.Seed, 0xca11))}
 
-	var seq uint64
+	seq := cfg.FirstLease
 	for stopCtx.Err() == nil {
 		seq++
 		res := cfg.Resources[rng.IntN(len(cfg.Resources))]
+		if cfg.TryLock {
+			res = cfg.Resources[0]
+		}
 		hold := cfg.HoldMin + time.Duration(rng.Int64N(int64(cfg.HoldMax-cfg.HoldMin)+1))
 		long := false
 		select {
@@ -170,7 +238,7 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 			res, hold, long = lh.resource, lh.hold, true
 		default:
 		}
-		if !acquire(stopCtx, c, fc, em, cfg, seq, res, hold, long) && long {
+		if !acquire(stopCtx, c, fc, em, cs, cfg, seq, res, hold, long) && long {
 			longs <- longHold{res, hold} // the harness waits for it: try again
 		}
 		if think := time.Duration(rng.Int64N(int64(cfg.Think) + 1)); think > 0 {
@@ -194,7 +262,7 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 
 // acquire is one acquisition and its critical section; it reports whether
 // the lock was granted.
-func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitter, cfg ClientConfig, seq uint64, res string, hold time.Duration, long bool) bool {
+func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitter, cs *calls, cfg ClientConfig, seq uint64, res string, hold time.Duration, long bool) bool {
 	ev := func(k history.Kind, token uint64, note string) history.Event {
 		return history.Event{At: history.Now(), Kind: k, Lease: seq, Resource: res, Token: token, Note: note}
 	}
@@ -202,14 +270,41 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 	if long {
 		note = "long hold " + hold.String()
 	}
-	em.emit(ev(history.Requested, 0, note))
+	req := ev(history.Requested, 0, note)
+	req.Strict = cfg.TryLock
+	em.emit(req)
 	wait := cfg.Wait
-	if long {
+	switch {
+	case cfg.TryLock:
+		wait = 0
+	case long:
 		wait = max(wait, 5*time.Second)
 	}
-	l, err := c.Acquire(stopCtx, res, dlm.WithTTL(cfg.LeaseTTL), dlm.WithWait(wait), dlm.WithAutoRenew(true))
+	actx, cancel, cut := cs.ctx(stopCtx)
+	began := time.Now()
+	l, err := c.Acquire(actx, res, dlm.WithTTL(cfg.LeaseTTL), dlm.WithWait(wait), dlm.WithAutoRenew(true))
+	ended := actx.Err() != nil
+	cancel()
+	if cut {
+		note = strings.TrimSpace(note + " (context cut short)")
+	}
 	if err != nil {
-		em.emit(ev(history.AcquireFailed, 0, err.Error()))
+		f := ev(history.AcquireFailed, 0, err.Error())
+		if cut {
+			f.Note += " (context cut short)"
+		}
+		// An answer is a refusal (ErrNotAcquired) within the call's
+		// context; anything else may have been granted, and withdrawn
+		// since.
+		f.Unsure = !errors.Is(err, dlm.ErrNotAcquired) || ended
+		// A single attempt that the store refused to send (dlmserver's
+		// checks before sending: no connection, no live session) did
+		// nothing. The store has no error value for it: its message says.
+		if wait == 0 && f.Unsure && (strings.Contains(err.Error(), "not connected to the dlm server") ||
+			strings.Contains(err.Error(), "no live session with the dlm server")) {
+			f.Unsure, f.Unsent = false, true
+		}
+		em.emit(f)
 		if !errors.Is(err, dlm.ErrNotAcquired) {
 			select { // the store is unavailable: do not spin
 			case <-time.After(20 * time.Millisecond):
@@ -217,6 +312,9 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 			}
 		}
 		return false
+	}
+	if wait == 0 || !long {
+		cs.took(time.Since(began))
 	}
 	token := l.Token()
 	deadline := l.Deadline()
@@ -289,6 +387,14 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 					done = true
 					break hold
 				}
+				// An extension besides the renewals, its context cut
+				// short at times: a failed one leaves the lease valid
+				// until its deadline (which the watcher records).
+				ectx, cancel, _ := cs.ctx(ctx)
+				if err := l.Extend(ectx); err != nil && !errors.Is(err, dlm.ErrLost) && ectx.Err() == nil {
+					em.emit(ev(history.Note, token, "extend: "+err.Error()))
+				}
+				cancel()
 			}
 		}
 		end.Stop()
@@ -302,9 +408,7 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 		}
 	}
 	em.emit(ev(history.ReleaseSent, token, ""))
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = l.Release(rctx)
-	cancel()
+	err = release(ctx, l, em, cs, ev(history.Note, token, ""))
 	close(released)
 	<-watched
 	note = ""
@@ -313,4 +417,36 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 	}
 	em.emit(ev(history.Released, token, note))
 	return true
+}
+
+// release releases l, on a context cut short at times (see calls), and
+// again, up to 5 tries of 5s each, while a try ends by its context or the
+// store cannot be reached: a careful holder frees what it holds. It returns
+// the last try's error; note is the event that records a try cut short.
+func release(ctx context.Context, l *dlm.Lease, em *emitter, cs *calls, note history.Event) error {
+	for try := 1; ; try++ {
+		base, cancelBase := context.WithTimeout(ctx, 5*time.Second)
+		rctx, cancel := base, context.CancelFunc(func() {})
+		if try == 1 {
+			rctx, cancel, _ = cs.ctx(base)
+		}
+		began := time.Now()
+		err := l.Release(rctx)
+		ended := rctx.Err() != nil
+		cancel()
+		cancelBase()
+		switch {
+		case err == nil:
+			if !ended {
+				cs.took(time.Since(began))
+			}
+			return nil
+		case errors.Is(err, dlm.ErrLost), errors.Is(err, dlm.ErrNotHeld), try == 5:
+			return err
+		case !ended && !errors.Is(err, dlm.ErrUnavailable):
+			return err
+		}
+		note.At, note.Note = history.Now(), fmt.Sprintf("release try %d cut short: %v", try, err)
+		em.emit(note)
+	}
 }

@@ -45,8 +45,17 @@
 //   - pause-client: SIGSTOP the holding client past its TTLs; SIGCONT.
 //   - isolate-client: cut the holding client off from every node past its
 //     session TTL; mend.
+//   - flap-leader: pause or kill (in turn) the holding client, then kill -9
+//     the leader every half TTL (restarting it at once) for 10 TTL; heal:
+//     resume the client, or start it again under its name.
 //
 // then holds it, heals it and waits for the next grant.
+//
+// Standing faults run beside the rounds (Config.CancelShare,
+// Config.TryClients): a share of the workers' calls have contexts that end
+// at a random moment (an acquisition that fails without an answer is
+// recorded unsure: indeterminate), and the strict workload's clients
+// try-lock a resource of their own, judged against the strict model.
 //
 // # The checker
 //
@@ -61,7 +70,9 @@
 // the client's Lost, its release, or the lease deadline it computed itself
 // and recorded at the grant and at every move (renewals, keepalives),
 // whichever is first; (5) after every heal a grant comes within the
-// recovery bound (election timeout + 1s). It also records recovery (heal to
+// recovery bound (election timeout + 1s); (6) after a flap-leader, another
+// client is granted the victim's resource within 2 TTL + 2 election
+// timeouts of its death. It also records recovery (heal to
 // next grant) and fail-over (fault to next grant) times, and the lateness
 // of loss notices: a Lost that fires after the recorded deadline is the
 // scheduler running the client's goroutine late, which no lock service can

@@ -37,11 +37,19 @@ const (
 	// its session TTL; heal: mend. Its lease must end on its side before
 	// anyone else is granted the lock.
 	IsolateClient = "isolate-client"
+	// FlapLeader: the client holding a lock (the victim) is paused
+	// (SIGSTOP) or killed (SIGKILL), in turn, then the leader is killed -9
+	// every half TTL (the killed node started again at once) for
+	// Config.FlapFor; heal: the victim is resumed, or started again. The
+	// checker times the takeover: from the victim's death to another
+	// client's grant of its resource, within 2 TTL + 2 election timeouts
+	// (history.PropTakeover).
+	FlapLeader = history.FaultFlapLeader
 )
 
 // AllFaults are the fault kinds, in the order a run cycles through them
 // (shuffled per cycle).
-var AllFaults = []string{KillLeader, KillFollower, StopLeader, PartitionLeader, PauseClient, IsolateClient}
+var AllFaults = []string{KillLeader, KillFollower, StopLeader, PartitionLeader, PauseClient, IsolateClient, FlapLeader}
 
 // LeaderFaults are the faults that make the cluster change leader.
 var LeaderFaults = []string{KillLeader, StopLeader, PartitionLeader}
@@ -88,8 +96,25 @@ type Config struct {
 	// StopOnViolation ends the run after the first round whose history
 	// shows a violation.
 	StopOnViolation bool
-	Seed            uint64
-	Log             io.Writer // progress, one line per round; nil discards
+	// CancelShare is the share (0 to 1) of the workers' calls (acquire,
+	// extend, release) whose contexts end at a random moment, within three
+	// times the median call time (ClientConfig.CancelShare): a standing
+	// fault, beside the rounds'. Default 0.
+	CancelShare float64
+	// TryClients is the number of clients of the strict workload: each
+	// loops on try-locks (WithWait(0)) of one resource of their own
+	// ("try"), released at once, judged by porcupine against the strict
+	// model (refusals only while held). Default 0. Their calls are cut
+	// short too, at CancelShare.
+	TryClients int
+	// FlapFor is how long a FlapLeader round kills the leader every half
+	// TTL; default 10 TTL (the longer of the session and lease TTLs).
+	FlapFor time.Duration
+	// TakeoverBound is property 6's bound (a flap's victim's death to
+	// another client's grant); default 2 TTL + 2 election timeouts.
+	TakeoverBound time.Duration
+	Seed          uint64
+	Log           io.Writer // progress, one line per round; nil discards
 }
 
 func (c *Config) setDefaults() {
@@ -115,12 +140,23 @@ func (c *Config) setDefaults() {
 	def(&c.ClientHold, 2*max(c.SessionTTL, c.LeaseTTL))
 	def(&c.Settle, 500*time.Millisecond)
 	def(&c.RecoveryBound, c.RaftTimeout+time.Second)
+	def(&c.FlapFor, 10*c.ttl())
+	def(&c.TakeoverBound, 2*c.ttl()+2*c.RaftTimeout)
 	if len(c.Faults) == 0 {
 		c.Faults = AllFaults
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
+}
+
+// ttl is the longer of the session and lease TTLs: how long a dead
+// client's lock may outlive it.
+func (c *Config) ttl() time.Duration { return max(c.SessionTTL, c.LeaseTTL) }
+
+// checkConfig is what the checker is given.
+func (c *Config) checkConfig() history.CheckConfig {
+	return history.CheckConfig{RecoveryBound: c.RecoveryBound, TakeoverBound: c.TakeoverBound}
 }
 
 // Result is a run's outcome.
@@ -135,6 +171,8 @@ type Result struct {
 // client is one client process.
 type client struct {
 	name, ip string
+	spec     ClientConfig
+	starts   int // processes started under this name (a killed one is started again)
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
 	done     chan struct{}
@@ -154,7 +192,17 @@ func (c *client) signal(sig syscall.Signal) error {
 }
 
 func (c *client) command(line string) {
-	_, _ = io.WriteString(c.stdin, line+"\n")
+	c.mu.Lock()
+	stdin := c.stdin
+	c.mu.Unlock()
+	_, _ = io.WriteString(stdin, line+"\n")
+}
+
+// process returns the running process's stdin and its done channel.
+func (c *client) process() (io.WriteCloser, chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stdin, c.done
 }
 
 type harness struct {
@@ -169,6 +217,7 @@ type harness struct {
 	errs     []string
 	errMu    sync.Mutex
 	resource []string
+	flaps    int // FlapLeader rounds so far: they pause and kill their victims in turn
 }
 
 func (hs *harness) errorf(format string, args ...any) {
@@ -229,7 +278,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	hs.cluster.Close()
 
 	res.Events = hs.h.Events()
-	res.Report = history.Check(res.Events, history.CheckConfig{RecoveryBound: cfg.RecoveryBound})
+	res.Report = history.Check(res.Events, cfg.checkConfig())
 	if f, err := os.Create(res.History); err == nil {
 		if err := history.WriteEvents(f, res.Events); err != nil {
 			hs.errorf("write history: %v", err)
@@ -248,71 +297,103 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // startClients starts the client processes (this executable again, see
 // RunClientIfAsked) and waits until each has opened its session.
 func (hs *harness) startClients(ctx context.Context) error {
+	// The workers contend for the resources; the probe takes a resource
+	// of its own, uncontended, as often as it can: its grants show when
+	// the cluster serves, whatever the workers are waiting for. It is
+	// never the victim of a client fault; nor are the strict workload's
+	// clients, which try-lock a resource of their own.
+	n := hs.cfg.Clients + 1 + hs.cfg.TryClients
+	for i := range n {
+		c := &client{name: fmt.Sprintf("client-%d", i+1), ip: fmt.Sprintf("127.0.0.%d", 21+i)}
+		cc := ClientConfig{Name: c.name, SourceIP: c.ip, Servers: hs.cluster.ClientAddrs(), AddrMap: hs.cluster.AddrMap(),
+			Fenced: hs.fenced.URL(), Resources: hs.resource, SessionTTL: hs.cfg.SessionTTL, LeaseTTL: hs.cfg.LeaseTTL,
+			Wait: 300 * time.Millisecond, HoldMin: time.Millisecond, HoldMax: 10 * time.Millisecond, Think: 20 * time.Millisecond,
+			Seed: hs.cfg.Seed*100 + uint64(i), CancelShare: hs.cfg.CancelShare}
+		switch {
+		case i == hs.cfg.Clients:
+			c.name, c.ip = "probe", "127.0.0.20"
+			cc.Name, cc.SourceIP, cc.Resources = c.name, c.ip, []string{"probe"}
+			cc.Wait, cc.HoldMax, cc.Think, cc.CancelShare = time.Second, time.Millisecond, 5*time.Millisecond, 0
+		case i > hs.cfg.Clients:
+			c.name = fmt.Sprintf("try-%d", i-hs.cfg.Clients)
+			cc.Name, cc.Resources, cc.TryLock = c.name, []string{"try"}, true
+			cc.HoldMax, cc.Think = 3*time.Millisecond, 5*time.Millisecond
+		}
+		c.spec = cc
+		hs.net.Name(c.ip, c.name)
+		from := hs.h.Len()
+		if err := hs.startClient(c); err != nil {
+			return err
+		}
+		hs.clients = append(hs.clients, c)
+		if i < hs.cfg.Clients {
+			hs.workers = append(hs.workers, c)
+		}
+		if err := hs.awaitSession(ctx, c, from); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startClient starts c's process (again, after a kill: its acquisitions
+// are then numbered from a new range).
+func (hs *harness) startClient(c *client) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	from := hs.h.Len()
-	// The workers contend for the resources; the probe takes a resource
-	// of its own, uncontended, as often as it can: its grants show when
-	// the cluster serves, whatever the workers are waiting for. It is
-	// never the victim of a client fault.
-	for i := range hs.cfg.Clients + 1 {
-		c := &client{name: fmt.Sprintf("client-%d", i+1), ip: fmt.Sprintf("127.0.0.%d", 21+i), done: make(chan struct{})}
-		cc := ClientConfig{Name: c.name, SourceIP: c.ip, Servers: hs.cluster.ClientAddrs(), AddrMap: hs.cluster.AddrMap(),
-			Fenced: hs.fenced.URL(), Resources: hs.resource, SessionTTL: hs.cfg.SessionTTL, LeaseTTL: hs.cfg.LeaseTTL,
-			Wait: 300 * time.Millisecond, HoldMin: time.Millisecond, HoldMax: 10 * time.Millisecond, Think: 20 * time.Millisecond,
-			Seed: hs.cfg.Seed*100 + uint64(i)}
-		if i == hs.cfg.Clients {
-			c.name, c.ip = "probe", "127.0.0.20"
-			cc.Name, cc.SourceIP, cc.Resources = c.name, c.ip, []string{"probe"}
-			cc.Wait, cc.HoldMax, cc.Think = time.Second, time.Millisecond, 5*time.Millisecond
-		}
-		hs.net.Name(c.ip, c.name)
-		spec, _ := json.Marshal(cc)
-		c.cmd = exec.Command(exe)
-		c.cmd.Env = append(os.Environ(), clientEnv+"="+string(spec))
-		c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		c.log = filepath.Join(hs.cfg.Dir, c.name+".log")
-		logf, err := os.Create(c.log)
-		if err != nil {
-			return err
-		}
-		c.cmd.Stderr = logf
-		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-			return err
-		}
-		out, err := c.cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := c.cmd.Start(); err != nil {
-			logf.Close()
-			return err
-		}
-		logf.Close() // the child has its own descriptor
-		hs.clients = append(hs.clients, c)
-		if c.name != "probe" {
-			hs.workers = append(hs.workers, c)
-		}
-		go hs.readClient(c, out)
+	cc := c.spec
+	cc.FirstLease = uint64(c.starts) * 1_000_000
+	cc.Seed += uint64(c.starts) * 7919
+	c.starts++
+	spec, _ := json.Marshal(cc)
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), clientEnv+"="+string(spec))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.log = filepath.Join(hs.cfg.Dir, c.name+".log")
+	logf, err := os.OpenFile(c.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
 	}
-	for _, c := range hs.clients {
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		_, err := hs.h.Await(wctx, from, func(e history.Event) bool {
-			return e.Client == c.name && ((e.Kind == history.Note && e.Note == "session open") || e.Kind == history.Exited)
-		})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("chaos: %s did not open its session: %w (see %s)", c.name, err, c.log)
-		}
+	defer logf.Close() // the child has its own descriptor
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.cmd, c.stdin, c.done, c.stopped = cmd, stdin, done, false
+	c.mu.Unlock()
+	go hs.readClient(c, cmd, out, done)
+	return nil
+}
+
+// awaitSession waits until c, started when the history had from events,
+// has opened its session.
+func (hs *harness) awaitSession(ctx context.Context, c *client, from int) error {
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := hs.h.Await(wctx, from, func(e history.Event) bool {
+		return e.Client == c.name && ((e.Kind == history.Note && e.Note == "session open") || e.Kind == history.Exited)
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: %s did not open its session: %w (see %s)", c.name, err, c.log)
 	}
 	return nil
 }
 
 // readClient adds a client's events to the history as they come, and its
 // exit at the end.
-func (hs *harness) readClient(c *client, out io.Reader) {
+func (hs *harness) readClient(c *client, cmd *exec.Cmd, out io.Reader, done chan struct{}) {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -323,13 +404,13 @@ func (hs *harness) readClient(c *client, out io.Reader) {
 		}
 		hs.h.Add(e)
 	}
-	err := c.cmd.Wait()
+	err := cmd.Wait()
 	note := "exit 0"
 	if err != nil {
 		note = err.Error()
 	}
 	hs.h.Add(history.Event{At: history.Now(), Kind: history.Exited, Client: c.name, Note: note})
-	close(c.done)
+	close(done)
 }
 
 // stopClients asks every client to stop (each finishes its acquisition and
@@ -343,15 +424,17 @@ func (hs *harness) stopClients() {
 		}
 		c.mu.Unlock()
 		c.command(cmdStop)
-		c.stdin.Close()
+		stdin, _ := c.process()
+		stdin.Close()
 	}
 	for _, c := range hs.clients {
+		_, done := c.process()
 		select {
-		case <-c.done:
+		case <-done:
 		case <-time.After(15 * time.Second):
 			hs.errorf("%s did not stop; killed", c.name)
-			_ = c.cmd.Process.Kill()
-			<-c.done
+			_ = c.signal(syscall.SIGKILL)
+			<-done
 		}
 	}
 }
@@ -382,7 +465,7 @@ func (hs *harness) rounds(ctx context.Context) {
 			return
 		}
 		if hs.cfg.StopOnViolation {
-			if r := history.Check(hs.h.Events(), history.CheckConfig{RecoveryBound: hs.cfg.RecoveryBound}); r.TotalViolations() > 0 {
+			if r := history.Check(hs.h.Events(), hs.cfg.checkConfig()); r.TotalViolations() > 0 {
 				hs.logf("round %d: %d violations so far; stopping", round, r.TotalViolations())
 				return
 			}
@@ -411,8 +494,11 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 	// waiting for it: a client takes a resource for a long hold.
 	victim := hs.workers[hs.rng.IntN(len(hs.workers))]
 	hold := hs.cfg.Hold
-	if kind == PauseClient || kind == IsolateClient {
+	switch kind {
+	case PauseClient, IsolateClient:
 		hold = hs.cfg.ClientHold
+	case FlapLeader:
+		hold = hs.cfg.FlapFor
 	}
 	// The hold outlasts the fault: the lock is held across the fail-over
 	// and the heal. (Other clients' waits are short, so they move on to
@@ -437,6 +523,13 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 
 	f := history.Event{Kind: history.Fault, Round: round, Fault: kind}
 	var heal func() error
+	last := func() error { // the fault lasts: this is a duration, not a synchronisation
+		select {
+		case <-time.After(hold):
+		case <-ctx.Done():
+		}
+		return nil
+	}
 	switch kind {
 	case KillLeader, KillFollower:
 		n := leader
@@ -479,18 +572,50 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 			hs.net.Cut(victim.name, n.ID)
 		}
 		heal = func() error { hs.net.MendAll(); return nil }
+	case FlapLeader:
+		pause := hs.flaps%2 == 0
+		hs.flaps++
+		f.Target, f.Resource, f.At = victim.name, res, history.Now()
+		if pause {
+			f.Stopped = true
+			if err := victim.signal(syscall.SIGSTOP); err != nil {
+				return err
+			}
+			heal = func() error { return victim.signal(syscall.SIGCONT) }
+		} else {
+			_, done := victim.process()
+			if err := victim.signal(syscall.SIGKILL); err != nil {
+				return err
+			}
+			heal = func() error { // started again under its name, once the old process is gone
+				<-done
+				from := hs.h.Len()
+				if err := hs.startClient(victim); err != nil {
+					return err
+				}
+				return hs.awaitSession(context.Background(), victim, from)
+			}
+		}
+		last = func() error { return hs.flapLeader(ctx, round, hold) }
 	default:
 		return fmt.Errorf("unknown fault kind %q", kind)
 	}
 	f.Note = fmt.Sprintf("%s holds %s (token %d)", victim.name, res, g.Token)
+	if kind == FlapLeader {
+		how := "killed"
+		if f.Stopped {
+			how = "paused"
+		}
+		f.Note = fmt.Sprintf("%s %s, holding %s (token %d)", victim.name, how, res, g.Token)
+	}
+	faultAt := hs.h.Len()
 	hs.h.Add(f)
 
-	select { // the fault lasts: this is a duration, not a synchronisation
-	case <-time.After(hold):
-	case <-ctx.Done():
-	}
-
+	lerr := last()
 	herr := heal()
+	if herr == nil {
+		herr = lerr
+	}
 	h := history.Event{At: history.Now(), Kind: history.Heal, Round: round, Fault: kind, Target: f.Target}
 	if herr != nil {
 		h.Note = herr.Error()
@@ -506,11 +631,52 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 		rec = time.Duration(next.At - h.At).Round(100 * time.Microsecond).String()
 	}
 	hs.logf("round %d: %-16s %-8s held %s, grants resumed %s after the heal", round, kind, f.Target, hold, rec)
+	if kind == FlapLeader {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		t, err := hs.h.Await(wctx, faultAt, func(e history.Event) bool {
+			return e.Kind == history.Granted && e.Resource == res && e.Client != victim.name && e.At > f.At
+		})
+		cancel()
+		took := "none"
+		if err == nil {
+			took = time.Duration(t.At - f.At).Round(100 * time.Microsecond).String()
+		}
+		hs.logf("round %d: %s: %s was granted %s %s after the victim's death (bound %s)", round, kind, t.Client, res, took, hs.cfg.TakeoverBound)
+	}
 
 	select {
 	case <-time.After(hs.cfg.Settle):
 	case <-ctx.Done():
 	}
+	return nil
+}
+
+// flapLeader kills -9 the leader every half TTL for d, starting each
+// killed node again at once, and records each kill (a Note naming the
+// node). With no leader within a half TTL it goes on to the next period.
+func (hs *harness) flapLeader(ctx context.Context, round int, d time.Duration) error {
+	period := hs.cfg.ttl() / 2
+	end := time.Now().Add(d)
+	kills := 0
+	for ctx.Err() == nil && time.Now().Before(end) {
+		next := time.Now().Add(period)
+		if leader, err := hs.cluster.Leader(ctx, period); err == nil {
+			hs.h.Add(history.Event{At: history.Now(), Kind: history.Note, Round: round, Target: leader.ID, Note: "flap: kill -9 the leader"})
+			leader.Kill()
+			kills++
+			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // leave no node down
+			err := leader.Restart(rctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("flap: restart %s: %w", leader.ID, err)
+			}
+		}
+		select { // the period: a duration, not a synchronisation
+		case <-time.After(time.Until(next)):
+		case <-ctx.Done():
+		}
+	}
+	hs.logf("round %d: %s: %d leaders killed in %s", round, FlapLeader, kills, d)
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -38,14 +40,24 @@ const (
 	// PropRecovery (5): after every Heal, a grant comes within
 	// RecoveryBound.
 	PropRecovery = 5
+	// PropTakeover (6): after a FaultFlapLeader, whose victim holding the
+	// fault's resource is paused or killed while the leader is killed
+	// again and again, another client is granted that resource within
+	// TakeoverBound of the victim's death.
+	PropTakeover = 6
 )
 
-var propNames = [...]string{"", "exclusion", "token order", "single grant", "belief", "recovery"}
+var propNames = [...]string{"", "exclusion", "token order", "single grant", "belief", "recovery", "takeover"}
 
 // FaultPauseClient is the fault kind (Event.Fault) of a client process
 // stopped with SIGSTOP; Event.Target names the client. The checker excuses
 // what a stopped process could not do (see PropExclusion).
 const FaultPauseClient = "pause-client"
+
+// FaultFlapLeader is the fault kind of the leader flap: the client holding
+// Event.Resource (Event.Target) is paused or killed, then the leader is
+// killed every half TTL. The checker measures the takeover (PropTakeover).
+const FaultFlapLeader = "flap-leader"
 
 // CheckConfig parameterises Check.
 type CheckConfig struct {
@@ -58,6 +70,10 @@ type CheckConfig struct {
 	// LinearizeTimeout bounds the linearizability check (Linearizability);
 	// default 2 minutes. Past it the verdict is porcupine.Unknown.
 	LinearizeTimeout time.Duration
+	// TakeoverBound is the longest allowed time from a flap's victim's
+	// death to another client's grant of its resource (PropTakeover); 0
+	// checks nothing but still records the takeovers.
+	TakeoverBound time.Duration
 }
 
 // Violation is one breach of a property, with the events that show it.
@@ -91,6 +107,18 @@ type Recovery struct {
 	Recovery time.Duration `json:"recovery"`
 }
 
+// Takeover is what a leader flap (FaultFlapLeader) measured: the time from
+// the victim's death (its SIGSTOP or SIGKILL) to another client's grant of
+// the resource it held.
+type Takeover struct {
+	Round    int    `json:"round"`
+	Victim   string `json:"victim"`
+	Resource string `json:"resource"`
+	How      string `json:"how"` // the fault's note
+	// After is from the victim's death to the grant; -1 when none came.
+	After time.Duration `json:"after"`
+}
+
 // Report is the outcome of Check.
 type Report struct {
 	Events         int
@@ -102,8 +130,10 @@ type Report struct {
 	Rounds         int
 	Faults         map[string]int
 	Recoveries     []Recovery
-	// ViolationCount counts violations by property (index 1..5).
-	ViolationCount [6]int
+	// Takeovers are the leader flaps' takeover times (PropTakeover).
+	Takeovers []Takeover
+	// ViolationCount counts violations by property (index 1..6).
+	ViolationCount [7]int
 	Violations     []Violation // the first MaxDetails
 	// Overlaps excused under PropExclusion: by a rejected stale write, by a
 	// stopped stale process.
@@ -152,6 +182,7 @@ type lease struct {
 	token                 uint64
 	req, grant, lost, rel *Event
 	released              *Event // Released: the release returned
+	failed                *Event // AcquireFailed
 	rejected, accepted    []*Event
 	// deadline is the latest deadline the client recorded for the lease
 	// (math.MaxInt64 when it recorded none).
@@ -193,7 +224,8 @@ func Check(history []Event, cfg CheckConfig) *Report {
 		}
 		return l
 	}
-	exited := map[string]int64{}
+	exited := map[string][]int64{} // a client's exits (a killed one is started again)
+	strict := map[string]bool{}    // resources of the strict workload
 	pauses := map[string][]window{}
 	openPause := map[string]int{} // client -> index of its open pause window
 	faults := map[int]*Event{}
@@ -216,6 +248,9 @@ func Check(history []Event, cfg CheckConfig) *Report {
 			l := get(e)
 			l.req = e
 			atRequest[l.key] = maxTok[e.Resource]
+			if e.Strict {
+				strict[e.Resource] = true
+			}
 		case Granted:
 			r.Acquisitions++
 			grantAts = append(grantAts, e.At)
@@ -250,6 +285,9 @@ func Check(history []Event, cfg CheckConfig) *Report {
 			get(e).record(e.Deadline)
 		case AcquireFailed:
 			r.AcquireFailed++
+			if l := get(e); l.failed == nil {
+				l.failed = e
+			}
 		case Lost:
 			r.Lost++
 			l := get(e)
@@ -275,23 +313,19 @@ func Check(history []Event, cfg CheckConfig) *Report {
 			l := get(e)
 			l.rejected = append(l.rejected, e)
 		case Exited:
-			if _, ok := exited[e.Client]; !ok {
-				exited[e.Client] = e.At
-			}
+			exited[e.Client] = append(exited[e.Client], e.At)
 		case Fault:
 			r.Faults[e.Fault]++
 			faults[e.Round] = e
-			if e.Fault == FaultPauseClient {
+			if e.Fault == FaultPauseClient || e.Stopped {
 				pauses[e.Target] = append(pauses[e.Target], window{e.At, math.MaxInt64})
 				openPause[e.Target] = len(pauses[e.Target]) - 1
 			}
 		case Heal:
 			heals = append(heals, e)
-			if e.Fault == FaultPauseClient {
-				if i, ok := openPause[e.Target]; ok {
-					pauses[e.Target][i].to = e.At
-					delete(openPause, e.Target)
-				}
+			if i, ok := openPause[e.Target]; ok {
+				pauses[e.Target][i].to = e.At
+				delete(openPause, e.Target)
 			}
 		}
 	}
@@ -302,8 +336,11 @@ func Check(history []Event, cfg CheckConfig) *Report {
 		if l.rel != nil {
 			l.csEnd = l.rel.At
 		}
-		if x, ok := exited[l.client]; ok && x < l.csEnd {
-			l.csEnd = x
+		for _, x := range exited[l.client] { // the first exit after the grant
+			if x >= l.grant.At {
+				l.csEnd = min(l.csEnd, x)
+				break
+			}
 		}
 		l.csEnd = min(l.csEnd, l.deadline)
 		l.beliefEnd = l.csEnd
@@ -408,7 +445,41 @@ func Check(history []Event, cfg CheckConfig) *Report {
 		}
 	}
 
-	r.Linearizability = linearize(byRes, resources, cfg.LinearizeTimeout)
+	all := map[string][]*lease{} // every acquisition of the strict resources, granted or not
+	for _, l := range leases {
+		if strict[l.resource] && (l.req != nil || l.grant != nil) {
+			all[l.resource] = append(all[l.resource], l)
+		}
+	}
+	for _, ls := range all {
+		slices.SortFunc(ls, func(a, b *lease) int { return cmp.Compare(a.start(), b.start()) })
+	}
+	r.Linearizability = linearize(byRes, all, resources, cfg)
+
+	// Property 6.
+	for _, round := range slices.Sorted(maps.Keys(faults)) {
+		f := faults[round]
+		if f.Fault != FaultFlapLeader {
+			continue
+		}
+		tk := Takeover{Round: round, Victim: f.Target, Resource: f.Resource, How: f.Note, After: -1}
+		for _, l := range byRes[f.Resource] {
+			if l.client != f.Target && l.grant.At > f.At {
+				tk.After = time.Duration(l.grant.At - f.At)
+				break
+			}
+		}
+		r.Takeovers = append(r.Takeovers, tk)
+		switch {
+		case tk.After < 0:
+			violate(Violation{Property: PropTakeover, Resource: f.Resource,
+				What: fmt.Sprintf("round %d (%s): nobody else was granted %q after %s's death", round, f.Fault, f.Resource, f.Target), Events: []Event{*f}})
+		case cfg.TakeoverBound > 0 && tk.After > cfg.TakeoverBound:
+			violate(Violation{Property: PropTakeover, Resource: f.Resource,
+				What: fmt.Sprintf("round %d (%s): %q was granted to another client %s after %s's death, more than %s",
+					round, f.Fault, f.Resource, tk.After.Round(time.Millisecond), f.Target, cfg.TakeoverBound), Events: []Event{*f}})
+		}
+	}
 
 	// Property 5.
 	firstGrantAfter := func(at int64) (int64, bool) {
@@ -440,6 +511,17 @@ func Check(history []Event, cfg CheckConfig) *Report {
 		}
 	}
 	return r
+}
+
+// start is when the acquisition began: its request, or its grant.
+func (l *lease) start() int64 {
+	if l.req != nil {
+		return l.req.At
+	}
+	if l.grant != nil {
+		return l.grant.At
+	}
+	return 0
 }
 
 // record notes a deadline the client recorded (0: none).
@@ -523,6 +605,19 @@ func (r *Report) Summary() string {
 	for _, k := range kinds {
 		if d := byKind[k]; len(d) > 0 {
 			fmt.Fprintf(&b, "  fail-over %-17s p50 %s p99 %s\n", k, ms(Percentile(d, 50)), ms(Percentile(d, 99)))
+		}
+	}
+	if len(r.Takeovers) > 0 {
+		var ds []time.Duration
+		for _, t := range r.Takeovers {
+			if t.After >= 0 {
+				ds = append(ds, t.After)
+			}
+		}
+		fmt.Fprintf(&b, "leader flaps, victim's death to another's grant: %d flaps, p50 %s max %s\n",
+			len(r.Takeovers), ms(Percentile(ds, 50)), ms(Percentile(ds, 100)))
+		for _, t := range r.Takeovers {
+			fmt.Fprintf(&b, "  round %d: %s: %s\n", t.Round, t.How, ms(t.After))
 		}
 	}
 	if len(r.LossLeads) > 0 {

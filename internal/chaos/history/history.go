@@ -50,11 +50,27 @@ type Event struct {
 	// Deadline (Granted, Valid) is the lease's deadline as the client
 	// computed it (Lease.Deadline: from its own send times), on the same
 	// clock as At: past it, the client does not act under the lock.
-	Deadline int64  `json:"deadline,omitempty"`
-	Round    int    `json:"round,omitempty"`  // Fault, Heal
-	Fault    string `json:"fault,omitempty"`  // Fault, Heal: the fault kind
-	Target   string `json:"target,omitempty"` // Fault, Heal: the node or client affected
-	Note     string `json:"note,omitempty"`
+	Deadline int64 `json:"deadline,omitempty"`
+	// Strict (Requested) marks a try-lock of the strict workload: its
+	// resource is judged by the strict model, refusals included.
+	Strict bool `json:"strict,omitempty"`
+	// Unsure (AcquireFailed) marks a failure without an answer: the call's
+	// context ended, or the store could not be reached. The grant may have
+	// happened at the store, and been withdrawn since: an indeterminate
+	// operation.
+	Unsure bool `json:"unsure,omitempty"`
+	// Unsent (AcquireFailed) marks a single attempt (a try-lock) that
+	// failed before its request left the client (the store had no
+	// connection or no live session): nothing can have happened, and the
+	// strict model leaves it out.
+	Unsent bool `json:"unsent,omitempty"`
+	// Stopped (Fault) says the fault SIGSTOPs its target client until the
+	// heal (as FaultPauseClient does).
+	Stopped bool   `json:"stopped,omitempty"`
+	Round   int    `json:"round,omitempty"`  // Fault, Heal
+	Fault   string `json:"fault,omitempty"`  // Fault, Heal: the fault kind
+	Target  string `json:"target,omitempty"` // Fault, Heal: the node or client affected
+	Note    string `json:"note,omitempty"`
 }
 
 func (e Event) String() string {

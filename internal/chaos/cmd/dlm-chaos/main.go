@@ -5,6 +5,11 @@
 //	go run ./internal/chaos/cmd/dlm-chaos -broken         # against the deliberately broken server: must find violations
 //	go run ./internal/chaos/cmd/dlm-chaos -check DIR/history.jsonl
 //	go run ./internal/chaos/cmd/dlm-chaos -rejoin 20      # time a killed node's catch-up after its restart
+//	go run ./internal/chaos/cmd/dlm-chaos -faults flap-leader -rounds 2   # the leader flap alone
+//
+// Beside the rounds' faults, by default a share of the clients' calls have
+// contexts that end at random (-cancel-share) and two clients run the
+// strict try-lock workload (-try-clients).
 //
 // Exit status: 0 when a normal run finds no violation and the history is
 // linearizable (or a -broken run finds a violation and the linearizability
@@ -66,6 +71,10 @@ func run() int {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", time.Second, "the clients' lease TTL (auto-renewed)")
 	fs.DurationVar(&cfg.Hold, "hold", time.Second, "how long a node fault lasts")
 	fs.DurationVar(&cfg.RecoveryBound, "recovery-bound", 0, "property 5: grants must resume this soon after a heal (default the election timeout + 1s)")
+	fs.Float64Var(&cfg.CancelShare, "cancel-share", 0.2, "standing fault: the share of the clients' calls (acquire, extend, release) whose contexts end at a random moment, within 3x the median call time (0: none)")
+	fs.IntVar(&cfg.TryClients, "try-clients", 2, "clients of the strict workload: try-locks of one resource, judged by porcupine against the strict model (0: none)")
+	fs.DurationVar(&cfg.FlapFor, "flap-for", 0, "how long a "+chaos.FlapLeader+" round kills the leader every half TTL (default 10 TTL)")
+	fs.DurationVar(&cfg.TakeoverBound, "takeover-bound", 0, "property 6: after a "+chaos.FlapLeader+" victim's death another client must be granted its resource this soon (default 2 TTL + 2 election timeouts)")
 	fs.Int64Var(&seed, "seed", 0, "random seed (default: from the clock)")
 	fs.IntVar(&rejoin, "rejoin", 0, "instead of a fault run: this many cycles of kill -9 a node (the leader every 4th), writes, restart; print how long the node took to catch up")
 	fs.DurationVar(&down, "rejoin-down", time.Second, "with -rejoin: the shortest time a killed node stays down (the cycles' times are spread up to -rejoin-down-max)")
@@ -194,7 +203,12 @@ func checkFile(path string, cfg chaos.Config) int {
 	if bound == 0 {
 		bound = cfg.RaftTimeout + time.Second
 	}
-	r := history.Check(evs, history.CheckConfig{RecoveryBound: bound})
+	ttl := max(cfg.SessionTTL, cfg.LeaseTTL)
+	takeover := cfg.TakeoverBound
+	if takeover == 0 {
+		takeover = 2*ttl + 2*cfg.RaftTimeout
+	}
+	r := history.Check(evs, history.CheckConfig{RecoveryBound: bound, TakeoverBound: takeover})
 	fmt.Print(r.Summary())
 	if r.TotalViolations() > 0 || r.Linearizability.Result != porcupine.Ok {
 		return 1
