@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlmhq/dlm"
 	"github.com/dlmhq/dlm/driver"
+	"github.com/dlmhq/dlm/internal/redislua"
 	"github.com/dlmhq/dlm/internal/storetest"
 	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/redlock"
@@ -168,6 +169,49 @@ func TestGivingUpFreesAHandedLock(t *testing.T) {
 		if len(msgs) != 1 || !strings.Contains(msgs[0], " ") {
 			t.Fatalf("node %d told the next waiter %q, want one handover", i, msgs)
 		}
+	}
+}
+
+// TestReleaseLeavesTheWaitLists: a waiter granted by handovers from a
+// quorum is still queued on the nodes whose holder has not released yet
+// (a release returns at a quorum and reaches the others later). When it
+// releases before those late releases arrive, it must leave those nodes'
+// wait lists, or each late release hands it the lock it no longer wants,
+// held there for its whole TTL: minority leftovers that later deny a
+// quorum to others.
+func TestReleaseLeavesTheWaitLists(t *testing.T) {
+	e := newEnv(t)
+	s := e.store(redlock.WithQueueRefresh(time.Hour))
+	ctx := storetest.Context(t)
+	name := storetest.Resource(t)
+	b := request(name, time.Minute)
+	a, _, got := e.heldAndAwaited(ctx, s, name, b)
+
+	// The holder's release reaches nodes 0-2 now and nodes 3-4 later.
+	releaseOn := func(i int) {
+		t.Helper()
+		args := []any{a.Owner, "0", (7 * 24 * time.Hour).Milliseconds(), time.Minute.Milliseconds(), "0", "0", "", "1"}
+		if err := redislua.RedlockRelease.Run(ctx, e.raw[i], []string{lockKey(name)}, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		releaseOn(i)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := s.Release(ctx, b, r.g); err != nil {
+		t.Fatal(err)
+	}
+	releaseOn(3)
+	releaseOn(4)
+	if n := e.count(name, ""); n != nodes {
+		t.Fatalf("%d of %d nodes are free after both releases: %v", n, nodes, e.holders(name))
+	}
+	if !e.everyNodeQueues(name, "", 0) {
+		t.Fatalf("the wait lists are not empty: %v", e.queued(name, ""))
 	}
 }
 

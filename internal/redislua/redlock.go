@@ -203,9 +203,12 @@ return 1
 // node's wait list, it hands the lock to that waiter (with ARGV[9] "1"),
 // as that waiter's own attempt would have taken it, or wakes it (with
 // "0", or when the node has lost the waiter's request). The owner leaves
-// the wait list; with ARGV[6] "1" (an attempt of a waiter that failed on
-// a quorum) it keeps its place instead, or takes it again, with its
-// ticket and request.
+// the wait list, also where another owner holds the lock (a waiter granted
+// by handovers from a quorum is still queued where the holder's release
+// has not arrived, and must not be handed the lock there after its own
+// release); with ARGV[6] "1" (an attempt of a waiter that failed on a
+// quorum) it keeps its place instead, or takes it again, with its ticket
+// and request.
 //
 // KEYS: lock (the script builds the others from it, as RedlockAcquire
 // does). ARGV: owner, token ("0" for none), fence retention ms, liveness
@@ -230,7 +233,7 @@ if cur then
     res = 1
   end
 end
-if not requeue and (res == 0 or redis.call('EXISTS', tickets) == 0) then
+if not requeue and redis.call('EXISTS', tickets) == 0 then
   return res
 end
 ` + redlockQueueLua + `
