@@ -159,41 +159,13 @@ func TestClusterFollowerRedirects(t *testing.T) {
 	})
 }
 
-// A client holding a lock dies while the leader is killed (and restarted)
-// every half of the client's session TTL: its session still ends, and the
-// waiter is granted, while the leaders keep changing. Each new leader
-// starts from the silence its predecessors recorded instead of giving the
-// dead session a whole TTL again; before, a session outlived every leader
-// that lasted less than its TTL plus the margin.
+// A client holding a lock is killed, and the leader is killed every half
+// TTL (the flap: 0.5 x TTL for 10 x TTL): a waiter is granted the
+// lock within 2 x TTL + 2 election timeouts of the holder's death.
 func TestDeadClientLosesItsLocksWhileLeadersChange(t *testing.T) {
 	const ttl = 4 * time.Second
 	const election = 200 * time.Millisecond
-	c := testenv.StartCluster(t, bin, 3, "-raft-timeout", election.String())
-	leader := c.Leader(t, 20*time.Second)
-	addrs := c.Addrs()
-	ctx := storetest.Context(t)
-	child := startChild(t, addrs, "flap", ttl)
-
-	// The waiter's session outlasts every election of the run.
-	w := dlm.New(dial(t, addrs, dlmserver.WithSessionTTL(time.Minute)))
-	granted := make(chan time.Time, 1)
-	go func() {
-		l, err := w.Acquire(ctx, "flap", dlm.WithTTL(time.Minute))
-		if err != nil {
-			t.Error(err)
-			close(granted)
-			return
-		}
-		granted <- time.Now()
-		l.Release(ctx)
-	}()
-	lister := newLister(t, leader.Addr())
-	storetest.Await(t, 10*time.Second, "the waiter queued", func() bool { return lister.waiting("flap") == 1 })
-
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	died := time.Now()
+	c, died, granted := deadHolder(t, ttl, election)
 	kills := 0
 	flap := time.NewTicker(ttl / 2)
 	defer flap.Stop()
@@ -222,4 +194,75 @@ func TestDeadClientLosesItsLocksWhileLeadersChange(t *testing.T) {
 		}
 	}
 	t.Fatalf("the waiter was not granted within %s of the holder's death while the leader was killed every %s (%d kills)", 10*ttl, ttl/2, kills)
+}
+
+// A client holding a lock is killed, and then every leader is killed as
+// soon as it serves, for 3 x TTL: no leader serves long enough to record
+// anything of its own, yet the dead client's silence is counted from the
+// first promotion after its death (each new leader records the sessions
+// unheard before it serves). The lock goes free during the flap, or at
+// the latest once a leader stays: within TTL/2 of the flap's end, where a
+// count started again by each promotion would take TTL + margin after it.
+func TestDeadClientLosesItsLocksWhenLeadersServeBriefly(t *testing.T) {
+	const ttl = 4 * time.Second
+	const election = 200 * time.Millisecond
+	c, died, granted := deadHolder(t, ttl, election)
+	kills := 0
+	for time.Since(died) < 3*ttl {
+		l, err := c.AwaitLeader(5 * time.Second)
+		if err != nil {
+			continue
+		}
+		l.Kill()
+		kills++
+		if err := l.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := time.Now()
+	select {
+	case at, ok := <-granted:
+		if !ok {
+			t.FailNow()
+		}
+		t.Logf("granted %s after the holder died, %s after the flap's end; %d leaders killed as they served",
+			at.Sub(died).Round(time.Millisecond), at.Sub(end).Round(time.Millisecond), kills)
+	case <-time.After(ttl / 2):
+		t.Fatalf("the waiter was not granted within %s of the flap's end (%s after the holder's death, %d leaders killed as they served)",
+			ttl/2, time.Since(died).Round(time.Millisecond), kills)
+	}
+}
+
+// deadHolder starts a 3-node cluster, a child process holding lock "flap"
+// on a session of ttl, and a waiter for that lock (on a session that
+// outlasts every election of the run), kills the child once the waiter is
+// queued, and returns the cluster, the time of the kill and the channel on
+// which the waiter's grant time arrives (closed if its Acquire failed).
+func deadHolder(t *testing.T, ttl, election time.Duration) (*testenv.Cluster, time.Time, <-chan time.Time) {
+	t.Helper()
+	c := testenv.StartCluster(t, bin, 3, "-raft-timeout", election.String())
+	leader := c.Leader(t, 20*time.Second)
+	addrs := c.Addrs()
+	ctx := storetest.Context(t)
+	child := startChild(t, addrs, "flap", ttl)
+
+	w := dlm.New(dial(t, addrs, dlmserver.WithSessionTTL(time.Minute)))
+	granted := make(chan time.Time, 1)
+	go func() {
+		l, err := w.Acquire(ctx, "flap", dlm.WithTTL(time.Minute))
+		if err != nil {
+			t.Error(err)
+			close(granted)
+			return
+		}
+		granted <- time.Now()
+		l.Release(ctx)
+	}()
+	lister := newLister(t, leader.Addr())
+	storetest.Await(t, 10*time.Second, "the waiter queued", func() bool { return lister.waiting("flap") == 1 })
+
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	return c, time.Now(), granted
 }

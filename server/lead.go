@@ -31,9 +31,9 @@ func (s *Server) lead() {
 }
 
 // serveAsLeader runs one term of leadership: it applies the whole log
-// (Barrier), raises the token sequence (raiseTokens), gives every session a
-// fresh deadline, then expires sessions and times out waits until
-// leadership changes.
+// (Barrier), raises the token sequence and records the sessions unheard
+// (openTerm), gives every session its deadline, then expires sessions and
+// times out waits until leadership changes.
 func (s *Server) serveAsLeader(changed <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -49,13 +49,15 @@ func (s *Server) serveAsLeader(changed <-chan struct{}) {
 		return
 	}
 	// Before any grant of this term: lift the token sequence above what
-	// the state's history can have issued (a restored copy's included).
-	if !s.raiseTokens(ctx) {
+	// the state's history can have issued (a restored copy's included),
+	// and start the count of every session's silence in the log.
+	since, ok := s.openTerm(ctx)
+	if !ok {
 		return
 	}
 	// Read the sessions and start tracking them atomically with respect to
 	// applies: a session opened or ended in between is not missed.
-	s.node.FSM().Read(func(v fsm.View) { s.live.activate(v.Sessions(), time.Now(), s.cfg.SessionMargin) })
+	s.node.FSM().Read(func(v fsm.View) { s.live.activate(v.Sessions(), time.Now(), since, s.cfg.SessionMargin) })
 	s.metrics.leaderChanges.Inc()
 	setHealth(s.health, true)
 	defer func() {

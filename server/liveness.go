@@ -17,20 +17,26 @@ import (
 // readings of this node. When one passes, the leader proposes an
 // ExpireSessions entry; the session's locks move only when it applies.
 //
-// What is replicated is a session's silence, once it is long
-// (checkpoints): a session not heard for listAfter(ttl) (or, since this
-// leader took over, for listAfterPromotion(ttl)) is recorded silent
-// (CheckpointSessionsCmd), and recorded again each time its silence has
-// grown by checkpointStep(ttl). A new leader starts a recorded session
-// from that silence plus the time since it applied the record (on its own
-// clock: the record was made before), without a margin, rather than from a
-// whole TTL; the election in between counts too. So a
-// dead client's session ends even while leaders change faster than its
-// TTL. Every other session gets now + TTL + margin at promotion (a
-// keepalive the previous leader acknowledged is not in the log). A
-// keepalive of a session recorded silent is acknowledged only once an
-// entry recording it heard (silence 0) is applied, so that no new leader
-// can start it from a silence its client no longer has: proposing the
+// What is replicated is a session's silence (checkpoints,
+// CheckpointSessionsCmd). Before it serves, a new leader records every
+// session that has no record unheard from that entry on (a silence of 0
+// that grows; see openTerm): no keepalive a previous leader acknowledged
+// can be later than that entry, since that leader had lost its quorum
+// before this one was elected. While it serves, a session not heard for
+// listAfter(ttl) (or, since this leader took over, for
+// listAfterPromotion(ttl)) is recorded silent, and recorded again each
+// time its silence has grown by checkpointStep(ttl). A new leader starts a
+// recorded session from its silence plus the time since it applied the
+// record (on its own clock: the record was made before), without a
+// margin, rather than from a whole TTL; the elections in between count
+// too. So a dead client's session ends TTL after the first promotion that
+// follows its last keepalive, however often and however briefly leaders
+// serve (counted on the nodes that stayed up; a node started again counts
+// from its start). The sessions this leader's own promotion recorded
+// unheard, and those with no record, get now + TTL + margin at promotion.
+// A keepalive of a recorded session is acknowledged only once an entry
+// recording it heard (silence 0) is applied, so that no new leader can
+// start it from a silence its client no longer has: proposing the
 // checkpoints and those entries from the leader loop alone keeps them in
 // the log in the order they were decided.
 //
@@ -56,9 +62,11 @@ type liveSession struct {
 	heard     time.Time
 	inherited time.Duration
 	fresh     bool // not heard since this leader took over
-	// recorded is the silence last proposed for the log, or found there
-	// at promotion; 0 while none is. A keepalive is acknowledged only
-	// once a checkpoint of silence 0 is applied after it.
+	// logged reports that the log records a silence for the session
+	// (recorded, possibly 0: unheard since a promotion), as last proposed
+	// or found at promotion. A keepalive is then acknowledged only once a
+	// checkpoint of silence 0 is applied after it.
+	logged   bool
 	recorded time.Duration
 	check    time.Time    // when its silence is next due for a checkpoint
 	heardBy  []func(bool) // acknowledgements waiting for the checkpoint that records it heard
@@ -92,13 +100,14 @@ func newLiveness() *liveness {
 		heard: make(map[locktable.SessionID]*liveSession)}
 }
 
-// activate starts tracking: a session the log records silent goes on from
-// that silence and the time since this node applied it, with the deadline
-// now + what is left of its TTL (possibly
-// none); every other open session gets now + its TTL + margin, so that no
-// session dies for keepalives a previous leader received, or that arrived
-// while no leader could take them.
-func (l *liveness) activate(open []fsm.SessionMeta, now time.Time, margin time.Duration) {
+// activate starts tracking: a session the log records goes on from its
+// silence and the time since this node applied the record, with the
+// deadline now + what is left of its TTL (possibly none). The sessions
+// recorded unheard at or after since (by this leader's own promotion) and
+// those with no record get now + TTL + margin, so that no session dies for
+// keepalives a previous leader received, or that arrived while no leader
+// could take them.
+func (l *liveness) activate(open []fsm.SessionMeta, now, since time.Time, margin time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.active = true
@@ -106,17 +115,18 @@ func (l *liveness) activate(open []fsm.SessionMeta, now time.Time, margin time.D
 	l.heard = make(map[locktable.SessionID]*liveSession)
 	l.queue, l.checks = l.queue[:0], l.checks[:0]
 	for _, m := range open {
-		s := &liveSession{ttl: m.TTL, heard: now, inherited: m.Silent, recorded: m.Silent, fresh: true}
-		if m.Silent > 0 && !m.SilentAt.IsZero() && m.SilentAt.Before(now) {
+		s := &liveSession{ttl: m.TTL, heard: now, logged: m.Recorded, recorded: m.Silent, fresh: true}
+		l.sessions[m.ID] = s
+		if !m.Recorded || m.Silent == 0 && !m.SilentAt.Before(since) {
+			l.setLocked(m.ID, s, promotionDeadline(now, m.TTL, margin))
+		} else {
 			// The record was made before this node applied it: the
 			// silence has grown since by at least this node's time.
-			s.inherited += now.Sub(m.SilentAt)
-		}
-		l.sessions[m.ID] = s
-		if m.Silent > 0 {
+			s.inherited = m.Silent
+			if !m.SilentAt.IsZero() {
+				s.inherited += max(now.Sub(m.SilentAt), 0)
+			}
 			l.setLocked(m.ID, s, now.Add(max(m.TTL-s.inherited, 0)))
-		} else {
-			l.setLocked(m.ID, s, promotionDeadline(now, m.TTL, margin))
 		}
 		l.scheduleLocked(m.ID, s)
 	}
@@ -165,7 +175,7 @@ func (l *liveness) touch(sid locktable.SessionID, now time.Time, ack func(ttl ti
 	s.heard, s.inherited, s.fresh = now, 0, false
 	l.setLocked(sid, s, now.Add(s.ttl))
 	l.scheduleLocked(sid, s)
-	if s.recorded == 0 {
+	if !s.logged {
 		return s.ttl, false, true
 	}
 	ttl = s.ttl
@@ -287,7 +297,7 @@ func (l *liveness) checkpoint(now time.Time) (cmd *dlmpb.CheckpointSessionsCmd, 
 	for sid, s := range l.heard {
 		cmd.Sessions = append(cmd.Sessions, &dlmpb.SessionSilence{Session: uint64(sid)})
 		acks = append(acks, s.heardBy...)
-		s.heardBy, s.recorded = nil, 0
+		s.heardBy, s.logged, s.recorded = nil, false, 0
 		l.scheduleLocked(sid, s)
 	}
 	clear(l.heard)
@@ -305,7 +315,7 @@ func (l *liveness) checkpoint(now time.Time) (cmd *dlmpb.CheckpointSessionsCmd, 
 		heap.Pop(&l.checks)
 		silent := s.silence(now)
 		cmd.Sessions = append(cmd.Sessions, &dlmpb.SessionSilence{Session: uint64(top.sid), SilentNanos: int64(silent)})
-		s.recorded = silent
+		s.logged, s.recorded = true, silent
 		l.scheduleLocked(top.sid, s)
 	}
 	if len(cmd.Sessions) == 0 {

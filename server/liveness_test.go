@@ -18,18 +18,30 @@ func silences(l *liveness, now time.Time) (map[locktable.SessionID]time.Duration
 	return out, acks, next
 }
 
-// A new leader starts a session the log records silent from that silence
-// and the time since it applied the record, with no margin; every other
-// session gets its TTL and the margin.
+// A new leader starts a session the log records from its silence and the
+// time since it applied the record, with no margin, a session recorded
+// unheard by an earlier promotion included; the sessions its own promotion
+// recorded unheard, and those with no record, get their TTL and the
+// margin.
 func TestLivenessPromotionStartsFromTheRecordedSilence(t *testing.T) {
 	const ttl, margin = 8 * time.Second, time.Second
 	l := newLiveness()
 	now := time.Now()
-	l.activate([]fsm.SessionMeta{{ID: 1, TTL: ttl}, {ID: 2, TTL: ttl, Silent: 3 * time.Second}, {ID: 3, TTL: ttl, Silent: 9 * time.Second},
+	since := now.Add(-time.Millisecond) // this leader's promotion
+	l.activate([]fsm.SessionMeta{{ID: 1, TTL: ttl},
+		{ID: 2, TTL: ttl, Recorded: true, Silent: 3 * time.Second, SilentAt: now},
+		{ID: 3, TTL: ttl, Recorded: true, Silent: 9 * time.Second, SilentAt: now},
 		// Applied 2 s before the promotion (the election, say): those
 		// 2 s of silence count too.
-		{ID: 4, TTL: ttl, Silent: 3 * time.Second, SilentAt: now.Add(-2 * time.Second)}}, now, margin)
-	for sid, want := range map[locktable.SessionID]time.Time{1: now.Add(ttl + margin), 2: now.Add(5 * time.Second), 3: now, 4: now.Add(3 * time.Second)} {
+		{ID: 4, TTL: ttl, Recorded: true, Silent: 3 * time.Second, SilentAt: now.Add(-2 * time.Second)},
+		// Recorded unheard by a leader that served 3 s ago, too briefly
+		// to record anything of its own.
+		{ID: 5, TTL: ttl, Recorded: true, SilentAt: now.Add(-3 * time.Second)},
+		// Recorded unheard by this leader's promotion.
+		{ID: 6, TTL: ttl, Recorded: true, SilentAt: since.Add(time.Microsecond)},
+	}, now, since, margin)
+	for sid, want := range map[locktable.SessionID]time.Time{1: now.Add(ttl + margin), 2: now.Add(5 * time.Second), 3: now,
+		4: now.Add(3 * time.Second), 5: now.Add(5 * time.Second), 6: now.Add(ttl + margin)} {
 		if d, _ := l.deadline(sid); !d.Equal(want) {
 			t.Errorf("session %d: deadline %s after promotion, want %s", sid, d.Sub(now), want.Sub(now))
 		}
@@ -37,6 +49,13 @@ func TestLivenessPromotionStartsFromTheRecordedSilence(t *testing.T) {
 	// Session 3's silence already passed its TTL: it expires at once.
 	if ids, _ := l.expired(now); len(ids) != 1 || ids[0] != 3 {
 		t.Fatalf("expired at promotion: %v, want [3]", ids)
+	}
+	// The sessions the log records, unheard ones included, are
+	// acknowledged only once recorded heard; session 1 at once.
+	for sid, want := range map[locktable.SessionID]bool{1: false, 2: true, 4: true, 5: true, 6: true} {
+		if _, deferred, ok := l.touch(sid, now, func(time.Duration, bool) {}); !ok || deferred != want {
+			t.Errorf("session %d's keepalive: ok %v, deferred %v, want deferred %v", sid, ok, deferred, want)
+		}
 	}
 }
 
@@ -48,7 +67,7 @@ func TestLivenessCheckpoints(t *testing.T) {
 	const ttl = 8 * time.Second
 	l := newLiveness()
 	t0 := time.Now()
-	l.activate([]fsm.SessionMeta{{ID: 1, TTL: ttl}, {ID: 2, TTL: ttl}}, t0, time.Second)
+	l.activate([]fsm.SessionMeta{{ID: 1, TTL: ttl}, {ID: 2, TTL: ttl}}, t0, t0, time.Second)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 
 	// Session 2 is heard every TTL/4; session 1 never.

@@ -55,38 +55,44 @@ func restoreFloor(last uint64, clock int64, now time.Time, rate int64, operator 
 	return max(floor, operator), margin
 }
 
-// raiseTokens proposes the RaiseTokensCmd of a new term (see restoreFloor)
-// and waits until it applies, so that every token this leader grants is
-// above every token the state's history can have issued, however old the
-// state (a restored snapshot or data dir). It retries until it applies or
-// ctx ends (leadership ended), and reports whether it applied.
-func (s *Server) raiseTokens(ctx context.Context) bool {
+// openTerm proposes the entries that open a term, in one batch, and waits
+// until they apply: the RaiseTokensCmd (see restoreFloor), so that every
+// token this leader grants is above every token the state's history can
+// have issued, however old the state (a restored snapshot or data dir);
+// and the CheckpointSessionsCmd that records every session with no record
+// unheard from here on (see liveness). It retries until they apply or ctx
+// ends (leadership ended), and reports whether they applied and the time
+// before the first attempt: the sessions it recorded unheard have
+// SessionMeta.SilentAt at or after it.
+func (s *Server) openTerm(ctx context.Context) (since time.Time, ok bool) {
+	since = time.Now()
+	unheard := &dlmpb.Command{Op: &dlmpb.Command_CheckpointSessions{CheckpointSessions: &dlmpb.CheckpointSessionsCmd{Unheard: true}}}
 	for {
 		var last uint64
 		var clock int64
 		s.node.FSM().Read(func(v fsm.View) { last, clock = v.Table().LastToken(), v.Table().Now() })
 		floor, margin := restoreFloor(last, clock, time.Now(), s.cfg.TokenRate, s.cfg.TokenFloor)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rs, err := s.node.Propose(pctx, &dlmpb.Command{Op: &dlmpb.Command_RaiseTokens{RaiseTokens: &dlmpb.RaiseTokensCmd{Floor: floor}}})
+		rs, err := s.node.Propose(pctx, &dlmpb.Command{Op: &dlmpb.Command_RaiseTokens{RaiseTokens: &dlmpb.RaiseTokensCmd{Floor: floor}}}, unheard)
 		cancel()
 		if err == nil && rs[0].Err != nil {
 			// Not reached: floors are capped, and Start refuses an
 			// operator's floor above the cap.
 			s.log.Error("dlm server: token sequence not raised", "floor", floor, "err", rs[0].Err)
-			return true
+			return since, true
 		}
 		if err == nil {
 			s.log.Info("dlm server: token sequence raised", "last_token", last, "margin", margin,
 				"operator_floor", s.cfg.TokenFloor, "now_last_token", rs[0].Token)
-			return true
+			return since, true
 		}
 		if ctx.Err() != nil {
-			return false
+			return since, false
 		}
 		s.log.Warn("dlm server: token raise not applied, retrying", "err", err)
 		select {
 		case <-ctx.Done():
-			return false
+			return since, false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -5519,10 +5519,19 @@ func (x *ExpireSessionsCmd) GetSessions() []uint64 {
 // counting from there instead of giving them a whole TTL again: a dead
 // client's locks go free however often the leader changes. A silence of 0
 // clears the record: the session was heard again (the leader acknowledges
-// that keepalive only once this entry is applied). Unknown ids are ignored.
+// that keepalive only once this entry is applied). A record never lowers
+// the silence a node counts from an earlier one. Unknown ids are ignored.
+//
+// With unheard, every session that has no record is first recorded
+// unheard from this entry on (a silence of 0 that grows): a new leader
+// proposes it with its RaiseTokensCmd, before it serves, and acknowledges
+// those sessions' keepalives only once they are recorded heard, so that the
+// next leader counts a dead client's silence from this promotion even when
+// this leader serves too briefly to record anything itself.
 type CheckpointSessionsCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Sessions      []*SessionSilence      `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Unheard       bool                   `protobuf:"varint,2,opt,name=unheard,proto3" json:"unheard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5562,6 +5571,13 @@ func (x *CheckpointSessionsCmd) GetSessions() []*SessionSilence {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *CheckpointSessionsCmd) GetUnheard() bool {
+	if x != nil {
+		return x.Unheard
+	}
+	return false
 }
 
 // SessionSilence is one session's silence in a CheckpointSessionsCmd.
@@ -6209,7 +6225,8 @@ type SessionRecord struct {
 	Owner         string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`                                 // the identity that opened it (OpenSessionCmd.owner)
 	ResumeHash    []byte                 `protobuf:"bytes,7,opt,name=resume_hash,json=resumeHash,proto3" json:"resume_hash,omitempty"`     // SHA-256 of its resume token; empty for sessions opened by older servers (not resumable)
 	Keyed         []*Reply               `protobuf:"bytes,8,rep,name=keyed,proto3" json:"keyed,omitempty"`                                 // recent answers to keyed requests (Command.key), oldest first
-	SilentNanos   int64                  `protobuf:"varint,9,opt,name=silent_nanos,json=silentNanos,proto3" json:"silent_nanos,omitempty"` // its silence at the last CheckpointSessionsCmd that recorded one; 0: heard
+	SilentNanos   int64                  `protobuf:"varint,9,opt,name=silent_nanos,json=silentNanos,proto3" json:"silent_nanos,omitempty"` // its silence at the last CheckpointSessionsCmd that recorded one; 0: heard, or unheard since a promotion
+	Unheard       bool                   `protobuf:"varint,10,opt,name=unheard,proto3" json:"unheard,omitempty"`                           // recorded unheard since a promotion (CheckpointSessionsCmd.unheard), with silent_nanos 0
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6305,6 +6322,13 @@ func (x *SessionRecord) GetSilentNanos() int64 {
 		return x.SilentNanos
 	}
 	return 0
+}
+
+func (x *SessionRecord) GetUnheard() bool {
+	if x != nil {
+		return x.Unheard
+	}
+	return false
 }
 
 // Reply is a cached answer to a request, for idempotent retries.
@@ -6813,9 +6837,10 @@ const file_dlm_proto_rawDesc = "" +
 	"\x0fCloseSessionCmd\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"/\n" +
 	"\x11ExpireSessionsCmd\x12\x1a\n" +
-	"\bsessions\x18\x01 \x03(\x04R\bsessions\"K\n" +
+	"\bsessions\x18\x01 \x03(\x04R\bsessions\"e\n" +
 	"\x15CheckpointSessionsCmd\x122\n" +
-	"\bsessions\x18\x01 \x03(\v2\x16.dlm.v1.SessionSilenceR\bsessions\"M\n" +
+	"\bsessions\x18\x01 \x03(\v2\x16.dlm.v1.SessionSilenceR\bsessions\x12\x18\n" +
+	"\aunheard\x18\x02 \x01(\bR\aunheard\"M\n" +
 	"\x0eSessionSilence\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12!\n" +
 	"\fsilent_nanos\x18\x02 \x01(\x03R\vsilentNanos\"\x97\x02\n" +
@@ -6865,7 +6890,7 @@ const file_dlm_proto_rawDesc = "" +
 	"\amembers\x18\x05 \x03(\v2\x14.dlm.v1.SetMemberCmdR\amembers\";\n" +
 	"\fLockMetadata\x12\x17\n" +
 	"\alock_id\x18\x01 \x01(\x04R\x06lockId\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xb3\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xcd\x02\n" +
 	"\rSessionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\tttl_nanos\x18\x02 \x01(\x03R\bttlNanos\x12\x1b\n" +
@@ -6876,7 +6901,9 @@ const file_dlm_proto_rawDesc = "" +
 	"\vresume_hash\x18\a \x01(\fR\n" +
 	"resumeHash\x12#\n" +
 	"\x05keyed\x18\b \x03(\v2\r.dlm.v1.ReplyR\x05keyed\x12!\n" +
-	"\fsilent_nanos\x18\t \x01(\x03R\vsilentNanos\"\xc2\x01\n" +
+	"\fsilent_nanos\x18\t \x01(\x03R\vsilentNanos\x12\x18\n" +
+	"\aunheard\x18\n" +
+	" \x01(\bR\aunheard\"\xc2\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x17\n" +
 	"\alock_id\x18\x02 \x01(\x04R\x06lockId\x12&\n" +

@@ -84,9 +84,14 @@ func (f *FSM) apply(st locktable.Stamp, c *dlmpb.Command) Result {
 		return f.setMember(st.Index, op.SetMember)
 	case *dlmpb.Command_CheckpointSessions:
 		now := time.Now() // this node's clock, for its own use only (SessionMeta.SilentAt)
+		if op.CheckpointSessions.GetUnheard() {
+			for _, rec := range f.sessions {
+				rec.markUnheard(now)
+			}
+		}
 		for _, e := range op.CheckpointSessions.GetSessions() {
 			if rec := f.sessions[locktable.SessionID(e.GetSession())]; rec != nil {
-				rec.silent, rec.silentAt = time.Duration(max(e.GetSilentNanos(), 0)), now
+				rec.recordSilence(time.Duration(e.GetSilentNanos()), now)
 			}
 		}
 		return Result{Index: st.Index}

@@ -25,13 +25,18 @@ type SessionMeta struct {
 	// Owner is the identity that opened the session ("" without
 	// authentication).
 	Owner string
+	// Recorded reports whether the log records a silence for the session
+	// (CheckpointSessionsCmd): Silent as of SilentAt, possibly 0 (unheard
+	// since a promotion). Not recorded: heard since, or never recorded.
+	Recorded bool
 	// Silent is how long the session had gone without a keepalive when a
-	// leader last recorded it (CheckpointSessionsCmd); 0 when it was
-	// heard since, or never recorded silent.
+	// leader last recorded it; 0 when it is not recorded, or recorded
+	// unheard.
 	Silent time.Duration
 	// SilentAt is when this node applied that record (or restored it
 	// from a snapshot), on its own clock: the session's silence has grown
-	// at least by the time since, since the record was made before.
+	// at least by the time since, since the record was made before. Zero
+	// when not recorded.
 	SilentAt time.Time
 }
 
@@ -39,8 +44,8 @@ type SessionMeta struct {
 type sessionRecord struct {
 	owner      string // the identity that opened it ("" without authentication)
 	ttl        time.Duration
-	silent     time.Duration // its silence at the last checkpoint that recorded one; 0: heard
-	silentAt   time.Time     // when this node applied or restored silent (its clock; not replicated)
+	silent     time.Duration // its silence at the last checkpoint that recorded one (see SessionMeta)
+	silentAt   time.Time     // when this node applied or restored silent (its clock; not replicated); zero: not recorded
 	resumeHash []byte        // SHA-256 of its resume token; nil if opened by an older server
 	floor      uint64        // highest sequence evicted from replies
 	replies    []reply       // increasing seq, at most ReplyCacheSize
@@ -49,7 +54,29 @@ type sessionRecord struct {
 
 // meta is the record's SessionMeta.
 func (s *sessionRecord) meta(id locktable.SessionID) SessionMeta {
-	return SessionMeta{ID: id, TTL: s.ttl, Owner: s.owner, Silent: s.silent, SilentAt: s.silentAt}
+	return SessionMeta{ID: id, TTL: s.ttl, Owner: s.owner, Recorded: !s.silentAt.IsZero(), Silent: s.silent, SilentAt: s.silentAt}
+}
+
+// recordSilence applies a record of the session's silence made before
+// now: silent > 0 is kept unless the silence this node counts from an
+// earlier record is longer (a record never lowers it: each is a lower
+// bound of the silence, and a leader started again counts less than the
+// nodes that stayed up); silent <= 0 clears the record (heard).
+func (s *sessionRecord) recordSilence(silent time.Duration, now time.Time) {
+	switch {
+	case silent <= 0:
+		s.silent, s.silentAt = 0, time.Time{}
+	case s.silentAt.IsZero() || silent >= s.silent+now.Sub(s.silentAt):
+		s.silent, s.silentAt = silent, now
+	}
+}
+
+// markUnheard records the session unheard from now on, unless it is
+// recorded already.
+func (s *sessionRecord) markUnheard(now time.Time) {
+	if s.silentAt.IsZero() {
+		s.silent, s.silentAt = 0, now
+	}
 }
 
 // reply is a cached answer to request seq.

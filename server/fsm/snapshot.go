@@ -52,6 +52,7 @@ func (f *FSM) marshal() ([]byte, error) {
 			Id:          uint64(id),
 			TtlNanos:    int64(rec.ttl),
 			SilentNanos: int64(rec.silent),
+			Unheard:     rec.silent == 0 && !rec.silentAt.IsZero(),
 			SeqFloor:    rec.floor,
 			Owner:       rec.owner,
 			ResumeHash:  rec.resumeHash,
@@ -160,8 +161,8 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 			return nil, bad("session %d above last id %d", id, s.GetLastSession())
 		case pr.GetTtlNanos() <= 0:
 			return nil, bad("session %d ttl %d", id, pr.GetTtlNanos())
-		case pr.GetSilentNanos() < 0:
-			return nil, bad("session %d silent for %d ns", id, pr.GetSilentNanos())
+		case pr.GetSilentNanos() < 0 || pr.GetUnheard() && pr.GetSilentNanos() != 0:
+			return nil, bad("session %d silent for %d ns (unheard %t)", id, pr.GetSilentNanos(), pr.GetUnheard())
 		case len(pr.GetReplies()) > ReplyCacheSize:
 			return nil, bad("session %d caches %d replies", id, len(pr.GetReplies()))
 		case len(pr.GetResumeHash()) != 0 && len(pr.GetResumeHash()) != sha256.Size:
@@ -172,7 +173,7 @@ func restoreSessions(s *dlmpb.FSMSnapshot, table *locktable.Table) (map[locktabl
 		}
 		prev = id
 		rec := &sessionRecord{ttl: time.Duration(pr.GetTtlNanos()), silent: time.Duration(pr.GetSilentNanos()), floor: pr.GetSeqFloor(), owner: pr.GetOwner(), resumeHash: pr.GetResumeHash()}
-		if rec.silent > 0 {
+		if rec.silent > 0 || pr.GetUnheard() {
 			rec.silentAt = restored
 		}
 		last := pr.GetSeqFloor()

@@ -117,6 +117,7 @@ func TestSnapshotMalformed(t *testing.T) {
 		"last session": variant(func(s *dlmpb.FSMSnapshot) { s.LastSession = 1 }),
 		"ttl":          variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].TtlNanos = 0 }),
 		"silence":      variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].SilentNanos = -1 }),
+		"unheard":      variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].SilentNanos, s.Sessions[0].Unheard = 5, true }),
 		"reply order":  variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].SeqFloor = 5 }),
 		"reason":       variant(func(s *dlmpb.FSMSnapshot) { s.Sessions[0].Replies[0].Reason = 999 }),
 		"metadata": variant(func(s *dlmpb.FSMSnapshot) {
@@ -171,5 +172,58 @@ func TestCheckpointRecordsSilences(t *testing.T) {
 	mustOK(t, applyEntry(t, f, 12, 4*sec, checkpointCmd(a, time.Duration(0)))...)
 	if m := f.Sessions()[0]; m.Silent != 0 {
 		t.Fatalf("session %d silent %s after a checkpoint of 0", m.ID, m.Silent)
+	}
+}
+
+// A checkpoint with unheard records every session that has no record
+// unheard from its apply on (silence 0, counting), and leaves the others;
+// a later record never lowers the silence a node counts; a snapshot keeps
+// the unheard; a keepalive heard (silence 0) clears it.
+func TestCheckpointRecordsUnheard(t *testing.T) {
+	f := busyFSM(t)
+	ss := f.Sessions()
+	a, b := ss[0].ID, ss[1].ID
+	c := applyEntry(t, f, 9, 4*sec, openCmd("d"))[0].Session
+	mustOK(t, applyEntry(t, f, 10, 4*sec, checkpointCmd(a, 3*time.Second))...)
+	aAt := f.Sessions()[0].SilentAt
+	unheard := checkpointCmd(c, time.Duration(0))
+	unheard.GetCheckpointSessions().Unheard = true
+	before := time.Now()
+	mustOK(t, applyEntry(t, f, 11, 4*sec, unheard)...)
+	g := NewFSM(locktable.Limits{})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*FSM{f, g} {
+		got := map[locktable.SessionID]SessionMeta{}
+		for _, m := range h.Sessions() {
+			got[m.ID] = m
+		}
+		if m := got[a]; !m.Recorded || m.Silent != 3*time.Second || h == f && !m.SilentAt.Equal(aAt) {
+			t.Fatalf("session a, recorded silent before: %+v", m)
+		}
+		if m := got[b]; !m.Recorded || m.Silent != 0 || m.SilentAt.Before(before) {
+			t.Fatalf("session b, not recorded before: %+v, want recorded unheard from %v", m, before)
+		}
+		// Listed heard in the same entry: the record applies after the
+		// unheard.
+		if m := got[c]; m.Recorded || m.Silent != 0 || !m.SilentAt.IsZero() {
+			t.Fatalf("session c, heard: %+v, want no record", m)
+		}
+	}
+
+	// A lower record (a leader started again counts less) keeps the
+	// longer count; a longer one replaces it.
+	mustOK(t, applyEntry(t, f, 12, 4*sec, checkpointCmd(a, time.Second))...)
+	if m := f.Sessions()[0]; m.Silent != 3*time.Second || !m.SilentAt.Equal(aAt) {
+		t.Fatalf("session a after a lower record: silent %s at %v, want 3s at %v", m.Silent, m.SilentAt, aAt)
+	}
+	mustOK(t, applyEntry(t, f, 13, 4*sec, checkpointCmd(a, time.Hour))...)
+	if m := f.Sessions()[0]; m.Silent != time.Hour || !m.SilentAt.After(aAt) {
+		t.Fatalf("session a after a longer record: silent %s at %v", m.Silent, m.SilentAt)
+	}
+	mustOK(t, applyEntry(t, f, 14, 4*sec, checkpointCmd(b, time.Duration(0)))...)
+	if m := f.Sessions()[1]; m.Recorded {
+		t.Fatalf("session b heard: %+v, want no record", m)
 	}
 }
