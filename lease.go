@@ -266,7 +266,10 @@ func (l *Lease) Extend(ctx context.Context) error {
 // ends before it answers, Release returns that error and may be called
 // again; the lock otherwise expires at the end of its TTL. A Release called
 // again after one that failed so returns nil when the store no longer
-// holds the lock: the first one may have freed it.
+// holds the lock: the first one may have freed it; unless the store has
+// reported the grant gone meanwhile (a session it could not keep alive),
+// when it returns the loss: the lock goes free when the store lets it go,
+// not when Release returns.
 func (l *Lease) Release(ctx context.Context) (err error) {
 	l.mu.Lock()
 	if !l.held {
@@ -287,6 +290,13 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
+	case errors.Is(err, driver.ErrNotHeld) && l.releasing && storeReportsLost(g):
+		// Not held after a release that failed, but the store reported
+		// the grant gone meanwhile (a session that could not be kept
+		// alive, say): the lock goes free when the store lets it go,
+		// not now. A lost lease, not a release.
+		l.loseLocked(fmt.Errorf("%w: the store reported %q gone while its release had no answer: %w", ErrLost, l.req.Resource, err))
+		return l.err
 	case err == nil, errors.Is(err, driver.ErrNotHeld) && l.releasing:
 		// Released; or not held after a release that failed, which may
 		// have freed it (or the TTL did): either way not held, as asked.
@@ -303,6 +313,24 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	default:
 		l.releasing = true
 		return err
+	}
+}
+
+// storeReportsLost reports whether the store has said that grant g is
+// gone (its Lost channel closed), without waiting.
+func storeReportsLost(g driver.Grant) bool {
+	lost := g.Lost
+	if g.LostContext != nil {
+		lost = g.LostContext.Done()
+	}
+	if lost == nil {
+		return false
+	}
+	select {
+	case <-lost:
+		return true
+	default:
+		return false
 	}
 }
 
