@@ -201,8 +201,9 @@ func TestDeadClientLosesItsLocksWhileLeadersChange(t *testing.T) {
 // anything of its own, yet the dead client's silence is counted from the
 // first promotion after its death (each new leader records the sessions
 // unheard before it serves). The lock goes free during the flap, or at
-// the latest once a leader stays: within TTL/2 of the flap's end, where a
-// count started again by each promotion would take TTL + margin after it.
+// the latest once a leader stays: within 3/4 TTL of the flap's end, where
+// a count started again by each promotion would take TTL + margin after it
+// (0.3-1.2 s here, on a busy machine too).
 func TestDeadClientLosesItsLocksWhenLeadersServeBriefly(t *testing.T) {
 	const ttl = 4 * time.Second
 	const election = 200 * time.Millisecond
@@ -227,9 +228,9 @@ func TestDeadClientLosesItsLocksWhenLeadersServeBriefly(t *testing.T) {
 		}
 		t.Logf("granted %s after the holder died, %s after the flap's end; %d leaders killed as they served",
 			at.Sub(died).Round(time.Millisecond), at.Sub(end).Round(time.Millisecond), kills)
-	case <-time.After(ttl / 2):
+	case <-time.After(3 * ttl / 4):
 		t.Fatalf("the waiter was not granted within %s of the flap's end (%s after the holder's death, %d leaders killed as they served)",
-			ttl/2, time.Since(died).Round(time.Millisecond), kills)
+			3*ttl/4, time.Since(died).Round(time.Millisecond), kills)
 	}
 }
 
