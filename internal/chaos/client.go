@@ -53,6 +53,9 @@ type ClientConfig struct {
 	// acquisition is a try-lock (WithWait(0)) of Resources[0], recorded
 	// with Event.Strict.
 	TryLock bool `json:"try_lock,omitempty"`
+	// Idle makes the client acquire only on the harness's commands
+	// (cmdLong, cmdWait).
+	Idle bool `json:"idle,omitempty"`
 	// FirstLease numbers the client's first acquisition (a client started
 	// again after a kill goes on from a new range).
 	FirstLease uint64 `json:"first_lease,omitempty"`
@@ -114,6 +117,12 @@ const (
 	// cmdLong "long RESOURCE DURATION": the next acquisition takes
 	// RESOURCE and holds it for DURATION (renewed), ticking writes.
 	cmdLong = "long"
+	// cmdWait "wait RESOURCE DURATION": the next acquisition takes
+	// RESOURCE, waiting for it until DURATION has passed (again after a
+	// failed attempt, its context never cut short): a waiter that waits
+	// through a whole leader flap, so that the takeover it measures is
+	// the server's (history.PropTakeover).
+	cmdWait = "wait"
 	// cmdStop: finish the current acquisition, close the session, exit.
 	cmdStop = "stop"
 )
@@ -156,9 +165,12 @@ func (em *emitter) emit(e history.Event) {
 	em.err = em.w.Flush()
 }
 
+// longHold is a command's acquisition: a long hold (cmdLong), or a
+// waiter's (cmdWait, until set).
 type longHold struct {
 	resource string
 	hold     time.Duration
+	until    time.Time
 }
 
 // deadlinePoll is how often a client looks at a held lease's deadline to
@@ -172,7 +184,11 @@ const deadlinePoll = 5 * time.Millisecond
 // step on stdout, stamped with the monotonic clock.
 func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int {
 	em := &emitter{w: bufio.NewWriter(stdout), name: cfg.Name}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	lvl := slog.LevelWarn
+	if cfg.Idle { // the flap waiter: its reconnections are part of its figure
+		lvl = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 
 	stopCtx, stop := context.WithCancel(context.Background())
@@ -185,7 +201,11 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 			switch {
 			case len(f) == 3 && f[0] == cmdLong:
 				if d, err := time.ParseDuration(f[2]); err == nil {
-					longs <- longHold{f[1], d}
+					longs <- longHold{resource: f[1], hold: d}
+				}
+			case len(f) == 3 && f[0] == cmdWait:
+				if d, err := time.ParseDuration(f[2]); err == nil {
+					longs <- longHold{resource: f[1], until: time.Now().Add(d)}
 				}
 			case len(f) == 1 && f[0] == cmdStop:
 				stop()
@@ -232,14 +252,29 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 			res = cfg.Resources[0]
 		}
 		hold := cfg.HoldMin + time.Duration(rng.Int64N(int64(cfg.HoldMax-cfg.HoldMin)+1))
-		long := false
+		var job *longHold
 		select {
 		case lh := <-longs:
-			res, hold, long = lh.resource, lh.hold, true
+			job = &lh
 		default:
+			if cfg.Idle { // it waits for a command
+				select {
+				case lh := <-longs:
+					job = &lh
+				case <-stopCtx.Done():
+					continue
+				}
+			}
 		}
-		if !acquire(stopCtx, c, fc, em, cs, cfg, seq, res, hold, long) && long {
-			longs <- longHold{res, hold} // the harness waits for it: try again
+		if job != nil {
+			res = job.resource
+			if job.until.IsZero() {
+				hold = job.hold
+			}
+		}
+		if !acquire(stopCtx, c, fc, em, cs, cfg, seq, res, hold, job) && job != nil &&
+			(job.until.IsZero() || time.Now().Before(job.until)) {
+			longs <- *job // the harness waits for it: try again
 		}
 		if think := time.Duration(rng.Int64N(int64(cfg.Think) + 1)); think > 0 {
 			select {
@@ -261,14 +296,20 @@ func runClient(cfg ClientConfig, stdin io.Reader, stdout, stderr io.Writer) int 
 }
 
 // acquire is one acquisition and its critical section; it reports whether
-// the lock was granted.
-func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitter, cs *calls, cfg ClientConfig, seq uint64, res string, hold time.Duration, long bool) bool {
+// the lock was granted. job, if not nil, is the harness's command it
+// carries out (a long hold, or a waiter's wait).
+func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitter, cs *calls, cfg ClientConfig, seq uint64, res string, hold time.Duration, job *longHold) bool {
+	long := job != nil && job.until.IsZero()
+	waiter := job != nil && !long
 	ev := func(k history.Kind, token uint64, note string) history.Event {
 		return history.Event{At: history.Now(), Kind: k, Lease: seq, Resource: res, Token: token, Note: note}
 	}
 	note := ""
-	if long {
+	switch {
+	case long:
 		note = "long hold " + hold.String()
+	case waiter:
+		note = "flap waiter"
 	}
 	req := ev(history.Requested, 0, note)
 	req.Strict = cfg.TryLock
@@ -279,8 +320,13 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 		wait = 0
 	case long:
 		wait = max(wait, 5*time.Second)
+	case waiter:
+		wait = max(time.Until(job.until), time.Millisecond)
 	}
 	actx, cancel, cut := cs.ctx(stopCtx)
+	if waiter { // its wait is the measure: never cut short
+		actx, cancel, cut = stopCtx, func() {}, false
+	}
 	began := time.Now()
 	l, err := c.Acquire(actx, res, dlm.WithTTL(cfg.LeaseTTL), dlm.WithWait(wait), dlm.WithAutoRenew(true))
 	ended := actx.Err() != nil
@@ -313,7 +359,7 @@ func acquire(stopCtx context.Context, c *dlm.Client, fc *fencedClient, em *emitt
 		}
 		return false
 	}
-	if wait == 0 || !long {
+	if wait == 0 || job == nil {
 		cs.took(time.Since(began))
 	}
 	token := l.Token()

@@ -213,6 +213,7 @@ type harness struct {
 	cluster  *Cluster
 	clients  []*client // every client process
 	workers  []*client // those of the workload (not the probe)
+	waiter   *client   // the flap rounds' waiter (FlapLeader), or nil
 	rng      *rand.Rand
 	errs     []string
 	errMu    sync.Mutex
@@ -333,7 +334,26 @@ func (hs *harness) startClients(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	if !slices.Contains(hs.cfg.Faults, FlapLeader) {
+		return nil
+	}
+	// The flap rounds' waiter waits for the victim's resource through the
+	// whole flap, on a session whose TTL outlasts it: what its grant
+	// measures is how soon the server frees a dead client's lock, not
+	// how the waiter's own session fares (a worker's 1 s session can
+	// end under leaders killed every half TTL, and with it its place in
+	// the queue). It acquires nothing else.
+	c := &client{name: "waiter", ip: "127.0.0.19"}
+	c.spec = ClientConfig{Name: c.name, SourceIP: c.ip, Servers: hs.cluster.ClientAddrs(), AddrMap: hs.cluster.AddrMap(),
+		Fenced: hs.fenced.URL(), Resources: hs.resource, SessionTTL: hs.cfg.FlapFor + hs.cfg.TakeoverBound + 5*time.Second,
+		LeaseTTL: hs.cfg.LeaseTTL, HoldMin: time.Millisecond, HoldMax: 10 * time.Millisecond, Seed: hs.cfg.Seed*100 + 99, Idle: true}
+	hs.net.Name(c.ip, c.name)
+	from := hs.h.Len()
+	if err := hs.startClient(c); err != nil {
+		return err
+	}
+	hs.clients, hs.waiter = append(hs.clients, c), c
+	return hs.awaitSession(ctx, c, from)
 }
 
 // startClient starts c's process (again, after a kill: its acquisitions
@@ -515,11 +535,26 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 	if err != nil {
 		return fmt.Errorf("%s did not get its long hold: %w", victim.name, err)
 	}
-	wctx, cancel = context.WithTimeout(ctx, 2*time.Second)
-	_, _ = hs.h.Await(wctx, from, func(e history.Event) bool { // best effort
-		return e.Client != victim.name && e.Kind == history.Requested && e.Resource == res && e.At > g.At
-	})
-	cancel()
+	if w := hs.waiter; kind == FlapLeader && w != nil {
+		// A waiter that waits through the whole flap: the takeover it
+		// measures is the server's, not a worker's gap between waits.
+		from := hs.h.Len()
+		w.command(fmt.Sprintf("%s %s %s", cmdWait, res, hold+hs.cfg.TakeoverBound+2*time.Second))
+		wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		_, err := hs.h.Await(wctx, from, func(e history.Event) bool {
+			return e.Client == w.name && e.Kind == history.Requested && e.Resource == res && e.Note == "flap waiter"
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s did not start waiting for %s: %w", w.name, res, err)
+		}
+	} else {
+		wctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		_, _ = hs.h.Await(wctx, from, func(e history.Event) bool { // best effort
+			return e.Client != victim.name && e.Kind == history.Requested && e.Resource == res && e.At > g.At
+		})
+		cancel()
+	}
 
 	f := history.Event{Kind: history.Fault, Round: round, Fault: kind}
 	var heal func() error
