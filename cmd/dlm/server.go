@@ -38,6 +38,7 @@ type serverFlags struct {
 	advertise, advertiseHTTP                            string
 	inMemory, pprof                                     bool
 	margin, raftTimeout                                 time.Duration
+	logSegment                                          int
 	sec                                                 securityFlags
 	quotas                                              fsm.Quotas
 	eventsPerIdentity                                   int
@@ -120,18 +121,19 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) int {
 
 	srv, err := server.Start(server.Config{
 		Node: raftnode.Config{
-			ID:        f.nodeID,
-			Dir:       f.dataDir,
-			InMemory:  f.inMemory,
-			LogStore:  f.logStore,
-			BindAddr:  f.raftAddr,
-			Advertise: f.raftAdvertise,
-			SourceIP:  f.raftSource,
-			RaftTLS:   sec.raftTLS,
-			Peers:     peers,
-			Join:      f.join != "",
-			Quotas:    f.quotas,
-			Limits:    f.limits,
+			ID:             f.nodeID,
+			Dir:            f.dataDir,
+			InMemory:       f.inMemory,
+			LogStore:       f.logStore,
+			LogSegmentSize: f.logSegment,
+			BindAddr:       f.raftAddr,
+			Advertise:      f.raftAdvertise,
+			SourceIP:       f.raftSource,
+			RaftTLS:        sec.raftTLS,
+			Peers:          peers,
+			Join:           f.join != "",
+			Quotas:         f.quotas,
+			Limits:         f.limits,
 			Raft: func(rc *raft.Config) {
 				rc.HeartbeatTimeout, rc.ElectionTimeout = f.raftTimeout, f.raftTimeout
 				rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, f.raftTimeout/2)
@@ -210,6 +212,7 @@ func newServerFlagSet(f *serverFlags) (*flag.FlagSet, error) {
 	fs.StringVar(&f.dataDir, "data", env("DLM_DATA", defaultDataDir), "data directory: the Raft log and snapshots (env DLM_DATA)")
 	fs.StringVar(&f.nodeID, "id", env("DLM_NODE_ID", "node-1"), "Raft node id (env DLM_NODE_ID)")
 	fs.StringVar(&f.logStore, "log-store", env("DLM_LOG_STORE", ""), "the durable Raft log of a new data dir: wal (one fsync per append; the default) or bolt; a data dir keeps the store it holds (env DLM_LOG_STORE)")
+	fs.IntVar(&f.logSegment, "log-segment-size", e.int("DLM_LOG_SEGMENT_SIZE", raftnode.DefaultLogSegmentSize), "the size in bytes of the wal log's segments, each preallocated whole: 65536 to 1073741824 (see docs/operations.md for the space a node needs; env DLM_LOG_SEGMENT_SIZE)")
 	fs.BoolVar(&f.inMemory, "in-memory", envBool("DLM_IN_MEMORY"), "keep the Raft log in memory: fast, but every restart starts empty (env DLM_IN_MEMORY)")
 	fs.BoolVar(&f.pprof, "pprof", envBool("DLM_PPROF"), "serve Go's profiles on the HTTP address under /debug/pprof/ (admin only with authentication; env DLM_PPROF)")
 	fs.StringVar(&f.logLevel, "log-level", env("DLM_LOG_LEVEL", "info"), "debug, info, warn or error (env DLM_LOG_LEVEL)")

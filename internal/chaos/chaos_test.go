@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -130,8 +131,9 @@ func TestChaosShortRun(t *testing.T) {
 
 // The standing faults, briefly: a share of every worker's calls cut short
 // by their contexts, the strict try-lock workload beside the contended one,
-// and two leader flaps (the victim paused, then killed) among leader kills.
-// Both judges must pass: no violation, the contended history linearizable,
+// two leader flaps (the victim paused, then killed) among leader kills, and
+// where mounting is allowed (root) two full disks (the leader's, then a
+// follower's). Both judges must pass: no violation, the contended history linearizable,
 // and the strict one too (a refusal only while held, a release that
 // returned freed the lock, an acquisition that failed without an answer
 // left nothing held past its client's next grant). As in the short run, the
@@ -145,7 +147,11 @@ func TestChaosStandingFaults(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	bin, _ := binaries(t)
-	faults := []string{FlapLeader, KillLeader, FlapLeader, KillLeader}
+	faults := []string{FlapLeader, KillLeader, FillDisk, FlapLeader, KillLeader, FillDisk}
+	fills := 2
+	if os.Geteuid() != 0 {
+		faults, fills = slices.DeleteFunc(faults, func(k string) bool { return k == FillDisk }), 0
+	}
 	const bound = 5 * time.Second
 	res, err := Run(ctx, Config{Bin: bin, Dir: runDir(t), Faults: faults, FixedOrder: true, Rounds: len(faults),
 		CancelShare: 0.3, TryClients: 2, FlapFor: 4 * time.Second, Settle: 200 * time.Millisecond,
@@ -168,9 +174,11 @@ func TestChaosStandingFaults(t *testing.T) {
 	if lin.StrictOps == 0 || lin.Refusals == 0 || lin.Unsure == 0 {
 		t.Errorf("strict workload: %d operations, %d refusals, %d without an answer; want some of each", lin.StrictOps, lin.Refusals, lin.Unsure)
 	}
-	cut, kills := 0, 0
+	cut, kills, full := 0, 0, 0
 	for _, e := range res.Events {
 		switch {
+		case e.Kind == history.Note && strings.HasPrefix(e.Note, "disk full"):
+			full++
 		case (e.Kind == history.Granted || e.Kind == history.AcquireFailed) && strings.Contains(e.Note, "cut short"),
 			e.Kind == history.Note && strings.Contains(e.Note, "release try"):
 			cut++
@@ -178,7 +186,10 @@ func TestChaosStandingFaults(t *testing.T) {
 			kills++
 		}
 	}
-	t.Logf("calls cut short: %d; leaders killed by the flaps: %d", cut, kills)
+	t.Logf("calls cut short: %d; leaders killed by the flaps: %d; full disks that stopped a node's writes: %d", cut, kills, full)
+	if full != fills {
+		t.Errorf("%d full disks stopped a node's writes, want %d", full, fills)
+	}
 	if cut == 0 {
 		t.Errorf("no call was cut short")
 	}

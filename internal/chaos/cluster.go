@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,6 +32,13 @@ type ClusterConfig struct {
 	Nodes         int           // default 3
 	RaftTimeout   time.Duration // -raft-timeout: heartbeat and election timeout; default 100ms
 	SessionMargin time.Duration // -session-margin; default 200ms (see Config.SessionMargin)
+	// DiskSize, if set, puts each node's data dir on a tmpfs of its own
+	// of this many bytes, which FillDisk can fill (mounting needs root),
+	// and the nodes log in segments of LogSegmentSize bytes, so that a
+	// full disk stops their writes soon. A tmpfs's fsync costs nothing:
+	// such a cluster is faster than one on a disk.
+	DiskSize       int64
+	LogSegmentSize int
 }
 
 // Node is one `dlm server` process on loopback, behind two proxies: one in
@@ -47,6 +55,7 @@ type Node struct {
 
 	bin  string
 	dir  string
+	disk string // the tmpfs the data dir sits on (ClusterConfig.DiskSize), or ""
 	args func() []string
 	log  *os.File
 
@@ -84,6 +93,13 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, nw *Net) (*Cluster, er
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return nil, err
 		}
+		c.Nodes = append(c.Nodes, n)
+		if cfg.DiskSize > 0 {
+			if err := n.mountDisk(cfg.DiskSize); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
 		var err error
 		if n.RaftProxy, err = nw.NewProxy(n.ID, ""); err != nil {
 			return nil, err
@@ -93,14 +109,21 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, nw *Net) (*Cluster, er
 		}
 		nw.Name(n.SourceIP, n.ID)
 		peers = append(peers, n.ID+"="+n.RaftProxy.Addr())
-		c.Nodes = append(c.Nodes, n)
 	}
 	for _, n := range c.Nodes {
+		data := filepath.Join(n.dir, "data")
+		if n.disk != "" {
+			data = filepath.Join(n.disk, "data")
+		}
 		n.args = func() []string {
-			return []string{"server", "-id", n.ID, "-addr", n.Addr, "-http", n.HTTP, "-raft-addr", n.Raft,
+			args := []string{"server", "-id", n.ID, "-addr", n.Addr, "-http", n.HTTP, "-raft-addr", n.Raft,
 				"-raft-advertise", n.RaftProxy.Addr(), "-raft-source", n.SourceIP,
-				"-peers", strings.Join(peers, ","), "-data", filepath.Join(n.dir, "data"),
+				"-peers", strings.Join(peers, ","), "-data", data,
 				"-raft-timeout", cfg.RaftTimeout.String(), "-session-margin", cfg.SessionMargin.String()}
+			if cfg.LogSegmentSize > 0 {
+				args = append(args, "-log-segment-size", strconv.Itoa(cfg.LogSegmentSize))
+			}
+			return args
 		}
 		var err error
 		if n.log, err = os.OpenFile(filepath.Join(n.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
@@ -409,12 +432,81 @@ func (c *Cluster) AddrMap() map[string]string {
 }
 
 // Close kills every node (resuming stopped ones first is not needed:
-// SIGKILL ends a stopped process).
+// SIGKILL ends a stopped process) and unmounts their disks.
 func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		n.Kill()
 		if n.log != nil {
 			n.log.Close()
 		}
+		if n.disk != "" {
+			_ = syscall.Unmount(n.disk, syscall.MNT_DETACH)
+		}
 	}
+}
+
+// mountDisk mounts a tmpfs of size bytes for the node's data dir.
+func (n *Node) mountDisk(size int64) error {
+	disk := filepath.Join(n.dir, "disk")
+	if err := os.MkdirAll(disk, 0o755); err != nil {
+		return err
+	}
+	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		return fmt.Errorf("chaos: mount a tmpfs for %s's data (this needs root): %w", n.ID, err)
+	}
+	n.disk = disk
+	return nil
+}
+
+// FillDisk fills the node's disk (ClusterConfig.DiskSize) with a file
+// until no byte more fits.
+func (n *Node) FillDisk() error {
+	if n.disk == "" {
+		return fmt.Errorf("chaos: %s has no disk of its own to fill", n.ID)
+	}
+	f, err := os.Create(filepath.Join(n.disk, "filler"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, chunk := range []int{1 << 20, 4 << 10, 1} {
+		buf := make([]byte, chunk)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// FreeDisk removes what FillDisk wrote.
+func (n *Node) FreeDisk() error { return os.Remove(filepath.Join(n.disk, "filler")) }
+
+// StorageFailing asks the node's HTTP port whether its log's writes fail
+// (its metric dlm_server_storage_failing).
+func (n *Node) StorageFailing(ctx context.Context, hc *http.Client) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTP+"/metrics", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "dlm_server_storage_failing "); ok {
+			return strings.TrimSpace(v) == "1", nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	return false, fmt.Errorf("%s: /metrics has no dlm_server_storage_failing", n.ID)
 }

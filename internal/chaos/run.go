@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/dlmhq/dlm/internal/chaos/history"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dlmhq/dlm/internal/chaos/history"
 )
 
 // Fault kinds.
@@ -45,11 +47,25 @@ const (
 	// client's grant of its resource, within 2 TTL + 2 election timeouts
 	// (history.PropTakeover).
 	FlapLeader = history.FaultFlapLeader
+	// FillDisk: fill the disk of the leader or of a follower, in turn (each
+	// node's data dir is a tmpfs of its own, which needs root), until its
+	// log's writes fail, and hold it full; heal: free the space. The other
+	// nodes go on serving; the full node says why it cannot
+	// (dlm_server_storage_failing) and catches up once it can write.
+	FillDisk = "fill-disk"
+)
+
+// Each node's disk for FillDisk (Config.DiskSize) and its log segments:
+// small, so that a full disk stops the writes within a round.
+const (
+	defaultDiskSize = 32 << 20
+	fillSegmentSize = 64 << 10 // raftnode.MinLogSegmentSize
 )
 
 // AllFaults are the fault kinds, in the order a run cycles through them
 // (shuffled per cycle).
-var AllFaults = []string{KillLeader, KillFollower, StopLeader, PartitionLeader, PauseClient, IsolateClient, FlapLeader}
+// FillDisk is left out where mounting is not allowed (see Run).
+var AllFaults = []string{KillLeader, KillFollower, StopLeader, PartitionLeader, PauseClient, IsolateClient, FlapLeader, FillDisk}
 
 // LeaderFaults are the faults that make the cluster change leader.
 var LeaderFaults = []string{KillLeader, StopLeader, PartitionLeader}
@@ -113,8 +129,11 @@ type Config struct {
 	// TakeoverBound is property 6's bound (a flap's victim's death to
 	// another client's grant); default 2 TTL + 2 election timeouts.
 	TakeoverBound time.Duration
-	Seed          uint64
-	Log           io.Writer // progress, one line per round; nil discards
+	// DiskSize is the size of each node's tmpfs when FillDisk is among
+	// the faults; default 32 MiB.
+	DiskSize int64
+	Seed     uint64
+	Log      io.Writer // progress, one line per round; nil discards
 }
 
 func (c *Config) setDefaults() {
@@ -144,6 +163,9 @@ func (c *Config) setDefaults() {
 	def(&c.TakeoverBound, 2*c.ttl()+2*c.RaftTimeout)
 	if len(c.Faults) == 0 {
 		c.Faults = AllFaults
+	}
+	if c.DiskSize <= 0 {
+		c.DiskSize = defaultDiskSize
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -219,6 +241,7 @@ type harness struct {
 	errMu    sync.Mutex
 	resource []string
 	flaps    int // FlapLeader rounds so far: they pause and kill their victims in turn
+	fills    int // FillDisk rounds so far: they fill the leader's and a follower's disk in turn
 }
 
 func (hs *harness) errorf(format string, args ...any) {
@@ -258,8 +281,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer hs.fenced.Close()
-	hs.cluster, err = StartCluster(ctx, ClusterConfig{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: cfg.Nodes,
-		RaftTimeout: cfg.RaftTimeout, SessionMargin: cfg.SessionMargin}, hs.net)
+	ccfg := ClusterConfig{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: cfg.Nodes, RaftTimeout: cfg.RaftTimeout, SessionMargin: cfg.SessionMargin}
+	if slices.Contains(hs.cfg.Faults, FillDisk) {
+		if os.Geteuid() == 0 {
+			ccfg.DiskSize, ccfg.LogSegmentSize = cfg.DiskSize, fillSegmentSize
+		} else {
+			hs.cfg.Faults = slices.DeleteFunc(slices.Clone(hs.cfg.Faults), func(k string) bool { return k == FillDisk })
+			hs.logf("%s left out: a tmpfs for each node's data needs root", FillDisk)
+			if len(hs.cfg.Faults) == 0 {
+				return nil, fmt.Errorf("chaos: no fault to inject (%s needs root)", FillDisk)
+			}
+		}
+	}
+	hs.cluster, err = StartCluster(ctx, ccfg, hs.net)
 	if err != nil {
 		return nil, err
 	}
@@ -632,6 +666,26 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 			}
 		}
 		last = func() error { return hs.flapLeader(ctx, round, hold) }
+	case FillDisk:
+		n := leader
+		if hs.fills%2 == 1 {
+			n = hs.follower(leader)
+		}
+		hs.fills++
+		f.Target, f.At = n.ID, history.Now()
+		if err := n.FillDisk(); err != nil {
+			_ = n.FreeDisk()
+			return err
+		}
+		heal = n.FreeDisk
+		last = func() error {
+			hs.awaitStorageFailing(ctx, round, n, f.At)
+			select { // then it stays full: a duration, not a synchronisation
+			case <-time.After(hold):
+			case <-ctx.Done():
+			}
+			return nil
+		}
 	default:
 		return fmt.Errorf("unknown fault kind %q", kind)
 	}
@@ -713,6 +767,37 @@ func (hs *harness) flapLeader(ctx context.Context, round int, d time.Duration) e
 	}
 	hs.logf("round %d: %s: %d leaders killed in %s", round, FlapLeader, kills, d)
 	return nil
+}
+
+// awaitStorageFailing waits until n, whose disk was filled at the instant
+// filled, says its log's writes fail (it writes into its preallocated
+// segment until that is full), up to 10 s, and records when.
+func (hs *harness) awaitStorageFailing(ctx context.Context, round int, n *Node, filled int64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: 300 * time.Millisecond}
+	for {
+		if failing, _ := n.StorageFailing(ctx, hc); failing {
+			at := history.Now()
+			from := hs.h.Len()
+			hs.h.Add(history.Event{At: at, Kind: history.Note, Round: round, Target: n.ID, Note: "disk full: the log's writes fail"})
+			next := "none within 5s"
+			if g, err := hs.awaitGrant(ctx, from, at, 5*time.Second); err == nil {
+				next = time.Duration(g.At-at).Round(100*time.Microsecond).String() + " later"
+			}
+			hs.logf("round %d: %s: %s's log writes fail %s after its disk was filled; the next grant %s", round, FillDisk, n.ID,
+				time.Duration(at-filled).Round(time.Millisecond), next)
+			return
+		}
+		t := time.NewTimer(20 * time.Millisecond) // the node offers no event to wait on
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			hs.logf("round %d: %s: %s still writes 10s after its disk was filled (room left in its segment)", round, FillDisk, n.ID)
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // awaitGrant waits for a Granted event stamped after the instant after,

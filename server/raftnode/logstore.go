@@ -77,9 +77,12 @@ func (n *Node) openLog(kind string, hl hclog.Logger) (raft.LogStore, raft.Stable
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, fmt.Errorf("dlm server: data dir: %w", err)
 	}
-	size := wal.DefaultSegmentSize
-	if n.cfg.walSegmentSize > 0 {
-		size = n.cfg.walSegmentSize
+	size := DefaultLogSegmentSize
+	if n.cfg.LogSegmentSize != 0 {
+		size = n.cfg.LogSegmentSize
+	}
+	if size < MinLogSegmentSize || size > MaxLogSegmentSize {
+		return nil, nil, fmt.Errorf("%w: %d", ErrLogSegmentSize, size)
 	}
 	w, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithSegmentSize(size),
 		wal.WithSegmentFiler(segment.NewFiler(dir, cleanVFS{fs.New()})))

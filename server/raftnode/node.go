@@ -89,10 +89,23 @@ type Config struct {
 	// a full or failing disk would. For fault-injection tests.
 	StorageFault func(store, op string) error
 
-	// walSegmentSize, if set, is raft-wal's segment size (the default is
-	// wal.DefaultSegmentSize), for tests that fill a small disk.
-	walSegmentSize int
+	// LogSegmentSize is the size in bytes of the durable log's segments
+	// (the wal store's), each preallocated whole when it is made: from
+	// MinLogSegmentSize to MaxLogSegmentSize; 0 is DefaultLogSegmentSize.
+	// A node on a small disk, or a test that fills one, takes smaller
+	// segments; a data dir's existing segments keep their size.
+	LogSegmentSize int
 }
+
+// The durable log's segment sizes (Config.LogSegmentSize).
+const (
+	DefaultLogSegmentSize = 64 << 20 // raft-wal's default
+	MinLogSegmentSize     = 64 << 10 // 64 KiB
+	MaxLogSegmentSize     = 1 << 30  // 1 GiB
+)
+
+// ErrLogSegmentSize is a Config.LogSegmentSize out of its bounds.
+var ErrLogSegmentSize = fmt.Errorf("dlm server: the log segment size lies between %d and %d bytes", MinLogSegmentSize, MaxLogSegmentSize)
 
 // Peer is one voter of a cluster to bootstrap.
 type Peer struct {

@@ -16,6 +16,8 @@ import (
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/internal/servertest"
+
+	wal "github.com/hashicorp/raft-wal"
 )
 
 // faultSwitch fails the writes of one store while it holds an error.
@@ -208,7 +210,7 @@ func TestFullTmpfsRefusesThenRecovers(t *testing.T) {
 	root := mountTmpfs(t, 8<<20)
 	dir := filepath.Join(root, "data")
 	ctx := testCtx(t)
-	n := openNode(t, Config{Dir: dir, walSegmentSize: 256 << 10})
+	n := openNode(t, Config{Dir: dir, LogSegmentSize: 256 << 10})
 	defer n.Close()
 	sid := propose(t, n, servertest.Open("a"))[0].Session
 	fill(t, filepath.Join(root, "filler"))
@@ -265,4 +267,37 @@ func TestFullTmpfsRefusesThenRecovers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLogSegmentSize: the wal log takes the segment size it is given
+// within its bounds (a new segment file of that size), and a node asked
+// for one out of them does not open, naming the bounds.
+func TestLogSegmentSize(t *testing.T) {
+	defer servertest.CheckNoLeaks(t)
+	if DefaultLogSegmentSize != wal.DefaultSegmentSize {
+		t.Fatalf("DefaultLogSegmentSize %d, raft-wal's default %d", DefaultLogSegmentSize, wal.DefaultSegmentSize)
+	}
+	for _, size := range []int{MinLogSegmentSize - 1, MaxLogSegmentSize + 1, -1} {
+		n, err := Open(Config{Dir: t.TempDir(), LogSegmentSize: size})
+		if err == nil {
+			n.Close()
+			t.Fatalf("LogSegmentSize %d: the node opened", size)
+		}
+		if !errors.Is(err, ErrLogSegmentSize) {
+			t.Fatalf("LogSegmentSize %d: %v, want ErrLogSegmentSize", size, err)
+		}
+	}
+	dir := t.TempDir()
+	n := openNode(t, Config{Dir: dir, LogSegmentSize: MinLogSegmentSize})
+	propose(t, n, servertest.Open("a"))
+	n.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	if len(segs) == 0 {
+		t.Fatal("no segment")
+	}
+	for _, s := range segs {
+		if fi, err := os.Stat(s); err != nil || fi.Size() != MinLogSegmentSize {
+			t.Fatalf("segment %s: %v, %v; want %d bytes", s, fi.Size(), err, MinLogSegmentSize)
+		}
+	}
 }
