@@ -47,7 +47,10 @@
 //     session TTL; mend.
 //   - flap-leader: pause or kill (in turn) the holding client, then kill -9
 //     the leader every half TTL (restarting it at once) for 10 TTL; heal:
-//     resume the client, or start it again under its name.
+//     resume the client, or start it again under its name. A waiter of
+//     its own waits for the held lock through the whole flap.
+//   - fill-disk: fill the leader's or a follower's disk (a tmpfs per node,
+//     root only) until its log's writes fail, and hold it; free it.
 //
 // then holds it, heals it and waits for the next grant.
 //
