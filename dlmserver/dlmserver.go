@@ -18,8 +18,11 @@
 //
 // # Reconnection
 //
-// When the stream breaks, the store reconnects by itself and resumes the
-// session while it is still valid, with the session's secret resume token
+// When the stream breaks, the store reconnects by itself (rounds over
+// the servers, with jittered exponential pauses between them of at most
+// 1 s while no server answers, and at most 250 ms while servers answer but
+// none leads yet: an election, over in a few election timeouts) and
+// resumes the session while it is still valid, with the session's secret resume token
 // (kept from the open, never logged); the server answers with the session's
 // whole lock state, from which the store settles requests whose answers were
 // lost. Calls made meanwhile wait for the new stream; calls made with no
@@ -345,6 +348,24 @@ func (s *Store) dialSession(ctx context.Context) (*streamConn, error) {
 			return nil, err
 		case <-t.C:
 		}
-		pause = min(pause*2, time.Second)
+		pause = nextPause(pause, leaderless)
 	}
+}
+
+// The longest pauses between rounds of connection attempts: while no
+// server answers, and while servers answer but none leads yet (an
+// election, which ends in a few election timeouts; a node's "not the
+// leader" costs it little). A leader that serves briefly, as when leaders
+// change again and again, is found within about one of the shorter pauses.
+const (
+	maxReconnectPause  = time.Second
+	maxLeaderlessPause = 250 * time.Millisecond
+)
+
+// nextPause doubles pause up to the bound for the last round's outcome.
+func nextPause(pause time.Duration, leaderless bool) time.Duration {
+	if leaderless {
+		return min(pause*2, maxLeaderlessPause)
+	}
+	return min(pause*2, maxReconnectPause)
 }

@@ -43,7 +43,7 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 	}
 	if s.st.conn == nil {
 		s.mu.Unlock()
-		return driver.Grant{}, fmt.Errorf("%w: not connected to the dlm server (reconnecting)", driver.ErrUnavailable)
+		return driver.Grant{}, s.unavailableLocked("not connected to the dlm server")
 	}
 	ls := newLockState(s.st.ownerFor(req.Group), req)
 	lr.Owner = ls.owner
@@ -180,13 +180,23 @@ func (s *Store) callOf(ls *lockState) *call {
 	return nil
 }
 
+// unavailableLocked is the error of a call that cannot be sent now (what
+// says why): dlm.ErrUnavailable, or the ErrStorage a server answered
+// meanwhile, naming its cause.
+func (s *Store) unavailableLocked(what string) error {
+	if s.st.storage != nil {
+		return fmt.Errorf("%s (reconnecting): %w", what, s.st.storage)
+	}
+	return fmt.Errorf("%w: %s (reconnecting)", driver.ErrUnavailable, what)
+}
+
 // usableLocked returns why no request can be sent now, if so.
 func (s *Store) usableLocked() error {
 	switch {
 	case s.st.closing:
 		return fmt.Errorf("%w: the store is closed", driver.ErrUnavailable)
 	case s.st.sid == 0 || !time.Now().Before(s.st.validUntil):
-		return fmt.Errorf("%w: no live session with the dlm server (reconnecting)", driver.ErrUnavailable)
+		return s.unavailableLocked("no live session with the dlm server")
 	}
 	return nil
 }

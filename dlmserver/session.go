@@ -21,19 +21,13 @@ import (
 	"github.com/dlmhq/dlm/driver"
 )
 
-// connect opens a stream and opens or resumes the session on it, trying
-// the store's servers in turn: the current one first, then the leader a
-// follower names, or the next address. On return the stream is installed,
-// the session's state reconciled with the server's, and unanswered
-// requests sent again.
-func (s *Store) connect(ctx context.Context) (*streamConn, error) {
-	conn, _, err := s.connectOnce(ctx)
-	return conn, err
-}
-
-// connectOnce is one round of connect over the addresses. leaderless
-// reports that a dlm node answered but none was a leader ready to serve
-// (an election, or a leader still starting): worth waiting for.
+// connectOnce opens a stream and opens or resumes the session on it,
+// trying the store's servers in turn, once: the current one first, then
+// the leader a follower names, or the next address. On return the stream
+// is installed, the session's state reconciled with the server's, and
+// unanswered requests sent again. On failure, leaderless reports that a
+// dlm node answered but none was a leader ready to serve (an election, or
+// a leader still starting): worth trying again soon.
 func (s *Store) connectOnce(ctx context.Context) (conn *streamConn, leaderless bool, err error) {
 	srv := s.srv.current()
 	var errs []error
@@ -235,8 +229,8 @@ func (s *Store) run(conn *streamConn) {
 	}
 }
 
-// reconnect connects again with jittered exponential backoff until it
-// succeeds (the stream) or the store closes (nil).
+// reconnect connects again with jittered exponential backoff (nextPause)
+// until it succeeds (the stream) or the store closes (nil).
 func (s *Store) reconnect() *streamConn {
 	pause := s.opt.reconnect
 	for {
@@ -248,13 +242,18 @@ func (s *Store) reconnect() *streamConn {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, max(s.opt.ttl/2, time.Second))
-		conn, err := s.connect(ctx)
+		conn, leaderless, err := s.connectOnce(ctx)
 		cancel()
 		if err == nil {
 			return conn
 		}
 		s.log.Debug("dlm remote: reconnect failed", "err", err)
-		pause = min(pause*2, time.Second)
+		if errors.Is(err, ErrStorage) {
+			s.mu.Lock()
+			s.st.storage = err
+			s.mu.Unlock()
+		}
+		pause = nextPause(pause, leaderless)
 	}
 }
 
@@ -329,7 +328,7 @@ func (s *Store) ackedLocked(seq uint64) {
 		return
 	}
 	delete(s.st.kaSent, seq)
-	s.st.lastAck = time.Now()
+	s.st.lastAck, s.st.storage = time.Now(), nil
 	if v := sent.Add(s.st.ttl - s.Drift(s.st.ttl)); v.After(s.st.validUntil) {
 		s.st.validUntil = v
 	}
@@ -368,6 +367,9 @@ func (s *Store) loseSessionLocked(cause error) {
 	level := slog.LevelWarn
 	if s.st.closing && len(s.st.byOwner) == 0 {
 		level = slog.LevelDebug // an ordinary Close
+	}
+	if s.st.storage != nil {
+		cause = fmt.Errorf("%w; the server's log cannot be written: %w", cause, s.st.storage)
 	}
 	s.log.Log(context.Background(), level, "dlm remote: session ended", "session", s.st.sid, "locks", len(s.st.byOwner), "cause", cause)
 	err := fmt.Errorf("%w: session %d lost: %w", driver.ErrUnavailable, s.st.sid, cause)

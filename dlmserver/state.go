@@ -18,6 +18,10 @@ type state struct {
 	validUntil time.Time     // the session is certainly alive before it
 	conn       *streamConn   // the stream in use; nil while disconnected
 	lastAck    time.Time     // when the last keepalive ack (or the stream) came
+	// storage is the last ErrStorage a server answered since a keepalive
+	// was last acknowledged, or nil: a call that cannot be sent, or a
+	// session lost, names it (the disk of the node is full or failing).
+	storage error
 	closing    bool
 	lossTimer  *time.Timer
 

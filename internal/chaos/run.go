@@ -742,14 +742,26 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 
 // flapLeader kills -9 the leader every half TTL for d, starting each
 // killed node again at once, and records each kill (a Note naming the
-// node). With no leader within a half TTL it goes on to the next period.
+// node). With no leader within a half TTL it goes on to the next period. A
+// leader found less than a quarter TTL before its period ends serves that
+// quarter first: killed as soon as it serves, no client could reach it,
+// and the flap would measure the machine's elections, not the cluster
+// (TestDeadClientLosesItsLocksWhenLeadersServeBriefly in dlmserver covers
+// leaders killed at once). Leaders still change more often than a TTL.
 func (hs *harness) flapLeader(ctx context.Context, round int, d time.Duration) error {
 	period := hs.cfg.ttl() / 2
+	serve := hs.cfg.ttl() / 4
 	end := time.Now().Add(d)
 	kills := 0
 	for ctx.Err() == nil && time.Now().Before(end) {
 		next := time.Now().Add(period)
 		if leader, err := hs.cluster.Leader(ctx, period); err == nil {
+			if wait := serve - time.Until(next); wait > 0 { // a duration, not a synchronisation
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+				}
+			}
 			hs.h.Add(history.Event{At: history.Now(), Kind: history.Note, Round: round, Target: leader.ID, Note: "flap: kill -9 the leader"})
 			leader.Kill()
 			kills++

@@ -200,6 +200,14 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// SnapshotInterval is how often a node checks whether its log holds
+// enough new entries for a snapshot (hashicorp/raft's SnapshotThreshold,
+// 8,192), at a random moment between one and two intervals. Raft's own
+// default, 2 minutes, restarts with the node: a node restarted more often
+// than that never snapshotted, and its log, its start and its catching up
+// grew without end. Consul checks every 5 s too.
+const SnapshotInterval = 5 * time.Second
+
 // retainSnapshots is how many snapshots the node keeps on disk.
 const retainSnapshots = 2
 
@@ -237,6 +245,7 @@ func (n *Node) start() error {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.ID)
 	rc.Logger = hl.Named("raft")
+	rc.SnapshotInterval = SnapshotInterval
 	if n.cfg.Raft != nil {
 		n.cfg.Raft(rc)
 	}

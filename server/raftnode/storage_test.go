@@ -17,6 +17,7 @@ import (
 	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/internal/servertest"
 
+	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 )
 
@@ -300,4 +301,25 @@ func TestLogSegmentSize(t *testing.T) {
 			t.Fatalf("segment %s: %v, %v; want %d bytes", s, fi.Size(), err, MinLogSegmentSize)
 		}
 	}
+}
+
+// TestSnapshotSoonAfterTheThreshold: a node snapshots within about two
+// SnapshotIntervals of reaching the snapshot threshold (100 entries here),
+// well within the test's 20 s, not raft's default of 2 to 4 minutes, which
+// restarts with the node.
+func TestSnapshotSoonAfterTheThreshold(t *testing.T) {
+	defer servertest.CheckNoLeaks(t)
+	dir := t.TempDir()
+	n := openNode(t, Config{Dir: dir, Raft: func(rc *raft.Config) {
+		servertest.FastRaft(rc)
+		rc.SnapshotThreshold = 100
+	}})
+	defer n.Close()
+	start := time.Now()
+	for i := range 120 {
+		propose(t, n, servertest.Open(fmt.Sprintf("s%d", i)))
+	}
+	ctx := testCtx(t)
+	waitFor(t, ctx, "a snapshot", func() bool { return len(snapshotDirs(t, dir)) > 0 }) // 20 s
+	t.Logf("the snapshot came %s after the first entry", time.Since(start).Round(time.Millisecond))
 }
