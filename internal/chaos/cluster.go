@@ -445,6 +445,39 @@ func (c *Cluster) Close() {
 	}
 }
 
+// DumpStacks makes every running node print its goroutines to its log
+// and exit (SIGQUIT, all at once, so that each dump shows the others'
+// connections still open; a stopped node is resumed first), for a cluster
+// that did not become healthy: what each node was waiting on is in its
+// log.
+func (c *Cluster) DumpStacks() {
+	var dumping []*Node
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		if n.cmd != nil {
+			_ = n.cmd.Process.Signal(syscall.SIGCONT)
+			_ = n.cmd.Process.Signal(syscall.SIGQUIT)
+			dumping = append(dumping, n)
+		}
+		n.mu.Unlock()
+	}
+	for _, n := range dumping {
+		n.mu.Lock()
+		cmd, done := n.cmd, n.done
+		n.cmd = nil
+		n.mu.Unlock()
+		if cmd == nil {
+			continue
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
 // mountDisk mounts a tmpfs of size bytes for the node's data dir.
 func (n *Node) mountDisk(size int64) error {
 	disk := filepath.Join(n.dir, "disk")

@@ -129,6 +129,9 @@ type Config struct {
 	// TakeoverBound is property 6's bound (a flap's victim's death to
 	// another client's grant); default 2 TTL + 2 election timeouts.
 	TakeoverBound time.Duration
+	// LinearizeTimeout bounds porcupine's check of the run's history
+	// (history.CheckConfig.LinearizeTimeout); default 2 minutes.
+	LinearizeTimeout time.Duration
 	// DiskSize is the size of each node's tmpfs when FillDisk is among
 	// the faults; default 32 MiB.
 	DiskSize int64
@@ -178,7 +181,7 @@ func (c *Config) ttl() time.Duration { return max(c.SessionTTL, c.LeaseTTL) }
 
 // checkConfig is what the checker is given.
 func (c *Config) checkConfig() history.CheckConfig {
-	return history.CheckConfig{RecoveryBound: c.RecoveryBound, TakeoverBound: c.TakeoverBound}
+	return history.CheckConfig{RecoveryBound: c.RecoveryBound, TakeoverBound: c.TakeoverBound, LinearizeTimeout: c.LinearizeTimeout}
 }
 
 // Result is a run's outcome.
@@ -534,6 +537,10 @@ func (hs *harness) round(ctx context.Context, round int, kind string) error {
 	// last round must have caught up before the next fault.
 	leader, took, err := hs.cluster.AwaitHealthy(ctx, 30*time.Second)
 	if err != nil {
+		if ctx.Err() == nil {
+			hs.cluster.DumpStacks() // the run ends here: see each node's log
+			err = fmt.Errorf("%w (the nodes' goroutines are at the end of their logs)", err)
+		}
 		return err
 	}
 	if took > 100*time.Millisecond {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,5 +163,76 @@ func awaitApplied(t *testing.T, n *Node, index uint64, timeout time.Duration) {
 			t.Fatalf("applied %d of %d after %s", n.FSM().AppliedIndex(), index, timeout)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestFollowerWhoseWritesFailedIsFedAgain: a follower whose log writes
+// fail for a while (a full disk) catches up once they succeed, under a
+// steady load. hashicorp/raft's pipelined replication stops feeding a
+// follower for good when the follower answers a failure while the next
+// request is on its way (hashicorp/raft#612: heartbeats go on, entries do
+// not, and no election heals it); the node replicates without pipelining
+// (MaxRPCsInFlight 1).
+func TestFollowerWhoseWritesFailedIsFedAgain(t *testing.T) {
+	defer servertest.CheckNoLeaks(t)
+	var peers []Peer
+	for i, a := range freeAddrs(t, 3) {
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: a})
+	}
+	nodes := make([]*Node, len(peers))
+	faults := make([]*faultSwitch, len(peers))
+	for i := range nodes {
+		faults[i] = &faultSwitch{store: StoreLog}
+		n, err := Open(Config{ID: peers[i].ID, Dir: t.TempDir(), BindAddr: peers[i].Addr, Peers: peers, Raft: clusterRaft,
+			StorageFault: faults[i].fault})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = n
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	leader := clusterLeader(t, nodes)
+	f := 0
+	for nodes[f] == leader {
+		f++
+	}
+	sid := propose(t, leader, servertest.Open("a"))[0].Session
+
+	// A steady load, so that requests are in flight to the follower when
+	// it fails one.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := uint64(1); ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, _ = leader.Propose(ctx, servertest.Lock(sid, uint64(w)<<32|seq, fmt.Sprintf("w%d-%d", w, seq), dlmpb.Mode_MODE_EX))
+				cancel()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	enospc := error(&os.PathError{Op: "write", Path: "segment", Err: syscall.ENOSPC})
+	for cycle := range 30 {
+		faults[f].set(enospc)
+		time.Sleep(50 * time.Millisecond) // the fault lasts: a duration, not a synchronisation
+		faults[f].set(nil)
+		if !leader.IsLeader() {
+			t.Skip("the leader changed (a loaded machine): the follower's case is not tested")
+		}
+		awaitApplied(t, nodes[f], leader.FSM().AppliedIndex(), 10*time.Second)
+		t.Logf("cycle %d: %s caught up", cycle, peers[f].ID)
 	}
 }

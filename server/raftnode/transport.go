@@ -71,8 +71,15 @@ func newTransport(bind, advertise, source string, tlsCfg *tls.Config, hl hclog.L
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		Logger:  hl,
+		// No pipelined replication: when a follower answers a failure (its
+		// log's write failed: a full disk) while the next request is on its
+		// way, hashicorp/raft's pipeline stops feeding it for good, while
+		// heartbeats go on (hashicorp/raft#612; the fault harness's
+		// fill-disk hit it within 25 rounds). Each batch waits for the
+		// previous one's answer instead.
+		MaxRPCsInFlight: 1,
+		Timeout:         10 * time.Second,
+		Logger:          hl,
 	}), layer, nil
 }
 

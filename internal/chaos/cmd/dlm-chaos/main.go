@@ -75,6 +75,7 @@ func run() int {
 	fs.IntVar(&cfg.TryClients, "try-clients", 2, "clients of the strict workload: try-locks of one resource, judged by porcupine against the strict model (0: none)")
 	fs.DurationVar(&cfg.FlapFor, "flap-for", 0, "how long a "+chaos.FlapLeader+" round kills the leader every half TTL (default 10 TTL)")
 	fs.DurationVar(&cfg.TakeoverBound, "takeover-bound", 0, "property 6: after a "+chaos.FlapLeader+" victim's death another client must be granted its resource this soon (default 2 TTL + 2 election timeouts)")
+	fs.DurationVar(&cfg.LinearizeTimeout, "linearize-timeout", 0, "bound porcupine's check of the history; past it the verdict is Unknown (default 2m; a 30-minute run's history may need more)")
 	fs.Int64Var(&seed, "seed", 0, "random seed (default: from the clock)")
 	fs.IntVar(&rejoin, "rejoin", 0, "instead of a fault run: this many cycles of kill -9 a node (the leader every 4th), writes, restart; print how long the node took to catch up")
 	fs.DurationVar(&down, "rejoin-down", time.Second, "with -rejoin: the shortest time a killed node stays down (the cycles' times are spread up to -rejoin-down-max)")
@@ -208,7 +209,7 @@ func checkFile(path string, cfg chaos.Config) int {
 	if takeover == 0 {
 		takeover = 2*ttl + 2*cfg.RaftTimeout
 	}
-	r := history.Check(evs, history.CheckConfig{RecoveryBound: bound, TakeoverBound: takeover})
+	r := history.Check(evs, history.CheckConfig{RecoveryBound: bound, TakeoverBound: takeover, LinearizeTimeout: cfg.LinearizeTimeout})
 	fmt.Print(r.Summary())
 	if r.TotalViolations() > 0 || r.Linearizability.Result != porcupine.Ok {
 		return 1
