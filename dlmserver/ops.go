@@ -42,8 +42,9 @@ func (s *Store) lock(ctx context.Context, req driver.Request, noQueue bool) (dri
 		return driver.Grant{}, err
 	}
 	if s.st.conn == nil {
+		err := s.unavailableLocked("not connected to the dlm server")
 		s.mu.Unlock()
-		return driver.Grant{}, s.unavailableLocked("not connected to the dlm server")
+		return driver.Grant{}, err
 	}
 	ls := newLockState(s.st.ownerFor(req.Group), req)
 	lr.Owner = ls.owner
