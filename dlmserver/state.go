@@ -21,9 +21,9 @@ type state struct {
 	// storage is the last ErrStorage a server answered since a keepalive
 	// was last acknowledged, or nil: a call that cannot be sent, or a
 	// session lost, names it (the disk of the node is full or failing).
-	storage error
-	closing    bool
-	lossTimer  *time.Timer
+	storage   error
+	closing   bool
+	lossTimer *time.Timer
 
 	seq       uint64               // last request sequence
 	kaSeq     uint64               // last keepalive sequence
