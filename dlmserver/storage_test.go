@@ -44,7 +44,9 @@ func TestFullDiskRefusesWithErrStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := filepath.Join(disk, "filler")
-	fillDisk(t, filler)
+	if err := testenv.Fill(filler); err != nil {
+		t.Fatal(err)
+	}
 
 	// The server grants while its segment has room, then refuses.
 	var refused error
@@ -100,27 +102,6 @@ func TestFullDiskRefusesWithErrStorage(t *testing.T) {
 		l := newLister(t, srv.Addr())
 		if h := l.resource(name + "-held").GetHolders(); len(h) != 1 || h[0].GetToken() != held.Token {
 			t.Fatalf("the lock granted before the disk filled, not reported lost: holders %v, want it (token %d)", h, held.Token)
-		}
-	}
-}
-
-// fillDisk writes path until its file system is full.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{1 << 20, 4 << 10, 1} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
 		}
 	}
 }

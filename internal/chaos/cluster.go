@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/internal/chaos/history"
+	"github.com/dlmhq/dlm/internal/testenv"
 )
 
 // readyLine is the log line every `dlm server` prints once it serves its
@@ -497,23 +498,7 @@ func (n *Node) FillDisk() error {
 	if n.disk == "" {
 		return fmt.Errorf("chaos: %s has no disk of its own to fill", n.ID)
 	}
-	f, err := os.Create(filepath.Join(n.disk, "filler"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for _, chunk := range []int{1 << 20, 4 << 10, 1} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					return err
-				}
-				break
-			}
-		}
-	}
-	return nil
+	return testenv.Fill(filepath.Join(n.disk, "filler"))
 }
 
 // FreeDisk removes what FillDisk wrote.

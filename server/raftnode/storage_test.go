@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlmhq/dlm/api/dlmpb"
+	"github.com/dlmhq/dlm/internal/testenv"
 	"github.com/dlmhq/dlm/locktable"
 	"github.com/dlmhq/dlm/server/fsm"
 	"github.com/dlmhq/dlm/server/internal/servertest"
@@ -181,21 +182,8 @@ func mountTmpfs(t *testing.T, size int) string {
 // fill writes path until the file system is full.
 func fill(t *testing.T, path string) {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
+	if err := testenv.Fill(path); err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{1 << 20, 4 << 10, 1} {
-		buf := make([]byte, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
 	}
 }
 
